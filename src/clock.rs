@@ -1,0 +1,228 @@
+//! The server's one clock. TTL deadlines are milliseconds on its monotonic reading;
+//! wall time appears only where commands speak Unix time (EXAT, PXAT, EXPIREAT,
+//! PEXPIRETIME, TIME...), converted once at that edge.
+//!
+//! A `Clock` is either the real one (monotonic from `Instant`, wall from the system
+//! clock) or a manual one for tests, where `advance` moves monotonic and wall time
+//! together and `set_wall` / `jump_wall` move wall time alone. Clones share the reading.
+
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+
+#[derive(Clone)]
+pub struct Clock {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    source: Source,
+    /// Woken whenever a manual clock moves, so timers on it can re-check.
+    moved: Notify,
+    /// Called after every `advance`, in order, before it returns (e.g. expiry sweeps).
+    on_advance: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+enum Source {
+    Real { start: Instant },
+    Manual(Mutex<ManualTime>),
+}
+
+struct ManualTime {
+    mono_ms: u64,
+    wall_ms: i64,
+}
+
+/// Where a manual clock's wall time starts: 2025-01-01T00:00:00Z. A fixed start makes
+/// test runs repeatable.
+pub const MANUAL_WALL_START_MS: i64 = 1_735_689_600_000;
+
+/// Where a manual clock's monotonic reading starts. Not zero, so that "deadline 0" and
+/// arithmetic near zero are never special.
+pub const MANUAL_MONO_START_MS: u64 = 1_000_000;
+
+impl Clock {
+    /// The real clock: monotonic from `Instant`, wall from `SystemTime`.
+    pub fn real() -> Clock {
+        Clock::with_source(Source::Real {
+            start: Instant::now(),
+        })
+    }
+
+    /// A manual clock that moves only when told to.
+    pub fn manual() -> Clock {
+        Clock::with_source(Source::Manual(Mutex::new(ManualTime {
+            mono_ms: MANUAL_MONO_START_MS,
+            wall_ms: MANUAL_WALL_START_MS,
+        })))
+    }
+
+    fn with_source(source: Source) -> Clock {
+        Clock {
+            inner: Arc::new(Inner {
+                source,
+                moved: Notify::new(),
+                on_advance: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    pub fn is_manual(&self) -> bool {
+        matches!(self.inner.source, Source::Manual(_))
+    }
+
+    /// Monotonic milliseconds. Only differences mean anything.
+    pub fn now_ms(&self) -> u64 {
+        match &self.inner.source {
+            // The real reading starts at the same offset as the manual one so that
+            // deadlines are never near zero.
+            Source::Real { start } => MANUAL_MONO_START_MS + start.elapsed().as_millis() as u64,
+            Source::Manual(t) => t.lock().mono_ms,
+        }
+    }
+
+    /// Wall time in milliseconds since the Unix epoch.
+    pub fn wall_ms(&self) -> i64 {
+        self.wall_us() / 1000
+    }
+
+    /// Wall time in microseconds since the Unix epoch (for TIME).
+    pub fn wall_us(&self) -> i64 {
+        match &self.inner.source {
+            Source::Real { .. } => match SystemTime::now().duration_since(UNIX_EPOCH) {
+                Ok(d) => d.as_micros() as i64,
+                Err(e) => -(e.duration().as_micros() as i64),
+            },
+            Source::Manual(t) => t.lock().wall_ms * 1000,
+        }
+    }
+
+    /// Moves a manual clock forward: monotonic and wall time together. Timers on this
+    /// clock fire and `on_advance` hooks run before it returns. Panics on the real clock,
+    /// which nothing may move.
+    pub fn advance(&self, d: Duration) {
+        let Source::Manual(t) = &self.inner.source else {
+            panic!("Clock::advance on the real clock");
+        };
+        {
+            let mut t = t.lock();
+            t.mono_ms += d.as_millis() as u64;
+            t.wall_ms += d.as_millis() as i64;
+        }
+        self.after_move();
+    }
+
+    /// Sets a manual clock's wall time (Unix ms); monotonic time does not move.
+    pub fn set_wall(&self, unix_ms: i64) {
+        let Source::Manual(t) = &self.inner.source else {
+            panic!("Clock::set_wall on the real clock");
+        };
+        t.lock().wall_ms = unix_ms;
+        self.after_move();
+    }
+
+    /// Steps a manual clock's wall time by `delta_ms` (either sign), as NTP or an
+    /// operator would; monotonic time does not move.
+    pub fn jump_wall(&self, delta_ms: i64) {
+        let Source::Manual(t) = &self.inner.source else {
+            panic!("Clock::jump_wall on the real clock");
+        };
+        t.lock().wall_ms += delta_ms;
+        self.after_move();
+    }
+
+    fn after_move(&self) {
+        self.inner.moved.notify_waiters();
+        for hook in self.inner.on_advance.lock().iter() {
+            hook();
+        }
+    }
+
+    /// Registers a hook run after every manual move (a no-op for the real clock).
+    pub fn on_advance(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.inner.on_advance.lock().push(Box::new(hook));
+    }
+
+    /// Converts a Unix-ms instant into a monotonic deadline, at the current reading.
+    pub fn wall_to_mono(&self, unix_ms: i64) -> i64 {
+        self.now_ms() as i64 + (unix_ms - self.wall_ms())
+    }
+
+    /// Converts a monotonic deadline into Unix ms, at the current reading.
+    pub fn mono_to_wall(&self, deadline_ms: u64) -> i64 {
+        self.wall_ms() + (deadline_ms as i64 - self.now_ms() as i64)
+    }
+
+    /// Waits until the monotonic reading reaches `deadline_ms`.
+    pub async fn sleep_until(&self, deadline_ms: u64) {
+        loop {
+            let moved = self.inner.moved.notified();
+            tokio::pin!(moved);
+            // Register before reading, so a move between the read and the await wakes us.
+            moved.as_mut().enable();
+            let now = self.now_ms();
+            if now >= deadline_ms {
+                return;
+            }
+            match &self.inner.source {
+                Source::Real { .. } => {
+                    tokio::time::sleep(Duration::from_millis(deadline_ms - now)).await
+                }
+                Source::Manual(_) => moved.await,
+            }
+        }
+    }
+
+    /// Waits for `d` on this clock.
+    pub async fn sleep(&self, d: Duration) {
+        let deadline = self.now_ms() + d.as_millis() as u64;
+        self.sleep_until(deadline).await
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.is_manual() { "manual" } else { "real" };
+        write!(f, "Clock({kind}, now_ms={})", self.now_ms())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_advance_moves_both_readings() {
+        let c = Clock::manual();
+        let (m, w) = (c.now_ms(), c.wall_ms());
+        c.advance(Duration::from_millis(1500));
+        assert_eq!(c.now_ms(), m + 1500);
+        assert_eq!(c.wall_ms(), w + 1500);
+    }
+
+    #[test]
+    fn wall_jump_leaves_monotonic_alone() {
+        let c = Clock::manual();
+        let m = c.now_ms();
+        c.jump_wall(-3_600_000);
+        assert_eq!(c.now_ms(), m);
+        assert_eq!(c.wall_ms(), MANUAL_WALL_START_MS - 3_600_000);
+    }
+
+    #[tokio::test]
+    async fn manual_sleep_wakes_on_advance() {
+        let c = Clock::manual();
+        let c2 = c.clone();
+        let t = tokio::spawn(async move { c2.sleep(Duration::from_millis(100)).await });
+        tokio::task::yield_now().await;
+        c.advance(Duration::from_millis(50));
+        tokio::task::yield_now().await;
+        assert!(!t.is_finished());
+        c.advance(Duration::from_millis(50));
+        tokio::time::timeout(Duration::from_secs(5), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}

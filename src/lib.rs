@@ -1,0 +1,8 @@
+//! redlockd: a Redis-compatible lock server with monotonic TTLs and a restart fence.
+
+pub mod clock;
+pub mod fence;
+pub mod protocol;
+pub mod store;
+
+pub use clock::Clock;

@@ -1,0 +1,320 @@
+//! Request framing: RESP multibulk (`*N\r\n$len\r\n...`) decoded by the redis-protocol
+//! crate, and inline commands (`PING\r\n`), which that crate does not decode.
+//!
+//! Before handing bytes to the crate we scan the frame's headers ourselves: that bounds
+//! every announced count and length (nothing is allocated for what a client merely
+//! announces), refuses nesting (requests are flat arrays of bulk strings), and means the
+//! crate is only called on a complete frame, so a large request that arrives in many
+//! reads is not re-parsed from the start each time.
+
+use bytes::{Bytes, BytesMut};
+use redis_protocol::resp2::{decode::decode_bytes_mut, types::BytesFrame};
+
+/// Longest header line or inline request without a newline (Redis's PROTO_INLINE_MAX_SIZE).
+const MAX_LINE: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest bulk string accepted (`proto-max-bulk-len`).
+    pub max_bulk_len: usize,
+    /// Most arguments in one request.
+    pub max_args: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk_len: 512 * 1024 * 1024,
+            max_args: 1024 * 1024,
+        }
+    }
+}
+
+/// A framing error: the connection gets `-ERR <text>` and is closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    fn new(s: impl Into<String>) -> Self {
+        ProtocolError(format!("Protocol error: {}", s.into()))
+    }
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Takes one request off the front of `buf`: `Ok(None)` when more bytes are needed,
+/// `Ok(Some(args))` with the arguments (an empty vector for a blank line or `*0`, which
+/// the caller skips), or an error.
+pub fn parse_request(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    if buf[0] == b'*' {
+        parse_multibulk(buf, limits)
+    } else {
+        parse_inline(buf)
+    }
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|p| p + from)
+}
+
+fn parse_int(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+fn parse_multibulk(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(eol) = find_crlf(buf, 1) else {
+        if buf.len() > MAX_LINE {
+            return Err(ProtocolError::new("too big mbulk count string"));
+        }
+        return Ok(None);
+    };
+    let count = match parse_int(&buf[1..eol]) {
+        Some(n) if n <= limits.max_args as i64 => n,
+        _ => return Err(ProtocolError::new("invalid multibulk length")),
+    };
+    if count <= 0 {
+        let _ = buf.split_to(eol + 2);
+        return Ok(Some(Vec::new()));
+    }
+    // Walk the bulk headers without copying anything, to find where the frame ends.
+    let mut pos = eol + 2;
+    for _ in 0..count {
+        let Some(&kind) = buf.get(pos) else {
+            return Ok(None);
+        };
+        if kind != b'$' {
+            return Err(ProtocolError::new(format!(
+                "expected '$', got '{}'",
+                kind as char
+            )));
+        }
+        let Some(eol) = find_crlf(buf, pos + 1) else {
+            if buf.len() - pos > MAX_LINE {
+                return Err(ProtocolError::new("too big bulk count string"));
+            }
+            return Ok(None);
+        };
+        let len = match parse_int(&buf[pos + 1..eol]) {
+            Some(n) if n >= 0 && n as u64 <= limits.max_bulk_len as u64 => n as usize,
+            _ => return Err(ProtocolError::new("invalid bulk length")),
+        };
+        pos = eol + 2 + len;
+        if buf.len() < pos + 2 {
+            return Ok(None);
+        }
+        if &buf[pos..pos + 2] != b"\r\n" {
+            return Err(ProtocolError::new("expected CRLF after bulk string"));
+        }
+        pos += 2;
+    }
+    // The frame is complete and well formed: let the crate slice it out without copying.
+    let frame = match decode_bytes_mut(buf) {
+        Ok(Some((frame, amt, _))) if amt == pos => frame,
+        Ok(_) => return Err(ProtocolError::new("invalid multibulk frame")),
+        Err(e) => return Err(ProtocolError::new(e.to_string())),
+    };
+    let BytesFrame::Array(items) = frame else {
+        return Err(ProtocolError::new("invalid multibulk frame"));
+    };
+    items
+        .into_iter()
+        .map(|f| match f {
+            BytesFrame::BulkString(b) => Ok(b),
+            _ => Err(ProtocolError::new("invalid multibulk frame")),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > MAX_LINE {
+            return Err(ProtocolError::new("too big inline request"));
+        }
+        return Ok(None);
+    };
+    let line = buf.split_to(nl + 1);
+    let mut line = &line[..nl];
+    if line.last() == Some(&b'\r') {
+        line = &line[..line.len() - 1];
+    }
+    split_args(line)
+        .map(Some)
+        .ok_or_else(|| ProtocolError::new("unbalanced quotes in request"))
+}
+
+/// Splits an inline request as Redis's `sdssplitargs` does: spaces separate arguments;
+/// "double quotes" take \n \r \t \b \a \\ \" and \xHH escapes; 'single quotes' take \';
+/// a closing quote must be followed by a space or the end. `None` for unbalanced quotes.
+pub(crate) fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 3 < n && line[i + 1] == b'x' {
+                    if let (Some(h), Some(l)) = (hex(line[i + 2]), hex(line[i + 3])) {
+                        cur.push(h * 16 + l);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && i + 1 < n {
+                    cur.push(match line[i + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                    i += 2;
+                } else if c == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                    i += 1;
+                }
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    cur.push(b'\'');
+                    i += 2;
+                } else if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                    i += 1;
+                }
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => {
+                        i += 1;
+                        break;
+                    }
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+                i += 1;
+            }
+        }
+        args.push(Bytes::from(cur));
+    }
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(input: &[u8]) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        let mut buf = BytesMut::from(input);
+        parse_request(&mut buf, &Limits::default())
+    }
+
+    #[test]
+    fn multibulk_is_split_into_arguments() {
+        let args = parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap().unwrap();
+        assert_eq!(args, vec![Bytes::from("GET"), Bytes::from("k")]);
+    }
+
+    #[test]
+    fn partial_multibulk_waits_for_more() {
+        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r").unwrap(), None);
+        assert_eq!(parse(b"*2\r\n$3\r\nGE").unwrap(), None);
+        assert_eq!(parse(b"*2").unwrap(), None);
+    }
+
+    #[test]
+    fn huge_announced_lengths_are_refused_without_waiting() {
+        let limits = Limits {
+            max_bulk_len: 1024,
+            max_args: 8,
+        };
+        let mut buf = BytesMut::from(&b"*1\r\n$4096\r\n"[..]);
+        let err = parse_request(&mut buf, &limits).unwrap_err();
+        assert_eq!(err.0, "Protocol error: invalid bulk length");
+        let mut buf = BytesMut::from(&b"*9\r\n"[..]);
+        let err = parse_request(&mut buf, &limits).unwrap_err();
+        assert_eq!(err.0, "Protocol error: invalid multibulk length");
+    }
+
+    #[test]
+    fn nested_arrays_are_refused() {
+        let err = parse(b"*1\r\n*1\r\n$1\r\na\r\n").unwrap_err();
+        assert_eq!(err.0, "Protocol error: expected '$', got '*'");
+    }
+
+    #[test]
+    fn inline_commands_split_on_spaces_and_quotes() {
+        let args = parse(b"SET k \"a b\\x41\" 'c\\'d'\r\n").unwrap().unwrap();
+        assert_eq!(
+            args,
+            vec![
+                Bytes::from("SET"),
+                Bytes::from("k"),
+                Bytes::from("a bA"),
+                Bytes::from("c'd")
+            ]
+        );
+    }
+
+    #[test]
+    fn inline_unbalanced_quotes_is_an_error() {
+        let err = parse(b"SET k \"abc\r\n").unwrap_err();
+        assert_eq!(err.0, "Protocol error: unbalanced quotes in request");
+    }
+
+    #[test]
+    fn empty_inline_line_is_an_empty_request() {
+        assert_eq!(parse(b"\r\n").unwrap(), Some(vec![]));
+    }
+}

@@ -1,0 +1,11 @@
+//! RESP framing and replies. Knows nothing of commands: requests come in as argument
+//! vectors, replies go out as [`Reply`] values encoded for the connection's protocol.
+
+mod decode;
+mod encode;
+pub mod errors;
+mod reply;
+
+pub use decode::{parse_request, Limits, ProtocolError};
+pub use encode::encode;
+pub use reply::Reply;

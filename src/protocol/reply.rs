@@ -1,0 +1,75 @@
+use bytes::Bytes;
+
+/// A typed reply. RESP2 vs RESP3 is decided only when it is encoded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+OK`
+    Ok,
+    /// A simple string (`+PONG`, `+QUEUED`...).
+    Status(Bytes),
+    /// An error; the text includes its code (`ERR ...`, `WRONGTYPE ...`).
+    Error(Bytes),
+    Integer(i64),
+    Bulk(Bytes),
+    /// RESP2 `$-1`, RESP3 `_`.
+    Null,
+    /// RESP2 `*-1`, RESP3 `_`.
+    NullArray,
+    Array(Vec<Reply>),
+    /// RESP3 map; RESP2 flattens it into an array of key, value, key, value...
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 set; RESP2 array.
+    Set(Vec<Reply>),
+    /// RESP3 double; RESP2 bulk string.
+    Double(f64),
+    /// RESP3 boolean; RESP2 integer 1 or 0.
+    Bool(bool),
+    /// RESP3 verbatim string (`=` with a 3-letter format); RESP2 bulk string.
+    Verbatim(&'static str, Bytes),
+    /// RESP3 push (pub/sub messages); RESP2 array.
+    Push(Vec<Reply>),
+}
+
+impl Reply {
+    pub fn status(s: &'static str) -> Reply {
+        Reply::Status(Bytes::from_static(s.as_bytes()))
+    }
+
+    /// An error reply from any text; the text must start with its code (`ERR ...`).
+    pub fn error(s: impl Into<String>) -> Reply {
+        Reply::Error(Bytes::from(s.into()))
+    }
+
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    pub fn bulk_str(s: &str) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// The error text, if this is an error.
+    pub fn error_text(&self) -> Option<&[u8]> {
+        match self {
+            Reply::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<i64> for Reply {
+    fn from(i: i64) -> Reply {
+        Reply::Integer(i)
+    }
+}
+
+impl From<bool> for Reply {
+    /// Redis's integer booleans (`:1` / `:0`), as EXISTS-style commands reply.
+    fn from(b: bool) -> Reply {
+        Reply::Integer(b as i64)
+    }
+}

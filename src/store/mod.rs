@@ -1,0 +1,8 @@
+//! The keyspace: 16 databases of `Bytes -> Entry` in dashmaps, with lazy expiry on
+//! every access and an active sweeper. Knows nothing of the network or of commands.
+
+mod db;
+mod value;
+
+pub use db::{Db, Keyspace};
+pub use value::{Entry, Value};

@@ -1,0 +1,42 @@
+use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
+
+/// What a key holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(Bytes),
+    Hash(HashMap<Bytes, Bytes>),
+    List(VecDeque<Bytes>),
+}
+
+impl Value {
+    /// The name TYPE replies with.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+        }
+    }
+}
+
+/// A key's value and its deadline on the monotonic clock (None: no TTL).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub value: Value,
+    pub deadline_ms: Option<u64>,
+}
+
+impl Entry {
+    pub fn new(value: Value) -> Entry {
+        Entry {
+            value,
+            deadline_ms: None,
+        }
+    }
+
+    /// As Redis: a key expires when now is past its deadline.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        matches!(self.deadline_ms, Some(d) if now_ms > d)
+    }
+}
