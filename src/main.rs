@@ -1,1 +1,239 @@
-fn main() {}
+//! The redlockd binary: parse flags, start logging, run one node or a local cluster.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use redlockd::config::{parse_duration, Config};
+use redlockd::{Clock, Server, ServerHandle};
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// A Redis-compatible lock server. TTLs run on a monotonic clock, and for max-ttl after
+/// boot (the restart fence) writes are refused with TRYAGAIN, so that N independent
+/// redlockd nodes form a safe Redlock cluster.
+#[derive(Parser, Debug)]
+#[command(name = "redlockd", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run N independent nodes (own keyspace, clock reading and fence each) on
+    /// consecutive ports in one process: a local Redlock cluster.
+    Cluster(ClusterArgs),
+}
+
+#[derive(Args, Debug)]
+struct ClusterArgs {
+    /// How many nodes.
+    #[arg(long, default_value_t = 5, env = "REDLOCKD_NODES_COUNT")]
+    nodes: u16,
+    /// Port of the first node; the others follow.
+    #[arg(long, default_value_t = 7001, env = "REDLOCKD_BASE_PORT")]
+    base_port: u16,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum ClockArg {
+    /// The monotonic clock (production).
+    Real,
+    /// A clock that moves only with DEBUG CLOCK ADVANCE (tests over the wire; needs
+    /// --enable-debug-command).
+    Manual,
+}
+
+/// Flags for one node (every node of a cluster gets the same).
+#[derive(Args, Debug, Clone)]
+struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1", env = "REDLOCKD_BIND")]
+    bind: IpAddr,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 6379, env = "REDLOCKD_PORT")]
+    port: u16,
+    /// Longest TTL a client may set; longer ones are refused. Also what the restart
+    /// fence waits for. Durations: 1500, 1500ms, 30s, 2m.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "REDLOCKD_MAX_TTL")]
+    max_ttl: Duration,
+    /// How long after boot writes are refused with TRYAGAIN [default: max-ttl + 1s].
+    /// 0 disables the fence (safe only when no client can hold a lock from before).
+    #[arg(long, value_parser = parse_duration, env = "REDLOCKD_RESTART_DELAY")]
+    restart_delay: Option<Duration>,
+    /// Refuse writes that would leave a key without a TTL.
+    #[arg(long, env = "REDLOCKD_REQUIRE_TTL")]
+    require_ttl: bool,
+    /// Password for the default user (AUTH / HELLO AUTH).
+    #[arg(long, env = "REDLOCKD_REQUIREPASS", hide_env_values = true)]
+    requirepass: Option<String>,
+    /// Most clients connected at once.
+    #[arg(long, default_value_t = 10_000, env = "REDLOCKD_MAXCLIENTS")]
+    maxclients: usize,
+    /// Largest bulk string a client may send, in bytes.
+    #[arg(long, default_value_t = 512 * 1024 * 1024, env = "REDLOCKD_PROTO_MAX_BULK_LEN")]
+    proto_max_bulk_len: usize,
+    /// Past this, a running script makes other clients get BUSY and SCRIPT KILL works.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, env = "REDLOCKD_BUSY_SCRIPT_TIME")]
+    busy_script_time: Duration,
+    /// Which clock drives TTLs and the fence.
+    #[arg(long, value_enum, default_value = "real", env = "REDLOCKD_CLOCK")]
+    clock: ClockArg,
+    /// Enable DEBUG (clock controls, crash-restart, sleep). Off by default.
+    #[arg(long, env = "REDLOCKD_ENABLE_DEBUG_COMMAND")]
+    enable_debug_command: bool,
+    /// Seed for the server's randomness (SCAN order, Lua math.random); random if unset.
+    #[arg(long, env = "REDLOCKD_SEED")]
+    seed: Option<u64>,
+    /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
+    #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
+    log: String,
+}
+
+impl ServerArgs {
+    fn config(&self, port: u16) -> Config {
+        Config {
+            bind: self.bind,
+            port,
+            max_ttl: self.max_ttl,
+            restart_delay: self.restart_delay,
+            require_ttl: self.require_ttl,
+            requirepass: self.requirepass.clone(),
+            maxclients: self.maxclients,
+            proto_max_bulk_len: self.proto_max_bulk_len,
+            busy_script_time: self.busy_script_time,
+            clock: (self.clock == ClockArg::Manual).then(Clock::manual),
+            enable_debug_command: self.enable_debug_command,
+            seed: self.seed,
+            ..Config::default()
+        }
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let log = match &cli.command {
+        Some(Command::Cluster(c)) => c.server.log.clone(),
+        None => cli.server.log.clone(),
+    };
+    init_logging(&log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("redlockd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            None => run_nodes(&cli.server, &[cli.server.port]).await,
+            Some(Command::Cluster(c)) => {
+                let ports: Vec<u16> = (0..c.nodes)
+                    .map(|i| c.base_port.checked_add(i))
+                    .collect::<Option<_>>()
+                    .ok_or("--base-port + --nodes passes 65535")?;
+                if ports.is_empty() {
+                    return Err("--nodes must be at least 1".to_string());
+                }
+                run_nodes(&c.server, &ports).await
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("redlockd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Starts one node per port and runs until a signal or SHUTDOWN stops them.
+async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
+    let mut handles: Vec<ServerHandle> = Vec::new();
+    for &port in ports {
+        let handle = Server::start(args.config(port))
+            .await
+            .map_err(|e| format!("cannot start a node on {}:{port}: {e}", args.bind))?;
+        handles.push(handle);
+    }
+    if ports.len() > 1 {
+        let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
+        let fence = handles[0].shared().fence.remaining_ms(handles[0].clock().now_ms());
+        println!("redlockd cluster: {} nodes", handles.len());
+        for a in &addrs {
+            println!("  redis://{a}");
+        }
+        println!("nodes for clients: {}", addrs.join(","));
+        if fence > 0 {
+            println!(
+                "restart fence: writes get TRYAGAIN for the first {fence} ms (max-ttl + margin); --restart-delay 0 skips it"
+            );
+        }
+        println!("Ctrl-C stops all nodes.");
+    }
+    let mut stopped = Box::pin(async {
+        // Any node stopping (SHUTDOWN) stops the process, like a crash would.
+        let waits = handles.iter_mut().map(|h| Box::pin(h.stopped()));
+        futures_select_all(waits).await;
+    });
+    tokio::select! {
+        _ = shutdown_signal() => tracing::info!("signal received, shutting down"),
+        _ = &mut stopped => {}
+    }
+    drop(stopped);
+    for h in handles {
+        h.shutdown().await;
+    }
+    Ok(())
+}
+
+/// Waits for the first of several futures.
+async fn futures_select_all<F: std::future::Future<Output = ()> + Unpin>(
+    futs: impl Iterator<Item = F>,
+) {
+    let mut futs: Vec<F> = futs.collect();
+    std::future::poll_fn(|cx| {
+        for f in futs.iter_mut() {
+            if std::pin::Pin::new(f).poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await;
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

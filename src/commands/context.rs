@@ -1,0 +1,287 @@
+//! The state a command runs against: the server's `Shared` state, the calling client's
+//! `ClientState`, and the time of the call.
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::fence::Fence;
+use crate::protocol::{errors, Reply};
+use crate::store::{Db, Keyspace};
+use bytes::Bytes;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Everything one server shares between its connections.
+pub struct Shared {
+    pub config: Config,
+    pub clock: Clock,
+    pub keyspace: Keyspace,
+    pub fence: Fence,
+    pub clients: DashMap<u64, Arc<ClientInfo>>,
+    pub stats: Stats,
+    pub next_client_id: AtomicU64,
+    /// Monotonic ms at boot (or at the last crash-restart).
+    pub started_ms: AtomicU64,
+    pub run_id: String,
+    /// Set by DEBUG SET-ACTIVE-EXPIRE; the sweeper skips its passes while false.
+    pub active_expire: AtomicBool,
+    /// Woken to stop the server (SHUTDOWN, a signal, `ServerHandle::shutdown`).
+    pub shutdown: Notify,
+    pub shutting_down: AtomicBool,
+}
+
+impl Shared {
+    pub fn new(config: Config) -> Shared {
+        let clock = config.clock.clone().unwrap_or_else(Clock::real);
+        let now = clock.now_ms();
+        let fence = Fence::new(
+            now,
+            config.effective_restart_delay().as_millis() as u64,
+            config.max_ttl.as_millis() as u64,
+            config.require_ttl,
+        );
+        let seed = config.seed.unwrap_or_else(rand::random);
+        let run_id = {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            (0..40)
+                .map(|_| char::from(b"0123456789abcdef"[rng.random_range(0..16)]))
+                .collect()
+        };
+        Shared {
+            keyspace: Keyspace::new(config.databases, seed),
+            fence,
+            clients: DashMap::new(),
+            stats: Stats::new(table::COMMANDS.len()),
+            next_client_id: AtomicU64::new(1),
+            started_ms: AtomicU64::new(now),
+            run_id,
+            active_expire: AtomicBool::new(true),
+            shutdown: Notify::new(),
+            shutting_down: AtomicBool::new(false),
+            clock,
+            config,
+        }
+    }
+
+    /// What a crash and restart would do: every key forgotten, every client
+    /// disconnected, and the restart fence started again on the same clock.
+    pub fn crash_restart(&self) {
+        let now = self.clock.now_ms();
+        self.keyspace.flush_all();
+        self.fence.restart(now);
+        self.started_ms.store(now, Ordering::Relaxed);
+        for c in self.clients.iter() {
+            c.kill();
+        }
+    }
+
+    /// Asks the server to stop.
+    pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutdown.notify_waiters();
+    }
+}
+
+use super::table;
+
+/// Per-command counters for INFO commandstats.
+pub struct Stats {
+    pub total_commands: AtomicU64,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub expired_keys: AtomicU64,
+    per_command: Vec<CommandStat>,
+}
+
+#[derive(Default)]
+pub struct CommandStat {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl Stats {
+    fn new(commands: usize) -> Stats {
+        Stats {
+            total_commands: AtomicU64::new(0),
+            total_connections: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            expired_keys: AtomicU64::new(0),
+            per_command: (0..commands).map(|_| CommandStat::default()).collect(),
+        }
+    }
+
+    pub fn record(&self, index: usize, usec: u64, failed: bool) {
+        self.total_commands.fetch_add(1, Ordering::Relaxed);
+        let s = &self.per_command[index];
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        s.usec.fetch_add(usec, Ordering::Relaxed);
+        if failed {
+            s.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn record_rejected(&self, index: usize) {
+        self.total_commands.fetch_add(1, Ordering::Relaxed);
+        self.per_command[index]
+            .rejected
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn command(&self, index: usize) -> &CommandStat {
+        &self.per_command[index]
+    }
+
+    pub fn reset(&self) {
+        for s in &self.per_command {
+            s.calls.store(0, Ordering::Relaxed);
+            s.usec.store(0, Ordering::Relaxed);
+            s.rejected.store(0, Ordering::Relaxed);
+            s.failed.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What other connections may see of a client (CLIENT LIST, INFO clients) and the
+/// handle to disconnect it.
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created_ms: u64,
+    pub last_active_ms: AtomicU64,
+    pub name: Mutex<Option<Bytes>>,
+    pub lib_name: Mutex<Option<Bytes>>,
+    pub lib_ver: Mutex<Option<Bytes>>,
+    pub last_cmd: Mutex<&'static str>,
+    pub db: AtomicUsize,
+    pub resp: AtomicU8,
+    /// Set to disconnect the client (CLIENT KILL, crash-restart, output limit).
+    pub killed: AtomicBool,
+    pub kill: Notify,
+}
+
+impl ClientInfo {
+    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr, now_ms: u64) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            created_ms: now_ms,
+            last_active_ms: AtomicU64::new(now_ms),
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            last_cmd: Mutex::new("NULL"),
+            db: AtomicUsize::new(0),
+            resp: AtomicU8::new(2),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+        }
+    }
+
+    pub fn touch(&self, cmd: &'static str, now_ms: u64) {
+        *self.last_cmd.lock() = cmd;
+        self.last_active_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Disconnects the client at its next chance.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill.notify_one();
+    }
+}
+
+/// A connection's own state, owned by its task.
+pub struct ClientState {
+    pub info: Arc<ClientInfo>,
+    pub db: usize,
+    /// 2 or 3, set by HELLO.
+    pub proto: u8,
+    pub authed: bool,
+    /// Subscribed channels and patterns (pub/sub); RESP2 clients with any are in
+    /// subscribed mode.
+    pub subscriptions: usize,
+    /// Close the connection after this reply is written (QUIT, protocol errors).
+    pub close_after_reply: bool,
+}
+
+impl ClientState {
+    pub fn new(info: Arc<ClientInfo>, authed: bool) -> ClientState {
+        ClientState {
+            info,
+            db: 0,
+            proto: 2,
+            authed,
+            subscriptions: 0,
+            close_after_reply: false,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.info.id
+    }
+
+    pub fn resp2_subscribed(&self) -> bool {
+        self.proto == 2 && self.subscriptions > 0
+    }
+
+    pub fn set_proto(&mut self, proto: u8) {
+        self.proto = proto;
+        self.info.resp.store(proto, Ordering::Relaxed);
+    }
+
+    pub fn select(&mut self, db: usize) {
+        self.db = db;
+        self.info.db.store(db, Ordering::Relaxed);
+    }
+}
+
+/// One command's view: the server, the caller, and the time the command started
+/// (a script sees one time for its whole run, as in Redis).
+pub struct Ctx<'a> {
+    pub shared: &'a Shared,
+    pub client: &'a mut ClientState,
+    pub now_ms: u64,
+    pub in_script: bool,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(shared: &'a Shared, client: &'a mut ClientState) -> Ctx<'a> {
+        let now_ms = shared.clock.now_ms();
+        Ctx {
+            shared,
+            client,
+            now_ms,
+            in_script: false,
+        }
+    }
+
+    /// The caller's selected database.
+    pub fn db(&self) -> &'a Db {
+        self.shared.keyspace.db(self.client.db)
+    }
+
+    /// The monotonic deadline for a TTL of `ttl_ms` from now, after the max-ttl check.
+    pub fn deadline_after(&self, ttl_ms: i64) -> Result<u64, Reply> {
+        self.shared.fence.check_ttl(ttl_ms)?;
+        Ok((self.now_ms as i64).saturating_add(ttl_ms).max(0) as u64)
+    }
+
+    /// The monotonic deadline for a Unix-ms instant, after the max-ttl check. An
+    /// instant in the past gives a deadline in the past (the key expires at once).
+    pub fn deadline_at_wall(&self, unix_ms: i64) -> Result<u64, Reply> {
+        let ttl = unix_ms.saturating_sub(self.shared.clock.wall_ms());
+        self.deadline_after(ttl.max(-(self.now_ms as i64)))
+    }
+
+    /// Redis's `-WRONGTYPE` as an `Err`.
+    pub fn wrongtype<T>() -> Result<T, Reply> {
+        Err(errors::wrongtype())
+    }
+}

@@ -1,0 +1,85 @@
+//! DEBUG: test controls over the wire, only with `--enable-debug-command`.
+//! CLOCK ADVANCE / SET-WALL / JUMP-WALL need `--clock manual`.
+
+use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
+use crate::protocol::{errors, Reply};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if !ctx.shared.config.enable_debug_command {
+        return Err(Reply::error(
+            "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+        ));
+    }
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match (sub.as_str(), args.len()) {
+        ("clock", 4) => clock(ctx, &args[2], &args[3]),
+        ("crash-restart", 2) => {
+            tracing::warn!("DEBUG CRASH-RESTART: keyspace dropped, restart fence started");
+            ctx.shared.crash_restart();
+            Ok(Reply::Ok)
+        }
+        ("sleep", 3) => {
+            let secs: f64 = std::str::from_utf8(&args[2])
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+                .ok_or_else(|| Reply::error(errors::NOT_FLOAT))?;
+            // The whole server stops answering, as in Redis: hold the keyspace gate.
+            // A manual clock does not move during the sleep; real time passes.
+            let _exclusive = ctx.shared.keyspace.gate.write();
+            std::thread::sleep(Duration::from_secs_f64(secs.min(3600.0)));
+            Ok(Reply::Ok)
+        }
+        ("set-active-expire", 3) => {
+            let on = int_arg(&args[2])?;
+            ctx.shared.active_expire.store(on != 0, Ordering::Relaxed);
+            Ok(Reply::Ok)
+        }
+        ("help", _) => Ok(Reply::Array(
+            [
+                "DEBUG <subcommand> [<arg> ...]. Subcommands are:",
+                "CLOCK ADVANCE <ms>    Move the manual clock forward (monotonic and wall).",
+                "CLOCK SET-WALL <unix-ms>    Set the manual clock's wall time only.",
+                "CLOCK JUMP-WALL <+/-ms>    Step the manual clock's wall time only.",
+                "CRASH-RESTART    Drop the keyspace and start the restart fence, as a crash would.",
+                "SLEEP <seconds>    Stop answering for this long.",
+                "SET-ACTIVE-EXPIRE <0|1>    Turn the active expiry sweeper off or on.",
+            ]
+            .iter()
+            .map(|s| Reply::status(s))
+            .collect(),
+        )),
+        _ => Err(errors::unknown_subcommand("debug", &args[1])),
+    }
+}
+
+fn clock(ctx: &mut Ctx, what: &[u8], value: &[u8]) -> CmdResult {
+    let clock = &ctx.shared.clock;
+    if !clock.is_manual() {
+        return Err(Reply::error(
+            "ERR DEBUG CLOCK needs a manual clock (start the server with --clock manual)",
+        ));
+    }
+    // "+500" is accepted for JUMP-WALL, as the natural way to write a forward jump.
+    let value = value.strip_prefix(b"+").unwrap_or(value);
+    let n = int_arg(value)?;
+    if eq_ignore_case(what, "advance") {
+        if n < 0 {
+            return Err(Reply::error(
+                "ERR the monotonic clock cannot go backwards; use JUMP-WALL for wall time",
+            ));
+        }
+        clock.advance(Duration::from_millis(n as u64));
+    } else if eq_ignore_case(what, "set-wall") {
+        clock.set_wall(n);
+    } else if eq_ignore_case(what, "jump-wall") {
+        clock.jump_wall(n);
+    } else {
+        return Err(errors::syntax());
+    }
+    ctx.now_ms = clock.now_ms();
+    Ok(Reply::Ok)
+}

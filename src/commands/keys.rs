@@ -1,0 +1,106 @@
+//! Key commands: DEL/UNLINK, EXISTS, TYPE, KEYS, SCAN, RENAME.
+
+use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
+use crate::glob;
+use crate::protocol::{errors, Reply};
+use bytes::Bytes;
+
+/// DEL key... (also UNLINK): how many existed.
+pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    let n = args[1..]
+        .iter()
+        .filter(|k| db.remove(k, ctx.now_ms).is_some())
+        .count();
+    Ok(Reply::Integer(n as i64))
+}
+
+/// EXISTS key...: counts a key once per mention, as Redis does.
+pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    let n = args[1..]
+        .iter()
+        .filter(|k| db.contains(k, ctx.now_ms))
+        .count();
+    Ok(Reply::Integer(n as i64))
+}
+
+pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let name = match ctx.db().get(&args[1], ctx.now_ms) {
+        Some(e) => e.value.type_name(),
+        None => "none",
+    };
+    Ok(Reply::Status(Bytes::from_static(name.as_bytes())))
+}
+
+pub fn keys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let pattern = &args[1];
+    let mut keys = ctx.db().keys(ctx.now_ms);
+    keys.retain(|k| glob::matches(pattern, k));
+    Ok(Reply::Array(keys.into_iter().map(Reply::Bulk).collect()))
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]
+pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let cursor = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| Reply::error("ERR invalid cursor"))?;
+    let mut pattern: Option<&[u8]> = None;
+    let mut count = 10usize;
+    let mut type_filter: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let Some(value) = args.get(i + 1) else {
+            return Err(errors::syntax());
+        };
+        if eq_ignore_case(&args[i], "match") {
+            pattern = Some(value);
+        } else if eq_ignore_case(&args[i], "count") {
+            let n = int_arg(value)?;
+            if n < 1 {
+                return Err(errors::syntax());
+            }
+            count = n as usize;
+        } else if eq_ignore_case(&args[i], "type") {
+            type_filter = Some(value);
+        } else {
+            return Err(errors::syntax());
+        }
+        i += 2;
+    }
+    let db = ctx.db();
+    let (next, mut keys) = db.scan(cursor, count, ctx.now_ms);
+    if let Some(p) = pattern {
+        keys.retain(|k| glob::matches(p, k));
+    }
+    if let Some(t) = type_filter {
+        keys.retain(|k| {
+            db.get(k, ctx.now_ms)
+                .is_some_and(|e| eq_ignore_case(t, e.value.type_name()))
+        });
+    }
+    Ok(Reply::Array(vec![
+        Reply::Bulk(Bytes::from(next.to_string())),
+        Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
+    ]))
+}
+
+/// RENAME src dst: moves the value and its TTL; dst is overwritten.
+pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    if args[1] == args[2] {
+        return if db.contains(&args[1], now) {
+            Ok(Reply::Ok)
+        } else {
+            Err(Reply::error(errors::NO_SUCH_KEY))
+        };
+    }
+    let entry = db
+        .remove(&args[1], now)
+        .ok_or_else(|| Reply::error(errors::NO_SUCH_KEY))?;
+    db.insert(&args[2], entry);
+    Ok(Reply::Ok)
+}
+

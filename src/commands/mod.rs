@@ -1,0 +1,147 @@
+//! Commands: the table (name -> spec), the context a handler runs in, and dispatch.
+//! The network and Lua's redis.call both go through `execute`: one implementation of
+//! every command.
+
+pub mod connection;
+pub mod context;
+pub mod debug;
+pub mod expire;
+pub mod keys;
+pub mod server;
+pub mod strings;
+pub mod table;
+
+pub use context::{ClientInfo, ClientState, Ctx, Shared};
+pub use table::{lookup, Spec};
+
+use crate::protocol::{errors, Reply};
+use bytes::Bytes;
+use std::time::Instant;
+use table::flags;
+
+/// What a handler returns: `Err` carries an error reply, so handlers can use `?`.
+pub type CmdResult = Result<Reply, Reply>;
+
+/// Runs one request from a network client: the checks only the network makes (auth,
+/// subscribed mode), then `execute` under the keyspace gate's shared side.
+pub fn dispatch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let Some(spec) = lookup(&args[0]) else {
+        return errors::unknown_command(&args[0], &args[1..]);
+    };
+    if let Some(err) = check_arity(spec, args) {
+        return err;
+    }
+    if ctx.shared.config.requirepass.is_some()
+        && !ctx.client.authed
+        && spec.flags & flags::NO_AUTH == 0
+    {
+        return Reply::error(errors::NOAUTH);
+    }
+    if ctx.client.resp2_subscribed() && spec.flags & flags::PUBSUB == 0 {
+        return Reply::error(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
+    }
+    let gate = &ctx.shared.keyspace.gate;
+    if spec.flags & flags::EXCLUSIVE != 0 {
+        let _exclusive = gate.write();
+        ctx.now_ms = ctx.shared.clock.now_ms();
+        run(ctx, spec, args)
+    } else {
+        let _shared = gate.read();
+        ctx.now_ms = ctx.shared.clock.now_ms();
+        run(ctx, spec, args)
+    }
+}
+
+/// Runs one command with the checks every caller shares (lookup, arity, the fence,
+/// script rules). Lua's redis.call comes here directly, already holding the gate.
+pub fn execute(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let Some(spec) = lookup(&args[0]) else {
+        return errors::unknown_command(&args[0], &args[1..]);
+    };
+    if let Some(err) = check_arity(spec, args) {
+        return err;
+    }
+    run(ctx, spec, args)
+}
+
+fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
+    let n = args.len() as i32;
+    let ok = if spec.arity >= 0 {
+        n == spec.arity
+    } else {
+        n >= -spec.arity
+    };
+    (!ok).then(|| errors::wrong_arity(spec.name))
+}
+
+fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
+    if ctx.in_script && spec.flags & flags::NOSCRIPT != 0 {
+        return Reply::error("ERR This Redis command is not allowed from script");
+    }
+    if spec.flags & flags::FENCED != 0 {
+        if let Err(e) = ctx.shared.fence.check_write(ctx.now_ms) {
+            ctx.shared.stats.record_rejected(spec.index);
+            return e;
+        }
+    }
+    let started = Instant::now();
+    let reply = match (spec.handler)(ctx, args) {
+        Ok(r) => r,
+        Err(e) => e,
+    };
+    let failed = reply.is_error();
+    ctx.shared
+        .stats
+        .record(spec.index, started.elapsed().as_micros() as u64, failed);
+    ctx.client.info.touch(spec.name, ctx.now_ms);
+    reply
+}
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+pub fn eq_ignore_case(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// Parses an argument as Redis's string2ll does: an optional '-', digits, no spaces,
+/// no '+', no leading zeros beyond "0".
+pub fn parse_i64(arg: &[u8]) -> Option<i64> {
+    if arg.is_empty() || arg.len() > 20 {
+        return None;
+    }
+    let digits = arg.strip_prefix(b"-").unwrap_or(arg);
+    if digits.is_empty() || (digits[0] == b'0' && arg.len() > 1) {
+        return None;
+    }
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// `parse_i64` with Redis's error reply.
+pub fn int_arg(arg: &[u8]) -> Result<i64, Reply> {
+    parse_i64(arg).ok_or_else(errors::not_integer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_parse_like_redis() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-15"), Some(-15));
+        assert_eq!(parse_i64(b"15000"), Some(15000));
+        assert_eq!(parse_i64(b"015"), None);
+        assert_eq!(parse_i64(b"+1"), None);
+        assert_eq!(parse_i64(b" 1"), None);
+        assert_eq!(parse_i64(b"1.0"), None);
+        assert_eq!(parse_i64(b"-"), None);
+        assert_eq!(parse_i64(b"-0"), None);
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+    }
+}

@@ -1,0 +1,354 @@
+//! Server commands: INFO, DBSIZE, FLUSHDB, FLUSHALL, TIME, COMMAND, CONFIG, SHUTDOWN.
+
+use super::table::COMMANDS;
+use super::{eq_ignore_case, CmdResult, Ctx, Spec};
+use crate::glob;
+use crate::protocol::{errors, Reply};
+use bytes::Bytes;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+pub fn dbsize(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    Ok(Reply::Integer(ctx.db().len() as i64))
+}
+
+fn check_flush_args(args: &[Bytes]) -> Result<(), Reply> {
+    match args.len() {
+        1 => Ok(()),
+        2 if eq_ignore_case(&args[1], "sync") || eq_ignore_case(&args[1], "async") => Ok(()),
+        _ => Err(errors::syntax()),
+    }
+}
+
+pub fn flushdb(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    check_flush_args(args)?;
+    ctx.db().clear();
+    Ok(Reply::Ok)
+}
+
+pub fn flushall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    check_flush_args(args)?;
+    ctx.shared.keyspace.flush_all();
+    Ok(Reply::Ok)
+}
+
+/// TIME: wall-clock seconds and microseconds (the manual clock's wall time in tests).
+pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let us = ctx.shared.clock.wall_us();
+    Ok(Reply::Array(vec![
+        Reply::Bulk(Bytes::from(us.div_euclid(1_000_000).to_string())),
+        Reply::Bulk(Bytes::from(us.rem_euclid(1_000_000).to_string())),
+    ]))
+}
+
+pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    for a in &args[1..] {
+        if !["nosave", "save", "now", "force", "abort"]
+            .iter()
+            .any(|w| eq_ignore_case(a, w))
+        {
+            return Err(errors::syntax());
+        }
+        if eq_ignore_case(a, "abort") {
+            return Err(Reply::error(
+                "ERR No shutdown in progress.",
+            ));
+        }
+    }
+    tracing::info!("SHUTDOWN requested by client {}", ctx.client.id());
+    ctx.shared.request_shutdown();
+    ctx.client.close_after_reply = true;
+    Ok(Reply::Ok)
+}
+
+/// INFO [section...]
+pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let wanted: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let all = wanted.iter().any(|w| w == "all" || w == "everything");
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
+    const DEFAULT: &[&str] = &[
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "fence",
+        "keyspace",
+    ];
+    let include = |s: &str| {
+        all || (default && DEFAULT.contains(&s)) || wanted.iter().any(|w| w == s)
+    };
+    let mut out = String::new();
+    let sections: [(&str, fn(&Ctx, &mut String)); 9] = [
+        ("server", info_server),
+        ("clients", info_clients),
+        ("memory", info_memory),
+        ("persistence", info_persistence),
+        ("stats", info_stats),
+        ("replication", info_replication),
+        ("fence", info_fence),
+        ("commandstats", info_commandstats),
+        ("keyspace", info_keyspace),
+    ];
+    for (name, write) in sections {
+        if include(name) {
+            if !out.is_empty() {
+                out.push_str("\r\n");
+            }
+            let mut title = name.to_string();
+            title[..1].make_ascii_uppercase();
+            let _ = write!(out, "# {title}\r\n");
+            write(ctx, &mut out);
+        }
+    }
+    Ok(Reply::Verbatim("txt", Bytes::from(out)))
+}
+
+fn info_server(ctx: &Ctx, out: &mut String) {
+    let uptime_ms = ctx
+        .shared
+        .clock
+        .now_ms()
+        .saturating_sub(ctx.shared.started_ms.load(Ordering::Relaxed));
+    let addr = ctx.client.info.laddr;
+    let _ = write!(
+        out,
+        "redis_version:{}\r\nredlockd_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:tokio\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nclock:{}\r\n",
+        super::connection::REDIS_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        std::process::id(),
+        ctx.shared.run_id,
+        addr.port(),
+        uptime_ms / 1000,
+        uptime_ms / 86_400_000,
+        if ctx.shared.clock.is_manual() { "manual" } else { "monotonic" },
+    );
+}
+
+fn info_clients(ctx: &Ctx, out: &mut String) {
+    let _ = write!(
+        out,
+        "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+        ctx.shared.clients.len(),
+        ctx.shared.config.maxclients,
+    );
+}
+
+/// Resident memory from /proc (0 where there is none).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn info_memory(_ctx: &Ctx, out: &mut String) {
+    let rss = resident_bytes();
+    let _ = write!(
+        out,
+        "used_memory:{rss}\r\nused_memory_human:{:.2}M\r\nused_memory_rss:{rss}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
+        rss as f64 / (1024.0 * 1024.0)
+    );
+}
+
+fn info_persistence(_ctx: &Ctx, out: &mut String) {
+    out.push_str("loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n");
+}
+
+fn info_stats(ctx: &Ctx, out: &mut String) {
+    let s = &ctx.shared.stats;
+    let _ = write!(
+        out,
+        "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n",
+        s.total_connections.load(Ordering::Relaxed),
+        s.total_commands.load(Ordering::Relaxed),
+        s.rejected_connections.load(Ordering::Relaxed),
+        s.expired_keys.load(Ordering::Relaxed),
+    );
+}
+
+fn info_replication(_ctx: &Ctx, out: &mut String) {
+    out.push_str("role:master\r\nconnected_slaves:0\r\n");
+}
+
+/// The restart fence: whether it is up, how long it has left, and its settings.
+fn info_fence(ctx: &Ctx, out: &mut String) {
+    let fence = &ctx.shared.fence;
+    let now = ctx.shared.clock.now_ms();
+    let left = fence.remaining_ms(now);
+    let until_unix = if fence.until_ms() == 0 {
+        0
+    } else {
+        ctx.shared.clock.mono_to_wall(fence.until_ms())
+    };
+    let _ = write!(
+        out,
+        "fence_active:{}\r\nfence_remaining_ms:{left}\r\nfence_until_unix_ms:{until_unix}\r\nmax_ttl_ms:{}\r\nrestart_delay_ms:{}\r\nrequire_ttl:{}\r\n",
+        (left > 0) as u8,
+        fence.max_ttl_ms(),
+        fence.delay_ms(),
+        fence.require_ttl() as u8,
+    );
+}
+
+fn info_commandstats(ctx: &Ctx, out: &mut String) {
+    for spec in COMMANDS.iter() {
+        let s = ctx.shared.stats.command(spec.index);
+        let calls = s.calls.load(Ordering::Relaxed);
+        let rejected = s.rejected.load(Ordering::Relaxed);
+        if calls == 0 && rejected == 0 {
+            continue;
+        }
+        let usec = s.usec.load(Ordering::Relaxed);
+        let _ = write!(
+            out,
+            "cmdstat_{}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={rejected},failed_calls={}\r\n",
+            spec.name,
+            if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
+            s.failed.load(Ordering::Relaxed),
+        );
+    }
+}
+
+fn info_keyspace(ctx: &Ctx, out: &mut String) {
+    for (i, db) in ctx.shared.keyspace.dbs().iter().enumerate() {
+        let keys = db.len();
+        if keys > 0 {
+            let _ = write!(
+                out,
+                "db{i}:keys={keys},expires={},avg_ttl=0\r\n",
+                db.count_expiring()
+            );
+        }
+    }
+}
+
+/// COMMAND INFO's 10-element entry for a command.
+fn command_entry(spec: &Spec) -> Reply {
+    Reply::Array(vec![
+        Reply::bulk_str(spec.name),
+        Reply::Integer(spec.arity as i64),
+        Reply::Set(
+            spec.flag_names()
+                .into_iter()
+                .map(|f| Reply::Status(Bytes::from_static(f.as_bytes())))
+                .collect(),
+        ),
+        Reply::Integer(spec.first_key as i64),
+        Reply::Integer(spec.last_key as i64),
+        Reply::Integer(spec.step as i64),
+        Reply::Set(vec![]),
+        Reply::Set(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+/// COMMAND [COUNT | INFO name... | DOCS [name...] | LIST]
+pub fn command(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let Some(sub) = args.get(1) else {
+        return Ok(Reply::Array(COMMANDS.iter().map(command_entry).collect()));
+    };
+    let sub_lower = String::from_utf8_lossy(sub).to_ascii_lowercase();
+    match sub_lower.as_str() {
+        "count" if args.len() == 2 => Ok(Reply::Integer(COMMANDS.len() as i64)),
+        "list" => Ok(Reply::Array(
+            COMMANDS.iter().map(|s| Reply::bulk_str(s.name)).collect(),
+        )),
+        "info" => {
+            if args.len() == 2 {
+                return Ok(Reply::Array(COMMANDS.iter().map(command_entry).collect()));
+            }
+            Ok(Reply::Array(
+                args[2..]
+                    .iter()
+                    .map(|n| super::lookup(n).map_or(Reply::NullArray, command_entry))
+                    .collect(),
+            ))
+        }
+        "docs" => {
+            let specs: Vec<&Spec> = if args.len() == 2 {
+                COMMANDS.iter().collect()
+            } else {
+                args[2..].iter().filter_map(|n| super::lookup(n)).collect()
+            };
+            Ok(Reply::Map(
+                specs
+                    .into_iter()
+                    .map(|s| {
+                        (
+                            Reply::bulk_str(s.name),
+                            Reply::Map(vec![
+                                (
+                                    Reply::bulk_str("summary"),
+                                    Reply::bulk_str(&format!("The {} command.", s.name.to_ascii_uppercase())),
+                                ),
+                                (Reply::bulk_str("since"), Reply::bulk_str("1.0.0")),
+                                (Reply::bulk_str("group"), Reply::bulk_str("generic")),
+                            ]),
+                        )
+                    })
+                    .collect(),
+            ))
+        }
+        "count" => Err(errors::wrong_arity("command|count")),
+        _ => Err(errors::unknown_subcommand("command", sub)),
+    }
+}
+
+/// CONFIG GET pattern... | CONFIG SET (refused) | CONFIG RESETSTAT
+pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "get" => {
+            if args.len() < 3 {
+                return Err(errors::wrong_arity("config|get"));
+            }
+            let c = &ctx.shared.config;
+            let settings: Vec<(&str, String)> = vec![
+                ("bind", c.bind.to_string()),
+                ("port", ctx.client.info.laddr.port().to_string()),
+                ("databases", c.databases.to_string()),
+                ("maxclients", c.maxclients.to_string()),
+                ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
+                ("busy-reply-threshold", c.busy_script_time.as_millis().to_string()),
+                ("lua-time-limit", c.busy_script_time.as_millis().to_string()),
+                ("requirepass", c.requirepass.clone().unwrap_or_default()),
+                ("max-ttl", c.max_ttl.as_millis().to_string()),
+                ("restart-delay", c.effective_restart_delay().as_millis().to_string()),
+                ("require-ttl", if c.require_ttl { "yes" } else { "no" }.to_string()),
+                ("appendonly", "no".to_string()),
+                ("save", String::new()),
+                ("maxmemory", "0".to_string()),
+                ("maxmemory-policy", "noeviction".to_string()),
+                ("timeout", "0".to_string()),
+                ("notify-keyspace-events", String::new()),
+                ("cluster-enabled", "no".to_string()),
+            ];
+            let mut pairs = Vec::new();
+            for (name, value) in settings {
+                if args[2..].iter().any(|p| {
+                    glob::matches(&p.to_ascii_lowercase(), name.as_bytes())
+                }) {
+                    pairs.push((Reply::bulk_str(name), Reply::bulk_str(&value)));
+                }
+            }
+            Ok(Reply::Map(pairs))
+        }
+        "set" => Err(Reply::error(format!(
+            "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+            args.get(2).map(|a| errors::printable(a)).unwrap_or_default()
+        ))),
+        "resetstat" if args.len() == 2 => {
+            ctx.shared.stats.reset();
+            Ok(Reply::Ok)
+        }
+        _ => Err(errors::unknown_subcommand("config", &args[1])),
+    }
+}

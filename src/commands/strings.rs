@@ -1,0 +1,373 @@
+//! String commands: SET and its relatives, GET, GETDEL, GETEX, MGET, MSET, INCR family.
+
+use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
+use crate::protocol::{errors, Reply};
+use crate::store::{Entry, Value};
+use bytes::Bytes;
+use dashmap::mapref::entry::Entry as Slot;
+
+/// An expiry option as written by the client (EX/PX/EXAT/PXAT), before validation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExpireArg {
+    /// EX seconds / PX milliseconds: relative.
+    Relative { amount: i64, unit_ms: i64 },
+    /// EXAT seconds / PXAT milliseconds: Unix time.
+    Absolute { amount: i64, unit_ms: i64 },
+}
+
+impl ExpireArg {
+    /// Parses the option keyword at `word` (EX, PX, EXAT, PXAT) with its value.
+    fn parse(word: &[u8], value: &[u8]) -> Option<Result<ExpireArg, Reply>> {
+        let (absolute, unit_ms) = if eq_ignore_case(word, "ex") {
+            (false, 1000)
+        } else if eq_ignore_case(word, "px") {
+            (false, 1)
+        } else if eq_ignore_case(word, "exat") {
+            (true, 1000)
+        } else if eq_ignore_case(word, "pxat") {
+            (true, 1)
+        } else {
+            return None;
+        };
+        Some(int_arg(value).map(|amount| {
+            if absolute {
+                ExpireArg::Absolute { amount, unit_ms }
+            } else {
+                ExpireArg::Relative { amount, unit_ms }
+            }
+        }))
+    }
+
+    fn is_keyword(word: &[u8]) -> bool {
+        ["ex", "px", "exat", "pxat"]
+            .iter()
+            .any(|w| eq_ignore_case(word, w))
+    }
+
+    /// The monotonic deadline, after Redis's checks ("invalid expire time in 'cmd'")
+    /// and then the max-ttl check.
+    pub fn deadline(self, ctx: &Ctx, cmd: &str) -> Result<u64, Reply> {
+        let (amount, unit_ms) = match self {
+            ExpireArg::Relative { amount, unit_ms } | ExpireArg::Absolute { amount, unit_ms } => {
+                (amount, unit_ms)
+            }
+        };
+        if amount <= 0 {
+            return Err(errors::invalid_expire(cmd));
+        }
+        let ms = amount
+            .checked_mul(unit_ms)
+            .ok_or_else(|| errors::invalid_expire(cmd))?;
+        match self {
+            ExpireArg::Relative { .. } => {
+                if ms.checked_add(ctx.shared.clock.wall_ms()).is_none() {
+                    return Err(errors::invalid_expire(cmd));
+                }
+                ctx.deadline_after(ms)
+            }
+            ExpireArg::Absolute { .. } => ctx.deadline_at_wall(ms),
+        }
+    }
+}
+
+pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match ctx.db().get(&args[1], ctx.now_ms) {
+        None => Ok(Reply::Null),
+        Some(e) => match &e.value {
+            Value::Str(s) => Ok(Reply::Bulk(s.clone())),
+            _ => Err(errors::wrongtype()),
+        },
+    }
+}
+
+#[derive(Default)]
+struct SetOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    /// The expire keyword and its value, parsed after all options (as Redis does, so
+    /// a syntax error anywhere wins over a bad number).
+    expire: Option<(&'a [u8], &'a [u8])>,
+}
+
+fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
+    let mut o = SetOptions::default();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if eq_ignore_case(a, "nx") && !o.xx {
+            o.nx = true;
+        } else if eq_ignore_case(a, "xx") && !o.nx {
+            o.xx = true;
+        } else if eq_ignore_case(a, "get") {
+            o.get = true;
+        } else if eq_ignore_case(a, "keepttl") && o.expire.is_none() {
+            o.keepttl = true;
+        } else if ExpireArg::is_keyword(a) && o.expire.is_none() && !o.keepttl {
+            let Some(value) = args.get(i + 1) else {
+                return Err(errors::syntax());
+            };
+            o.expire = Some((a, value));
+            i += 1;
+        } else {
+            return Err(errors::syntax());
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let o = parse_set_options(&args[3..])?;
+    let deadline = match o.expire {
+        Some((word, value)) => Some(
+            ExpireArg::parse(word, value)
+                .expect("keyword checked while parsing")?
+                .deadline(ctx, "set")?,
+        ),
+        None => None,
+    };
+    if deadline.is_none() && !o.keepttl {
+        ctx.shared.fence.check_has_ttl()?;
+    }
+    set_generic(ctx, &args[1], &args[2], &o, deadline)
+}
+
+fn set_generic(
+    ctx: &mut Ctx,
+    key: &[u8],
+    value: &Bytes,
+    o: &SetOptions<'_>,
+    deadline: Option<u64>,
+) -> CmdResult {
+    let now = ctx.now_ms;
+    let require_ttl = ctx.shared.fence.require_ttl();
+    let slot = ctx.db().entry(key, now);
+    let old = match &slot {
+        Slot::Occupied(e) => Some(&e.get().value),
+        Slot::Vacant(_) => None,
+    };
+    let old_value = match old {
+        Some(Value::Str(s)) => Some(s.clone()),
+        Some(_) if o.get => return Err(errors::wrongtype()),
+        _ => None,
+    };
+    let exists = old.is_some();
+    let reply_skipped = || {
+        if o.get {
+            old_value.clone().map_or(Reply::Null, Reply::Bulk)
+        } else {
+            Reply::Null
+        }
+    };
+    if (o.nx && exists) || (o.xx && !exists) {
+        return Ok(reply_skipped());
+    }
+    let stored = Value::Str(Bytes::copy_from_slice(value));
+    match slot {
+        Slot::Occupied(mut e) => {
+            let keep = if o.keepttl { e.get().deadline_ms } else { None };
+            if o.keepttl && keep.is_none() && require_ttl {
+                return Err(ctx.shared.fence.check_has_ttl().unwrap_err());
+            }
+            let entry = e.get_mut();
+            entry.value = stored;
+            entry.deadline_ms = deadline.or(keep);
+            if matches!(entry.deadline_ms, Some(d) if d <= now) {
+                e.remove();
+            }
+        }
+        Slot::Vacant(v) => {
+            if o.keepttl && require_ttl {
+                return Err(ctx.shared.fence.check_has_ttl().unwrap_err());
+            }
+            if !matches!(deadline, Some(d) if d <= now) {
+                v.insert(Entry {
+                    value: stored,
+                    deadline_ms: deadline,
+                });
+            }
+        }
+    }
+    Ok(if o.get {
+        old_value.map_or(Reply::Null, Reply::Bulk)
+    } else {
+        Reply::Ok
+    })
+}
+
+/// SETNX key value -> 1 if set, 0 if the key existed.
+pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ctx.shared.fence.check_has_ttl()?;
+    let o = SetOptions {
+        nx: true,
+        ..SetOptions::default()
+    };
+    let r = set_generic(ctx, &args[1], &args[2], &o, None)?;
+    Ok(Reply::Integer((r == Reply::Ok) as i64))
+}
+
+fn set_with_ttl(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, cmd: &str) -> CmdResult {
+    let amount = int_arg(&args[2])?;
+    let deadline = ExpireArg::Relative { amount, unit_ms }.deadline(ctx, cmd)?;
+    set_generic(ctx, &args[1], &args[3], &SetOptions::default(), Some(deadline))
+}
+
+/// SETEX key seconds value
+pub fn setex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    set_with_ttl(ctx, args, 1000, "setex")
+}
+
+/// PSETEX key milliseconds value
+pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    set_with_ttl(ctx, args, 1, "psetex")
+}
+
+/// GETDEL key: the value, and the key removed.
+pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match ctx.db().entry(&args[1], ctx.now_ms) {
+        Slot::Vacant(_) => Ok(Reply::Null),
+        Slot::Occupied(e) => match &e.get().value {
+            Value::Str(s) => {
+                let s = s.clone();
+                e.remove();
+                Ok(Reply::Bulk(s))
+            }
+            _ => Err(errors::wrongtype()),
+        },
+    }
+}
+
+/// GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]
+pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut expire = None;
+    let mut persist = false;
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if eq_ignore_case(a, "persist") && expire.is_none() && !persist {
+            persist = true;
+        } else if ExpireArg::is_keyword(a) && expire.is_none() && !persist {
+            let Some(value) = args.get(i + 1) else {
+                return Err(errors::syntax());
+            };
+            expire = Some(ExpireArg::parse(a, value).expect("keyword checked above")?);
+            i += 1;
+        } else {
+            return Err(errors::syntax());
+        }
+        i += 1;
+    }
+    let deadline = match expire {
+        Some(e) => Some(e.deadline(ctx, "getex")?),
+        None => None,
+    };
+    let changes_ttl = expire.is_some() || persist;
+    if changes_ttl {
+        ctx.shared.fence.check_write(ctx.now_ms)?;
+    }
+    if persist {
+        ctx.shared.fence.check_has_ttl()?;
+    }
+    let now = ctx.now_ms;
+    let Some(mut e) = ctx.db().get_mut(&args[1], now) else {
+        return Ok(Reply::Null);
+    };
+    let Value::Str(s) = &e.value else {
+        return Err(errors::wrongtype());
+    };
+    let s = s.clone();
+    if let Some(d) = deadline {
+        e.deadline_ms = Some(d);
+    } else if persist {
+        e.deadline_ms = None;
+    }
+    let expired_now = matches!(e.deadline_ms, Some(d) if d <= now);
+    drop(e);
+    if expired_now {
+        ctx.db().remove(&args[1], now);
+    }
+    Ok(Reply::Bulk(s))
+}
+
+/// MGET key...: values, null for missing keys and keys of other types.
+pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    Ok(Reply::Array(
+        args[1..]
+            .iter()
+            .map(|k| match db.get(k, ctx.now_ms).as_deref() {
+                Some(Entry {
+                    value: Value::Str(s),
+                    ..
+                }) => Reply::Bulk(s.clone()),
+                _ => Reply::Null,
+            })
+            .collect(),
+    ))
+}
+
+/// MSET key value [key value...]
+pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len() % 2 == 0 {
+        return Err(errors::wrong_arity("mset"));
+    }
+    ctx.shared.fence.check_has_ttl()?;
+    let db = ctx.db();
+    for pair in args[1..].chunks(2) {
+        db.insert(
+            &pair[0],
+            Entry::new(Value::Str(Bytes::copy_from_slice(&pair[1]))),
+        );
+    }
+    Ok(Reply::Ok)
+}
+
+/// Adds `delta` to the integer at `key` (0 if missing), keeping its TTL.
+fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
+    let now = ctx.now_ms;
+    let require_ttl = ctx.shared.fence.require_ttl();
+    match ctx.db().entry(key, now) {
+        Slot::Occupied(mut e) => {
+            let Value::Str(s) = &e.get().value else {
+                return Err(errors::wrongtype());
+            };
+            let current = parse_i64(s).ok_or_else(errors::not_integer)?;
+            let next = current
+                .checked_add(delta)
+                .ok_or_else(|| Reply::error(errors::OVERFLOW))?;
+            e.get_mut().value = Value::Str(Bytes::from(next.to_string()));
+            Ok(Reply::Integer(next))
+        }
+        Slot::Vacant(v) => {
+            if require_ttl {
+                return Err(ctx.shared.fence.check_has_ttl().unwrap_err());
+            }
+            v.insert(Entry::new(Value::Str(Bytes::from(delta.to_string()))));
+            Ok(Reply::Integer(delta))
+        }
+    }
+}
+
+pub fn incr(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &args[1], 1)
+}
+
+pub fn decr(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &args[1], -1)
+}
+
+pub fn incrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let delta = int_arg(&args[2])?;
+    incr_by(ctx, &args[1], delta)
+}
+
+pub fn decrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let delta = int_arg(&args[2])?;
+    let delta = delta
+        .checked_neg()
+        .ok_or_else(|| Reply::error("ERR decrement would overflow"))?;
+    incr_by(ctx, &args[1], delta)
+}

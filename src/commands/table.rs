@@ -1,0 +1,169 @@
+//! The command table: name -> spec (arity, flags, key positions, handler), as in
+//! Redis's own table. Arity counts the command name; negative means "at least".
+
+use super::{connection, debug, expire, keys, server, strings, CmdResult, Ctx};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+
+pub mod flags {
+    /// Changes the keyspace.
+    pub const WRITE: u32 = 1;
+    /// Only reads.
+    pub const READONLY: u32 = 1 << 1;
+    /// Can create a key or lengthen a TTL: refused while the restart fence is up.
+    pub const FENCED: u32 = 1 << 2;
+    /// Not callable from a script.
+    pub const NOSCRIPT: u32 = 1 << 3;
+    /// Allowed before AUTH.
+    pub const NO_AUTH: u32 = 1 << 4;
+    /// Allowed in RESP2 subscribed mode.
+    pub const PUBSUB: u32 = 1 << 5;
+    pub const FAST: u32 = 1 << 6;
+    pub const ADMIN: u32 = 1 << 7;
+    /// May block the client (BLPOP...).
+    pub const BLOCKING: u32 = 1 << 8;
+    /// Allowed while a script is running past its time limit (SCRIPT KILL...).
+    pub const ALLOW_BUSY: u32 = 1 << 9;
+    /// Touches several keys at once: runs holding the keyspace gate exclusively, so no
+    /// other command sees it half done (as scripts do).
+    pub const EXCLUSIVE: u32 = 1 << 10;
+}
+
+use flags::*;
+
+pub struct Spec {
+    /// Lowercase, as Redis names commands in errors and COMMAND replies.
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub handler: Handler,
+    /// Position in `COMMANDS` (for per-command stats).
+    pub index: usize,
+}
+
+impl Spec {
+    /// Flag names as COMMAND INFO lists them.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let names = [
+            (WRITE, "write"),
+            (READONLY, "readonly"),
+            (FENCED, "denyoom"),
+            (NOSCRIPT, "noscript"),
+            (NO_AUTH, "no_auth"),
+            (PUBSUB, "pubsub"),
+            (FAST, "fast"),
+            (ADMIN, "admin"),
+            (BLOCKING, "blocking"),
+            (ALLOW_BUSY, "allow_busy"),
+        ];
+        for (bit, name) in names {
+            if self.flags & bit != 0 {
+                out.push(name);
+            }
+        }
+        out
+    }
+}
+
+/// (name, arity, flags, first key, last key, step, handler)
+type Row = (&'static str, i32, u32, i32, i32, i32, Handler);
+
+const ROWS: &[Row] = &[
+    // connection
+    ("ping", -1, FAST | PUBSUB, 0, 0, 0, connection::ping),
+    ("echo", 2, FAST, 0, 0, 0, connection::echo),
+    ("hello", -1, FAST | NO_AUTH | NOSCRIPT, 0, 0, 0, connection::hello),
+    ("auth", -2, FAST | NO_AUTH | NOSCRIPT, 0, 0, 0, connection::auth),
+    ("select", 2, FAST, 0, 0, 0, connection::select),
+    ("quit", -1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, 0, 0, 0, connection::quit),
+    ("reset", 1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, 0, 0, 0, connection::reset),
+    ("client", -2, NOSCRIPT, 0, 0, 0, connection::client),
+    // server
+    ("info", -1, 0, 0, 0, 0, server::info),
+    ("dbsize", 1, READONLY | FAST, 0, 0, 0, server::dbsize),
+    ("flushdb", -1, WRITE | EXCLUSIVE, 0, 0, 0, server::flushdb),
+    ("flushall", -1, WRITE | EXCLUSIVE, 0, 0, 0, server::flushall),
+    ("time", 1, FAST, 0, 0, 0, server::time),
+    ("command", -1, 0, 0, 0, 0, server::command),
+    ("config", -2, ADMIN | NOSCRIPT, 0, 0, 0, server::config),
+    ("shutdown", -1, ADMIN | NOSCRIPT | ALLOW_BUSY, 0, 0, 0, server::shutdown),
+    ("debug", -2, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, debug::debug),
+    // strings
+    ("get", 2, READONLY | FAST, 1, 1, 1, strings::get),
+    ("set", -3, WRITE | FENCED, 1, 1, 1, strings::set),
+    ("setnx", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::setnx),
+    ("setex", 4, WRITE | FENCED, 1, 1, 1, strings::setex),
+    ("psetex", 4, WRITE | FENCED, 1, 1, 1, strings::psetex),
+    ("getdel", 2, WRITE | FAST, 1, 1, 1, strings::getdel),
+    ("getex", -2, WRITE | FAST, 1, 1, 1, strings::getex),
+    ("mget", -2, READONLY | FAST, 1, -1, 1, strings::mget),
+    ("mset", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 2, strings::mset),
+    ("incr", 2, WRITE | FENCED | FAST, 1, 1, 1, strings::incr),
+    ("decr", 2, WRITE | FENCED | FAST, 1, 1, 1, strings::decr),
+    ("incrby", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::incrby),
+    ("decrby", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::decrby),
+    // keys
+    ("del", -2, WRITE, 1, -1, 1, keys::del),
+    ("unlink", -2, WRITE | FAST, 1, -1, 1, keys::del),
+    ("exists", -2, READONLY | FAST, 1, -1, 1, keys::exists),
+    ("type", 2, READONLY | FAST, 1, 1, 1, keys::type_),
+    ("keys", 2, READONLY, 0, 0, 0, keys::keys),
+    ("scan", -2, READONLY, 0, 0, 0, keys::scan),
+    ("rename", 3, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, keys::rename),
+    // expiry
+    ("expire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::expire),
+    ("pexpire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::pexpire),
+    ("expireat", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::expireat),
+    ("pexpireat", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::pexpireat),
+    ("ttl", 2, READONLY | FAST, 1, 1, 1, expire::ttl),
+    ("pttl", 2, READONLY | FAST, 1, 1, 1, expire::pttl),
+    ("expiretime", 2, READONLY | FAST, 1, 1, 1, expire::expiretime),
+    ("pexpiretime", 2, READONLY | FAST, 1, 1, 1, expire::pexpiretime),
+    ("persist", 2, WRITE | FENCED | FAST, 1, 1, 1, expire::persist),
+];
+
+/// Every command, in table order.
+pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
+    ROWS.iter()
+        .enumerate()
+        .map(
+            |(index, &(name, arity, flags, first_key, last_key, step, handler))| Spec {
+                name,
+                arity,
+                flags,
+                first_key,
+                last_key,
+                step,
+                handler,
+                index,
+            },
+        )
+        .collect()
+});
+
+static BY_NAME: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
+    COMMANDS
+        .iter()
+        .map(|spec| (spec.name, spec.index))
+        .collect()
+});
+
+/// Finds a command by name, in any case.
+pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    let mut lower = [0u8; 32];
+    if name.len() > lower.len() {
+        return None;
+    }
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let name = std::str::from_utf8(lower).ok()?;
+    BY_NAME.get(name).map(|&i| &COMMANDS[i])
+}

@@ -1,0 +1,94 @@
+//! One task per connection: read, execute every complete request, write once.
+
+use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
+use crate::protocol::{encode, parse_request, Limits, Reply};
+use bytes::BytesMut;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Read buffer growth step.
+const READ_CHUNK: usize = 16 * 1024;
+
+pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    if shared.clients.len() >= shared.config.maxclients {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let laddr = stream.local_addr().unwrap_or(peer);
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let info = Arc::new(ClientInfo::new(id, peer, laddr, shared.clock.now_ms()));
+    shared.clients.insert(id, info.clone());
+    let authed = shared.config.requirepass.is_none();
+    let mut client = ClientState::new(info.clone(), authed);
+    if let Err(e) = run(&shared, &mut stream, &mut client).await {
+        tracing::debug!(client = id, "connection ended: {e}");
+    }
+    shared.clients.remove(&id);
+}
+
+async fn run(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    client: &mut ClientState,
+) -> std::io::Result<()> {
+    let limits = Limits {
+        max_bulk_len: shared.config.proto_max_bulk_len,
+        ..Limits::default()
+    };
+    let info = client.info.clone();
+    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
+    loop {
+        // Execute every complete request in the buffer, then write all replies at once.
+        let mut close = false;
+        loop {
+            match parse_request(&mut rbuf, &limits) {
+                Ok(None) => break,
+                Ok(Some(args)) if args.is_empty() => continue,
+                Ok(Some(args)) => {
+                    let mut ctx = Ctx::new(shared, client);
+                    let reply = dispatch(&mut ctx, &args);
+                    encode(&reply, client.proto, &mut wbuf);
+                    if client.close_after_reply {
+                        close = true;
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(client = client.id(), "{e}");
+                    encode(&Reply::error(format!("ERR {e}")), client.proto, &mut wbuf);
+                    close = true;
+                    break;
+                }
+            }
+        }
+        if !wbuf.is_empty() {
+            stream.write_all(&wbuf).await?;
+            wbuf.clear();
+        }
+        if close || info.killed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            n = stream.read_buf(&mut rbuf) => {
+                if n? == 0 {
+                    return Ok(());
+                }
+            }
+            _ = info.kill.notified() => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The network side: the listener, one task per connection, the expiry sweeper, and
+//! shutdown. `Server::start` is the library's entry point.
+
+mod connection;
+
+use crate::commands::Shared;
+use crate::config::Config;
+use crate::Clock;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+/// How often the real-clock sweeper reclaims expired keys. With a manual clock the
+/// sweep runs inside every `advance` instead.
+const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
+
+pub struct Server;
+
+impl Server {
+    /// Binds, starts serving in the background on the current tokio runtime, and
+    /// returns a handle with the bound address (port 0 picks a free port).
+    pub async fn start(config: Config) -> io::Result<ServerHandle> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let listener = TcpListener::bind((config.bind, config.port)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(config));
+        log_fence(&shared, addr);
+        install_manual_sweep(&shared);
+        let accept = tokio::spawn(accept_loop(listener, shared.clone()));
+        let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&shared)));
+        Ok(ServerHandle {
+            addr,
+            shared,
+            accept: Some(accept),
+            sweeper,
+        })
+    }
+}
+
+fn log_fence(shared: &Shared, addr: SocketAddr) {
+    let fence = &shared.fence;
+    let now = shared.clock.now_ms();
+    let left = fence.remaining_ms(now);
+    if left == 0 {
+        tracing::info!(
+            %addr,
+            max_ttl_ms = fence.max_ttl_ms(),
+            "listening; restart fence disabled (--restart-delay 0)"
+        );
+    } else {
+        tracing::info!(
+            %addr,
+            max_ttl_ms = fence.max_ttl_ms(),
+            fence_ms = left,
+            fence_until_unix_ms = shared.clock.mono_to_wall(fence.until_ms()),
+            "listening; restart fence up: writes get TRYAGAIN for the next {left} ms"
+        );
+    }
+}
+
+/// With a manual clock, expired keys are reclaimed inside every `advance`, so a test
+/// sees them gone (DBSIZE, INFO keyspace) as soon as `advance` returns.
+fn install_manual_sweep(shared: &Arc<Shared>) {
+    if !shared.clock.is_manual() {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    shared.clock.on_advance(move || {
+        if let Some(shared) = weak.upgrade() {
+            sweep(&shared);
+        }
+    });
+}
+
+fn sweep(shared: &Shared) {
+    if !shared.active_expire.load(Ordering::Relaxed) {
+        return;
+    }
+    let n = shared.keyspace.sweep(shared.clock.now_ms());
+    shared
+        .stats
+        .expired_keys
+        .fetch_add(n as u64, Ordering::Relaxed);
+}
+
+async fn sweep_loop(shared: Weak<Shared>) {
+    let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if shared.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        if !shared.clock.is_manual() {
+            sweep(&shared);
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        let stop = shared.shutdown.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        if shared.shutting_down.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+                    connections.spawn(connection::serve(shared.clone(), stream, peer));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = &mut stop => break,
+        }
+    }
+    drop(listener);
+    for c in shared.clients.iter() {
+        c.kill();
+    }
+    // Connections end at their next await once killed; bound the wait anyway.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    connections.abort_all();
+    tracing::info!("server stopped");
+}
+
+/// A running server.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<tokio::task::JoinHandle<()>>,
+    sweeper: tokio::task::JoinHandle<()>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's clock (manual in tests: advance it to move TTLs and the fence).
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+
+    /// The server's shared state (keyspace, fence, clients).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Waits until the server stops (SHUTDOWN, or `shutdown` from elsewhere).
+    pub async fn stopped(&mut self) {
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+    }
+
+    /// Stops accepting, disconnects every client, and waits for the server to end.
+    pub async fn shutdown(mut self) {
+        self.shared.request_shutdown();
+        self.stopped().await;
+        self.sweeper.abort();
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        // A handle dropped without `shutdown` (a failed test) still frees its port.
+        self.shared.request_shutdown();
+        self.sweeper.abort();
+    }
+}
