@@ -87,6 +87,7 @@ fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             return e;
         }
     }
+    ctx.client.info.touch(spec.name, ctx.now_ms);
     let started = Instant::now();
     let reply = match (spec.handler)(ctx, args) {
         Ok(r) => r,
@@ -96,7 +97,6 @@ fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     ctx.shared
         .stats
         .record(spec.index, started.elapsed().as_micros() as u64, failed);
-    ctx.client.info.touch(spec.name, ctx.now_ms);
     reply
 }
 
