@@ -42,6 +42,11 @@ impl Fence {
         self.until_ms.store(until, Ordering::Relaxed);
     }
 
+    /// Lifts the fence now.
+    pub fn lift(&self) {
+        self.until_ms.store(0, Ordering::Relaxed);
+    }
+
     /// Milliseconds until the fence lifts, or 0 when it is not active.
     pub fn remaining_ms(&self, now_ms: u64) -> u64 {
         self.until_ms.load(Ordering::Relaxed).saturating_sub(now_ms)

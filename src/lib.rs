@@ -10,6 +10,7 @@ pub mod glob;
 pub mod protocol;
 pub mod server;
 pub mod store;
+pub mod testing;
 
 pub use clock::Clock;
 pub use config::Config;

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 /// Everything one server shares between its connections.
 pub struct Shared {
@@ -31,6 +31,21 @@ pub struct Shared {
     /// Woken to stop the server (SHUTDOWN, a signal, `ServerHandle::shutdown`).
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
+    /// Whether the node is reachable: test fault controls move it (pause, isolate...).
+    pub net: watch::Sender<NetState>,
+}
+
+/// A node's reachability, for fault injection (see `testing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetState {
+    /// Accepting and answering.
+    Up,
+    /// Like SIGSTOP or a long GC pause: connections stay open, nothing is answered,
+    /// new connections wait in the kernel's backlog.
+    Paused,
+    /// Off the network: the listener is closed (connections refused) and every
+    /// connection is dropped.
+    Down,
 }
 
 impl Shared {
@@ -43,6 +58,9 @@ impl Shared {
             config.max_ttl.as_millis() as u64,
             config.require_ttl,
         );
+        if !config.fence_at_boot {
+            fence.lift();
+        }
         let seed = config.seed.unwrap_or_else(rand::random);
         let run_id = {
             use rand::{Rng, SeedableRng};
@@ -62,6 +80,7 @@ impl Shared {
             active_expire: AtomicBool::new(true),
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
+            net: watch::Sender::new(NetState::Up),
             clock,
             config,
         }
@@ -70,12 +89,29 @@ impl Shared {
     /// What a crash and restart would do: every key forgotten, every client
     /// disconnected, and the restart fence started again on the same clock.
     pub fn crash_restart(&self) {
+        self.boot();
+        self.kill_clients();
+    }
+
+    /// What a fresh process starts with: an empty keyspace and the restart fence.
+    pub fn boot(&self) {
         let now = self.clock.now_ms();
         self.keyspace.flush_all();
         self.fence.restart(now);
         self.started_ms.store(now, Ordering::Relaxed);
+    }
+
+    pub fn kill_clients(&self) {
         for c in self.clients.iter() {
             c.kill();
+        }
+    }
+
+    /// Moves the node to `state`; going `Down` drops every connection.
+    pub fn set_net(&self, state: NetState) {
+        self.net.send_replace(state);
+        if state == NetState::Down {
+            self.kill_clients();
         }
     }
 

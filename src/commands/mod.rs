@@ -11,7 +11,7 @@ pub mod server;
 pub mod strings;
 pub mod table;
 
-pub use context::{ClientInfo, ClientState, Ctx, Shared};
+pub use context::{ClientInfo, ClientState, Ctx, NetState, Shared};
 pub use table::{lookup, Spec};
 
 use crate::protocol::{errors, Reply};

@@ -1,6 +1,6 @@
 //! One task per connection: read, execute every complete request, write once.
 
-use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
+use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, NetState, Shared};
 use crate::protocol::{encode, parse_request, Limits, Reply};
 use bytes::BytesMut;
 use std::net::SocketAddr;
@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 /// Read buffer growth step.
 const READ_CHUNK: usize = 16 * 1024;
@@ -48,7 +49,9 @@ async fn run(
     let info = client.info.clone();
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut net = shared.net.subscribe();
     loop {
+        wait_while_paused(&mut net).await;
         // Execute every complete request in the buffer, then write all replies at once.
         let mut close = false;
         loop {
@@ -89,6 +92,15 @@ async fn run(
                 }
             }
             _ = info.kill.notified() => return Ok(()),
+        }
+    }
+}
+
+/// Holds a connection while its node is paused (a SIGSTOP or GC pause, in tests).
+async fn wait_while_paused(net: &mut watch::Receiver<NetState>) {
+    while *net.borrow_and_update() == NetState::Paused {
+        if net.changed().await.is_err() {
+            return;
         }
     }
 }

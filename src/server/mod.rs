@@ -3,7 +3,7 @@
 
 mod connection;
 
-use crate::commands::Shared;
+use crate::commands::{NetState, Shared};
 use crate::config::Config;
 use crate::Clock;
 use std::io;
@@ -106,7 +106,13 @@ async fn sweep_loop(shared: Weak<Shared>) {
     }
 }
 
+/// Accepts connections while the node is up. Fault controls (`Shared::set_net`) close
+/// the listener (Down: connections refused) or stop accepting (Paused), and a move
+/// back to Up binds the same address again.
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let addr = listener.local_addr().ok();
+    let mut listener = Some(listener);
+    let mut net = shared.net.subscribe();
     let mut connections = JoinSet::new();
     loop {
         let stop = shared.shutdown.notified();
@@ -115,8 +121,23 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         if shared.shutting_down.load(Ordering::SeqCst) {
             break;
         }
+        let state = *net.borrow_and_update();
+        if state == NetState::Down {
+            listener = None;
+        } else if listener.is_none() {
+            let Some(addr) = addr else { break };
+            match TcpListener::bind(addr).await {
+                Ok(l) => listener = Some(l),
+                Err(e) => {
+                    tracing::warn!(%addr, "cannot bind again: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            }
+        }
+        let accepting = state == NetState::Up;
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = async { listener.as_ref().expect("bound while up").accept().await }, if accepting && listener.is_some() => match accepted {
                 Ok((stream, peer)) => {
                     shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
                     connections.spawn(connection::serve(shared.clone(), stream, peer));
@@ -128,13 +149,12 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 }
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = net.changed() => {}
             _ = &mut stop => break,
         }
     }
     drop(listener);
-    for c in shared.clients.iter() {
-        c.kill();
-    }
+    shared.kill_clients();
     // Connections end at their next await once killed; bound the wait anyway.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while connections.join_next().await.is_some() {}

@@ -1,0 +1,204 @@
+//! A deterministic test backend: in-process servers on a manual clock, with the faults
+//! a Redlock deployment meets (crash-restart, stop/start, pause, partition, wall-clock
+//! jumps), and clusters of them sharing one clock.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use redlockd::testing::TestCluster;
+//! use std::time::Duration;
+//! let cluster = TestCluster::start(5).await;
+//! let urls = cluster.urls(); // hand these to any Redis client
+//! cluster.node(0).crash_restart(); // node 0 forgets its keys; its fence goes up
+//! cluster.advance(Duration::from_secs(31)); // TTLs and fences move; no sleeping
+//! # }
+//! ```
+
+use crate::commands::{NetState, Shared};
+use crate::config::Config;
+use crate::server::{Server, ServerHandle};
+use crate::Clock;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One in-process node on 127.0.0.1 with a manual clock.
+pub struct TestServer {
+    handle: ServerHandle,
+}
+
+impl TestServer {
+    /// A node with its own manual clock. The restart fence is down at first boot (no
+    /// client can hold a lock from before) and goes up on every restart.
+    pub async fn start() -> TestServer {
+        TestServer::start_with(TestServer::config(Clock::manual())).await
+    }
+
+    /// The config `start` uses, on `clock`: port 0, max-ttl 30 s, fence of max-ttl +
+    /// 1 s on restarts only, DEBUG enabled, seed 1.
+    pub fn config(clock: Clock) -> Config {
+        Config {
+            port: 0,
+            clock: Some(clock),
+            fence_at_boot: false,
+            enable_debug_command: true,
+            seed: Some(1),
+            ..Config::default()
+        }
+    }
+
+    /// A node with any config. A config without a clock gets a manual one.
+    pub async fn start_with(mut config: Config) -> TestServer {
+        if config.clock.is_none() {
+            config.clock = Some(Clock::manual());
+        }
+        let handle = Server::start(config)
+            .await
+            .expect("a test server binds 127.0.0.1:0");
+        TestServer { handle }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.handle.addr()
+    }
+
+    /// `redis://127.0.0.1:PORT/`, for any client.
+    pub fn url(&self) -> String {
+        format!("redis://{}/", self.addr())
+    }
+
+    pub fn clock(&self) -> &Clock {
+        self.handle.clock()
+    }
+
+    /// The server's state (keyspace, fence, clients), for assertions.
+    pub fn shared(&self) -> &Arc<Shared> {
+        self.handle.shared()
+    }
+
+    /// Moves this node's clock (and every node sharing it). Expired keys are gone, and
+    /// timers on the clock have been woken, when this returns.
+    pub fn advance(&self, d: Duration) {
+        self.clock().advance(d);
+    }
+
+    /// Steps wall time only: TTLs and the fence do not move; TIME and EXPIRETIME do.
+    pub fn jump_wall(&self, delta_ms: i64) {
+        self.clock().jump_wall(delta_ms);
+    }
+
+    /// Sets wall time only (Unix ms).
+    pub fn set_wall(&self, unix_ms: i64) {
+        self.clock().set_wall(unix_ms);
+    }
+
+    /// A crash and immediate restart: every key lost, every connection dropped, and
+    /// the restart fence up again (on the same clock).
+    pub fn crash_restart(&self) {
+        self.shared().crash_restart();
+        self.shared().set_net(NetState::Up);
+    }
+
+    /// The process dies: connections dropped, the port refuses connections.
+    pub fn stop(&self) {
+        self.shared().set_net(NetState::Down);
+    }
+
+    /// The process boots again on the same port: empty keyspace, fence up.
+    pub fn start_again(&self) {
+        self.shared().boot();
+        self.shared().set_net(NetState::Up);
+    }
+
+    /// Like SIGSTOP or a long GC pause: connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.shared().set_net(NetState::Paused);
+    }
+
+    pub fn resume(&self) {
+        self.shared().set_net(NetState::Up);
+    }
+
+    /// A network partition around this node: connections dropped and refused, but the
+    /// node keeps its memory and keeps running.
+    pub fn isolate(&self) {
+        self.shared().set_net(NetState::Down);
+    }
+
+    pub fn heal(&self) {
+        self.shared().set_net(NetState::Up);
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn shutdown(self) {
+        self.handle.shutdown().await;
+    }
+}
+
+/// N independent nodes (own keyspace and fence each) sharing one manual clock.
+pub struct TestCluster {
+    nodes: Vec<TestServer>,
+    clock: Clock,
+}
+
+impl TestCluster {
+    /// `n` nodes, fence down at first boot and up on restarts.
+    pub async fn start(n: usize) -> TestCluster {
+        TestCluster::start_with(n, |c| c).await
+    }
+
+    /// `n` nodes, each with `TestServer::config(shared clock)` passed through `adjust`
+    /// (e.g. `|c| Config { restart_delay: Some(Duration::ZERO), ..c }` turns the
+    /// fence off).
+    pub async fn start_with(n: usize, adjust: impl Fn(Config) -> Config) -> TestCluster {
+        let clock = Clock::manual();
+        let mut nodes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let config = adjust(TestServer::config(clock.clone()));
+            let config = Config {
+                clock: Some(clock.clone()),
+                ..config
+            };
+            nodes.push(TestServer::start_with(config).await);
+        }
+        TestCluster { nodes, clock }
+    }
+
+    pub fn node(&self, i: usize) -> &TestServer {
+        &self.nodes[i]
+    }
+
+    pub fn nodes(&self) -> &[TestServer] {
+        &self.nodes
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(TestServer::addr).collect()
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(TestServer::url).collect()
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Moves the shared clock.
+    pub fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+
+    pub async fn shutdown(self) {
+        for node in self.nodes {
+            node.shutdown().await;
+        }
+    }
+}

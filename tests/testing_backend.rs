@@ -1,0 +1,246 @@
+//! The test backend: TestServer / TestCluster, the manual clock, and fault controls.
+
+use redlockd::testing::{TestCluster, TestServer};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const STEP: Duration = Duration::from_secs(2);
+
+/// Sends one command and reads whatever arrives within `STEP` (one read is enough
+/// for these small replies); `None` if nothing came back.
+async fn call(stream: &mut TcpStream, args: &[&str]) -> Option<String> {
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
+    }
+    stream.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = vec![0u8; 4096];
+    match tokio::time::timeout(STEP, stream.read(&mut buf)).await {
+        Ok(Ok(n)) if n > 0 => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+        _ => None,
+    }
+}
+
+async fn connect(addr: SocketAddr) -> TcpStream {
+    tokio::time::timeout(STEP, TcpStream::connect(addr))
+        .await
+        .expect("connect in time")
+        .expect("connect")
+}
+
+#[tokio::test]
+async fn test_server_starts_in_milliseconds_and_answers() {
+    let started = Instant::now();
+    let server = TestServer::start().await;
+    let elapsed = started.elapsed();
+    let mut c = connect(server.addr()).await;
+    assert_eq!(call(&mut c, &["PING"]).await.as_deref(), Some("+PONG\r\n"));
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn advance_expires_keys_and_reclaims_them_before_returning() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    call(&mut c, &["SET", "lock", "me", "PX", "1000"]).await;
+    server.advance(Duration::from_millis(1000));
+    assert_eq!(
+        call(&mut c, &["PTTL", "lock"]).await.as_deref(),
+        Some(":0\r\n")
+    );
+    server.advance(Duration::from_millis(1));
+    // Gone from memory, not only hidden: DBSIZE counts unreclaimed keys, as in Redis.
+    assert_eq!(call(&mut c, &["DBSIZE"]).await.as_deref(), Some(":0\r\n"));
+    assert_eq!(
+        call(&mut c, &["GET", "lock"]).await.as_deref(),
+        Some("$-1\r\n")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn wall_jumps_move_time_but_not_ttls() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    call(&mut c, &["SET", "lock", "me", "PX", "10000"]).await;
+    let before = call(&mut c, &["PEXPIRETIME", "lock"]).await.unwrap();
+    server.jump_wall(3_600_000);
+    assert_eq!(
+        call(&mut c, &["PTTL", "lock"]).await.as_deref(),
+        Some(":10000\r\n")
+    );
+    let after = call(&mut c, &["PEXPIRETIME", "lock"]).await.unwrap();
+    let parse = |s: &str| s.trim_start_matches(':').trim().parse::<i64>().unwrap();
+    assert_eq!(parse(&after) - parse(&before), 3_600_000);
+    server.jump_wall(-7_200_000);
+    assert_eq!(
+        call(&mut c, &["PTTL", "lock"]).await.as_deref(),
+        Some(":10000\r\n")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn crash_restart_forgets_keys_and_raises_the_fence() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    assert_eq!(
+        call(&mut c, &["SET", "lock", "me", "PX", "5000"])
+            .await
+            .as_deref(),
+        Some("+OK\r\n")
+    );
+    server.crash_restart();
+    // The old connection was dropped, as a crash would.
+    assert_eq!(call(&mut c, &["PING"]).await, None);
+    let mut c = connect(server.addr()).await;
+    assert_eq!(
+        call(&mut c, &["GET", "lock"]).await.as_deref(),
+        Some("$-1\r\n")
+    );
+    let refused = call(&mut c, &["SET", "lock", "other", "NX", "PX", "5000"])
+        .await
+        .unwrap();
+    assert!(refused.starts_with("-TRYAGAIN "), "{refused}");
+    assert!(refused.contains("31000 ms"), "{refused}");
+    server.advance(Duration::from_millis(31_000));
+    assert_eq!(
+        call(&mut c, &["SET", "lock", "other", "NX", "PX", "5000"])
+            .await
+            .as_deref(),
+        Some("+OK\r\n")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_refuses_connections_and_start_again_boots_fenced() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    call(&mut c, &["SET", "k", "v"]).await;
+    server.stop();
+    assert_eq!(call(&mut c, &["PING"]).await, None);
+    // The listener closes asynchronously; refusal must follow within a bounded time.
+    let deadline = Instant::now() + STEP;
+    loop {
+        if TcpStream::connect(server.addr()).await.is_err() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "port still accepting after stop");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    server.start_again();
+    let deadline = Instant::now() + STEP;
+    let mut c = loop {
+        if let Ok(c) = TcpStream::connect(server.addr()).await {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "port not back after start");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    assert_eq!(
+        call(&mut c, &["EXISTS", "k"]).await.as_deref(),
+        Some(":0\r\n")
+    );
+    let refused = call(&mut c, &["SET", "k", "v"]).await.unwrap();
+    assert!(refused.starts_with("-TRYAGAIN "), "{refused}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn pause_holds_replies_until_resume() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    server.pause();
+    let mut req = &b"*1\r\n$4\r\nPING\r\n"[..];
+    c.write_all_buf(&mut req).await.unwrap();
+    let mut buf = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(50), c.read(&mut buf)).await;
+    assert!(early.is_err(), "a paused node answered");
+    server.resume();
+    let n = tokio::time::timeout(STEP, c.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&buf[..n], b"+PONG\r\n");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn isolate_drops_connections_but_keeps_memory() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    call(&mut c, &["SET", "lock", "me", "PX", "5000"]).await;
+    server.isolate();
+    assert_eq!(call(&mut c, &["PING"]).await, None);
+    server.heal();
+    let deadline = Instant::now() + STEP;
+    let mut c = loop {
+        if let Ok(c) = TcpStream::connect(server.addr()).await {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "port not back after heal");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    assert_eq!(
+        call(&mut c, &["GET", "lock"]).await.as_deref(),
+        Some("$2\r\nme\r\n")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn cluster_nodes_share_one_clock_but_nothing_else() {
+    let started = Instant::now();
+    let cluster = TestCluster::start(5).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+    let mut a = connect(cluster.node(0).addr()).await;
+    let mut b = connect(cluster.node(1).addr()).await;
+    call(&mut a, &["SET", "lock", "a", "PX", "1000"]).await;
+    assert_eq!(
+        call(&mut b, &["GET", "lock"]).await.as_deref(),
+        Some("$-1\r\n")
+    );
+    cluster.advance(Duration::from_millis(1001));
+    assert_eq!(
+        call(&mut a, &["GET", "lock"]).await.as_deref(),
+        Some("$-1\r\n")
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn debug_clock_and_crash_restart_work_over_the_wire() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    call(&mut c, &["SET", "lock", "me", "PX", "1000"]).await;
+    assert_eq!(
+        call(&mut c, &["DEBUG", "CLOCK", "ADVANCE", "1001"])
+            .await
+            .as_deref(),
+        Some("+OK\r\n")
+    );
+    assert_eq!(
+        call(&mut c, &["GET", "lock"]).await.as_deref(),
+        Some("$-1\r\n")
+    );
+    let t0 = call(&mut c, &["TIME"]).await.unwrap();
+    assert_eq!(
+        call(&mut c, &["DEBUG", "CLOCK", "JUMP-WALL", "-60000"])
+            .await
+            .as_deref(),
+        Some("+OK\r\n")
+    );
+    let t1 = call(&mut c, &["TIME"]).await.unwrap();
+    assert_ne!(t0, t1);
+    assert_eq!(
+        call(&mut c, &["DEBUG", "CRASH-RESTART"]).await.as_deref(),
+        Some("+OK\r\n")
+    );
+    assert_eq!(call(&mut c, &["PING"]).await, None);
+    server.shutdown().await;
+}
