@@ -190,6 +190,7 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
         }
         println!("Ctrl-C stops all nodes.");
     }
+    announce_fence_end(&handles[0]);
     let mut stopped = Box::pin(async {
         // Any node stopping (SHUTDOWN) stops the process, like a crash would.
         let waits = handles.iter_mut().map(|h| Box::pin(h.stopped()));
@@ -204,6 +205,20 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
         h.shutdown().await;
     }
     Ok(())
+}
+
+/// Says when the restart fence lifts, so whoever started the node knows when locks
+/// can be taken. Every node of a cluster boots at the same moment, so one is enough.
+fn announce_fence_end(handle: &ServerHandle) {
+    let shared = handle.shared().clone();
+    let until = shared.fence.until_ms();
+    if until == 0 {
+        return;
+    }
+    tokio::spawn(async move {
+        shared.clock.sleep_until(until).await;
+        tracing::info!("restart fence lifted: accepting locks");
+    });
 }
 
 /// Waits for the first of several futures.
