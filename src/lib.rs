@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod fence;
 pub mod protocol;
+pub mod redlock;
 pub mod store;
 
 pub use clock::Clock;
