@@ -121,7 +121,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub async fn run_lock_command(args: LockArgs) -> i32 {
     let name = args.name.clone();
     if args.ttl < MIN_TTL {
-        return usage(&format!("--ttl must be at least {} ms", MIN_TTL.as_millis()));
+        return usage(&format!(
+            "--ttl must be at least {} ms",
+            MIN_TTL.as_millis()
+        ));
     }
     let Some((program, rest)) = args.command.split_first() else {
         return usage("no command given");
@@ -212,7 +215,10 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
                 args.grace.as_millis()
             );
             send_signal(pid, SIGTERM);
-            if tokio::time::timeout(args.grace, child.wait()).await.is_err() {
+            if tokio::time::timeout(args.grace, child.wait())
+                .await
+                .is_err()
+            {
                 let _ = child.start_kill();
                 let _ = child.wait().await;
             }
@@ -360,7 +366,16 @@ mod tests {
     #[test]
     fn command_after_double_dash_keeps_its_flags() {
         let cli = Cli::try_parse_from([
-            "lock", "--nodes", "a:1,b:2,c:3", "--ttl", "2s", "job", "--", "sh", "-c", "exit 7",
+            "lock",
+            "--nodes",
+            "a:1,b:2,c:3",
+            "--ttl",
+            "2s",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "exit 7",
         ])
         .expect("parses");
         assert_eq!(cli.lock.nodes, ["a:1", "b:2", "c:3"]);

@@ -31,8 +31,8 @@ use rand::Rng;
 use redis_protocol::resp2::types::BytesFrame;
 use tokio::time::Instant;
 
-use conn::{Node, Request, Script};
 pub use conn::NodeError;
+use conn::{Node, Request, Script};
 pub use watchdog::WatchedLock;
 
 /// Deletes the key only if it still holds our value, so a lock that expired and was
@@ -246,7 +246,12 @@ impl fmt::Debug for Redlock {
         f.debug_struct("Redlock")
             .field(
                 "nodes",
-                &self.inner.nodes.iter().map(|n| n.addr()).collect::<Vec<_>>(),
+                &self
+                    .inner
+                    .nodes
+                    .iter()
+                    .map(|n| n.addr())
+                    .collect::<Vec<_>>(),
             )
             .field("opts", &self.inner.opts)
             .finish()
@@ -388,7 +393,9 @@ impl Redlock {
             key: &lock.resource,
             args: &[&lock.value, ttl_ms.as_bytes()],
         };
-        let (granted, _, _) = self.on_all(ttl, &req, |f| matches!(f, BytesFrame::Integer(1))).await;
+        let (granted, _, _) = self
+            .on_all(ttl, &req, |f| matches!(f, BytesFrame::Integer(1)))
+            .await;
         let end = Instant::now();
         let validity = ttl
             .checked_sub(end - start)
@@ -434,9 +441,11 @@ impl Redlock {
         let args: [&[u8]; 6] = [b"SET", resource, &value, b"NX", b"PX", ttl_ms.as_bytes()];
         let start = Instant::now();
         let (granted, refused, failed) = self
-            .on_all(ttl, &Request::Command(&args), |f| {
-                matches!(f, BytesFrame::SimpleString(s) if s.as_ref() == b"OK")
-            })
+            .on_all(
+                ttl,
+                &Request::Command(&args),
+                |f| matches!(f, BytesFrame::SimpleString(s) if s.as_ref() == b"OK"),
+            )
             .await;
         let elapsed = start.elapsed();
         let validity = ttl
@@ -606,7 +615,13 @@ mod tests {
     #[test]
     fn default_node_timeout_is_small_against_the_ttl() {
         let rl = Redlock::new(["127.0.0.1:1"], RedlockOptions::default()).unwrap();
-        assert_eq!(rl.node_timeout(Duration::from_secs(10)), Duration::from_millis(50));
-        assert_eq!(rl.node_timeout(Duration::from_millis(200)), Duration::from_millis(20));
+        assert_eq!(
+            rl.node_timeout(Duration::from_secs(10)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            rl.node_timeout(Duration::from_millis(200)),
+            Duration::from_millis(20)
+        );
     }
 }
