@@ -448,3 +448,70 @@ fn bad_configuration_is_rejected() {
         Err(RedlockError::Config(_))
     ));
 }
+
+#[tokio::test]
+async fn the_watchdog_signals_loss_when_validity_ends_before_an_extension_answers() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    // A node timeout longer than the TTL: the extension is still waiting when the
+    // validity ends, and the loss must be signalled then, not when the timeout fires.
+    let rl = Redlock::new(
+        addrs(&nodes),
+        RedlockOptions {
+            node_timeout: Some(Duration::from_secs(3)),
+            ..opts()
+        },
+    )
+    .expect("client");
+    let ttl = Duration::from_millis(300);
+    let guard = rl
+        .lock_with_watchdog(b"frozen", ttl)
+        .await
+        .expect("acquired");
+    for n in &nodes[..3] {
+        n.pause();
+    }
+    let valid_until = guard.valid_until();
+    let lost = timeout(Duration::from_secs(2), guard.lost()).await;
+    let at = Instant::now();
+    for n in &nodes[..3] {
+        n.resume();
+    }
+    lost.expect("loss signalled");
+    assert!(at >= valid_until, "not before the validity ends");
+    assert!(
+        at < valid_until + Duration::from_millis(100),
+        "at the end of the validity, {:?} late",
+        at - valid_until
+    );
+    drop(guard);
+}
+
+#[tokio::test]
+async fn a_restarted_node_is_reconnected() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(5);
+    let rl = client(&addrs(&nodes));
+    let lock = rl
+        .try_acquire(b"re", Duration::from_secs(5))
+        .await
+        .expect("a");
+    rl.release(&lock).await;
+    // Every pooled connection is now stale.
+    for n in &mut nodes {
+        n.restart();
+    }
+    let lock = rl
+        .try_acquire(b"re", Duration::from_secs(5))
+        .await
+        .expect("after restart");
+    match rl.try_acquire(b"re", Duration::from_secs(5)).await {
+        Err(RedlockError::NotAcquired { last, .. }) => assert_eq!(last.refused, 5),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rl.release(&lock).await, 5);
+}

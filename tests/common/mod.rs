@@ -36,7 +36,54 @@ impl RedisNode {
         // A port freed just now can be taken by a parallel test before redis binds it:
         // then redis exits, and we try another.
         for _ in 0..20 {
-            let port = free_port();
+            if let Some(node) = Self::try_start(free_port(), password) {
+                return node;
+            }
+        }
+        panic!("could not start redis-server on a free port");
+    }
+
+    /// Kills this server and starts a fresh one (empty) on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(node) = Self::try_start(self.port, self.password.as_deref()) {
+                self.child = node.child_taken();
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "could not restart on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn child_taken(mut self) -> Option<Child> {
+        self.child.take()
+    }
+
+    /// SIGSTOP: the server keeps its sockets but answers nothing until resumed.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status();
+        }
+    }
+
+    fn try_start(port: u16, password: Option<&str>) -> Option<RedisNode> {
+        {
             let mut cmd = Command::new("redis-server");
             cmd.args(["--port", &port.to_string()])
                 .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -50,14 +97,14 @@ impl RedisNode {
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
                 if let Ok(Some(_)) = child.try_wait() {
-                    break; // exited: port taken
+                    return None; // exited: port taken
                 }
                 if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return RedisNode {
+                    return Some(RedisNode {
                         port,
                         password: password.map(str::to_string),
                         child: Some(child),
-                    };
+                    });
                 }
                 if Instant::now() > deadline {
                     let _ = child.kill();
@@ -67,7 +114,6 @@ impl RedisNode {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
-        panic!("could not start redis-server on a free port");
     }
 
     pub fn addr(&self) -> String {
