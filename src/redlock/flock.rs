@@ -141,9 +141,13 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
         Err(e) => return usage(&e.to_string()),
     };
 
-    let acquired = redlock
-        .acquire_within(name.as_bytes(), args.ttl, args.wait)
-        .await;
+    let acquired = if args.wait.is_zero() {
+        redlock.try_acquire(name.as_bytes(), args.ttl).await
+    } else {
+        redlock
+            .acquire_within(name.as_bytes(), args.ttl, args.wait)
+            .await
+    };
     let lock = match acquired {
         Ok(lock) => lock,
         Err(e) => {
@@ -154,12 +158,12 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
             } else {
                 EXIT_NOT_ACQUIRED
             };
-            let why = if code == EXIT_UNAVAILABLE {
-                "nodes unavailable"
-            } else {
-                "held elsewhere"
+            let why = match code {
+                EXIT_UNAVAILABLE => "not taken, too few nodes reachable",
+                EXIT_USAGE => "not taken, invalid arguments",
+                _ => "is held elsewhere",
             };
-            eprintln!("redlockd lock: {name:?} not acquired ({why}): {e}");
+            eprintln!("redlockd lock: lock {name:?} {why}: {e}");
             return code;
         }
     };
@@ -210,7 +214,7 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
         }
         Err(()) => {
             eprintln!(
-                "redlockd lock: lock {name:?} lost while the command ran; stopping it \
+                "redlockd lock: lost the lock {name:?} while the command ran; stopping it \
                  (SIGTERM, then SIGKILL after {} ms)",
                 args.grace.as_millis()
             );

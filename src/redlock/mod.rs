@@ -118,7 +118,7 @@ impl fmt::Display for RedlockError {
             } => {
                 write!(
                     f,
-                    "lock not acquired within {} ms ({attempts} attempt(s))",
+                    "timed out waiting for the lock after {} ms ({attempts} attempt(s))",
                     waited.as_millis()
                 )?;
                 if let Some(last) = last {
