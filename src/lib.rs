@@ -1,6 +1,6 @@
 //! redlockd: a Redis-compatible lock server with monotonic TTLs and a restart fence,
 //! usable as a binary or in-process (tests start servers and clusters with a manual
-//! clock).
+//! clock), plus a Redlock client for any Redis-compatible nodes.
 
 pub mod clock;
 pub mod commands;
@@ -8,6 +8,7 @@ pub mod config;
 pub mod fence;
 pub mod glob;
 pub mod protocol;
+pub mod redlock;
 pub mod server;
 pub mod store;
 pub mod testing;

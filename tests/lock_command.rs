@@ -1,0 +1,224 @@
+//! `redlockd lock` (run_lock_command) against 5 real redis-servers.
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{addrs, cluster, have_redis};
+use redlockd::redlock::flock::{
+    run_lock_command, LockArgs, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_NOT_FOUND,
+    EXIT_UNAVAILABLE, EXIT_USAGE,
+};
+use redlockd::redlock::{Redlock, RedlockOptions};
+use tokio::time::{timeout, Instant};
+
+fn args(nodes: &[String], name: &str, command: &[&str]) -> LockArgs {
+    LockArgs {
+        nodes: nodes.to_vec(),
+        ttl: Duration::from_secs(1),
+        wait: Duration::ZERO,
+        grace: Duration::from_secs(5),
+        node_timeout: Some(Duration::from_millis(100)),
+        password: None,
+        name: name.to_string(),
+        command: command.iter().map(OsString::from).collect(),
+    }
+}
+
+/// A unique temp file path (removed on drop).
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(tag: &str) -> TempFile {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        TempFile(
+            std::env::temp_dir().join(format!("redlockd-{tag}-{}-{nanos}", std::process::id())),
+        )
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_invocations_on_one_name_run_one_after_the_other() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let file = TempFile::new("serial");
+    let script = format!(
+        "echo start >> '{0}'; sleep 0.3; echo end >> '{0}'",
+        file.0.display()
+    );
+    let mut a = args(&addrs(&nodes), "job", &["sh", "-c", &script]);
+    a.wait = Duration::from_secs(5);
+    let b = a.clone();
+    let start = Instant::now();
+    let (ra, rb) = timeout(Duration::from_secs(10), async {
+        tokio::join!(run_lock_command(a), run_lock_command(b))
+    })
+    .await
+    .expect("bounded");
+    assert_eq!((ra, rb), (0, 0));
+    assert!(
+        start.elapsed() >= Duration::from_millis(600),
+        "ran one after the other"
+    );
+    let text = std::fs::read_to_string(&file.0).expect("read");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines, ["start", "end", "start", "end"]);
+    for n in &nodes {
+        assert_eq!(n.get("job"), None, "released at the end");
+    }
+}
+
+#[tokio::test]
+async fn the_command_exit_status_passes_through() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let list = addrs(&nodes);
+    assert_eq!(
+        run_lock_command(args(&list, "x", &["sh", "-c", "exit 7"])).await,
+        7
+    );
+    assert_eq!(run_lock_command(args(&list, "x", &["true"])).await, 0);
+    assert_eq!(
+        run_lock_command(args(&list, "x", &["sh", "-c", "kill -9 $$"])).await,
+        128 + 9,
+        "killed by a signal: 128+N"
+    );
+    assert_eq!(
+        run_lock_command(args(&list, "x", &["/nonexistent/command"])).await,
+        EXIT_NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn a_held_lock_is_not_acquired_within_wait() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let list = addrs(&nodes);
+    let holder = Redlock::new(list.clone(), RedlockOptions::default()).expect("client");
+    let lock = holder
+        .try_acquire(b"busy", Duration::from_secs(10))
+        .await
+        .expect("held");
+
+    // Default --wait 0: one attempt, at once.
+    let start = Instant::now();
+    let code = run_lock_command(args(&list, "busy", &["true"])).await;
+    assert_eq!(code, EXIT_NOT_ACQUIRED);
+    assert!(start.elapsed() < Duration::from_millis(500));
+
+    let mut a = args(&list, "busy", &["true"]);
+    a.wait = Duration::from_millis(300);
+    let start = Instant::now();
+    assert_eq!(run_lock_command(a).await, EXIT_NOT_ACQUIRED);
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    assert!(waited < Duration::from_millis(1000), "{waited:?}");
+    holder.release(&lock).await;
+}
+
+#[tokio::test]
+async fn unreachable_nodes_and_bad_usage_have_their_own_codes() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(3);
+    let list = addrs(&nodes);
+    for n in &mut nodes {
+        n.kill();
+    }
+    assert_eq!(
+        run_lock_command(args(&list, "u", &["true"])).await,
+        EXIT_UNAVAILABLE
+    );
+
+    let mut a = args(&list, "u", &["true"]);
+    a.ttl = Duration::from_millis(5);
+    assert_eq!(run_lock_command(a).await, EXIT_USAGE);
+    assert_eq!(
+        run_lock_command(args(&[], "u", &["true"])).await,
+        EXIT_USAGE
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lock_stops_the_command() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(5);
+    let mut a = args(&addrs(&nodes), "lost", &["sleep", "30"]);
+    a.ttl = Duration::from_millis(600);
+    let run = tokio::spawn(run_lock_command(a));
+    // Let it acquire and start the command.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while nodes[0].get("lost").is_none() {
+        assert!(Instant::now() < deadline, "never acquired");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    let killed = Instant::now();
+    let code = timeout(Duration::from_secs(5), run)
+        .await
+        .expect("stopped well before sleep 30 ends")
+        .expect("task");
+    assert_eq!(code, EXIT_LOCK_LOST);
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        killed.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(5);
+    let mut a = args(
+        &addrs(&nodes),
+        "stubborn",
+        // exec keeps the ignored disposition, so `sleep` itself ignores SIGTERM.
+        &["sh", "-c", "trap '' TERM; exec sleep 30"],
+    );
+    a.ttl = Duration::from_millis(600);
+    a.grace = Duration::from_millis(300);
+    let run = tokio::spawn(run_lock_command(a));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while nodes[0].get("stubborn").is_none() {
+        assert!(Instant::now() < deadline, "never acquired");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    let killed = Instant::now();
+    let code = timeout(Duration::from_secs(5), run)
+        .await
+        .expect("killed after the grace period")
+        .expect("task");
+    assert_eq!(code, EXIT_LOCK_LOST);
+    assert!(killed.elapsed() >= Duration::from_millis(300));
+    assert!(killed.elapsed() < Duration::from_secs(3));
+}

@@ -1,0 +1,517 @@
+//! The Redlock client against 5 real redis-server processes (and a few fake nodes).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{addrs, cluster, cluster_with_password, fake_node, have_redis, Fake};
+use redlockd::redlock::{NodeError, Redlock, RedlockError, RedlockOptions};
+use tokio::time::{timeout, Instant};
+
+/// Options for tests: a per-node timeout generous enough for a loaded 2-core machine,
+/// still small against the TTLs used here.
+fn opts() -> RedlockOptions {
+    RedlockOptions {
+        node_timeout: Some(Duration::from_millis(100)),
+        retry_count: 0,
+        ..Default::default()
+    }
+}
+
+fn client(addrs: &[String]) -> Redlock {
+    Redlock::new(addrs.iter().cloned(), opts()).expect("client")
+}
+
+#[tokio::test]
+async fn acquire_sets_the_key_on_every_node_with_value_and_ttl() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let rl = client(&addrs(&nodes));
+    let lock = rl
+        .acquire(b"res", Duration::from_secs(10))
+        .await
+        .expect("acquired");
+    assert!(lock.value().len() >= 40, "at least 20 random bytes, hex");
+    assert!(lock.validity() > Duration::from_millis(9_000));
+    assert!(lock.validity() <= Duration::from_millis(10_000 - 102));
+    let value = String::from_utf8(lock.value().to_vec()).expect("hex");
+    for n in &nodes {
+        assert_eq!(n.get("res").as_deref(), Some(value.as_str()));
+        let pttl = n.pttl("res");
+        assert!(pttl > 9_000 && pttl <= 10_000, "pttl {pttl}");
+    }
+}
+
+#[tokio::test]
+async fn of_two_competing_clients_exactly_one_wins() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let a = client(&addrs(&nodes));
+    let b = client(&addrs(&nodes));
+    for round in 0..20 {
+        let key = format!("race{round}");
+        let ttl = Duration::from_secs(5);
+        let (ra, rb) = tokio::join!(
+            a.try_acquire(key.as_bytes(), ttl),
+            b.try_acquire(key.as_bytes(), ttl)
+        );
+        // Both may lose a split vote (then both released); never may both win.
+        assert!(!(ra.is_ok() && rb.is_ok()), "round {round}: both won");
+        if let Err(e) = &ra {
+            assert!(!e.nodes_unavailable(), "{e}");
+        }
+    }
+    // Sequential: a holds, b is refused by every node.
+    let held = a
+        .try_acquire(b"seq", Duration::from_secs(5))
+        .await
+        .expect("a");
+    match b.try_acquire(b"seq", Duration::from_secs(5)).await {
+        Err(RedlockError::NotAcquired { last, .. }) => {
+            assert_eq!(last.granted, 0);
+            assert_eq!(last.refused, 5);
+        }
+        other => panic!("b should be refused: {other:?}"),
+    }
+    a.release(&held).await;
+}
+
+#[tokio::test]
+async fn a_lock_expires_after_its_ttl() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let a = client(&addrs(&nodes));
+    let b = client(&addrs(&nodes));
+    let ttl = Duration::from_millis(150);
+    let lock = a.try_acquire(b"exp", ttl).await.expect("a");
+    assert!(b.try_acquire(b"exp", ttl).await.is_err());
+    tokio::time::sleep_until(lock.valid_until() + Duration::from_millis(60)).await;
+    b.try_acquire(b"exp", ttl).await.expect("b after expiry");
+}
+
+#[tokio::test]
+async fn extend_keeps_the_lock_past_its_original_ttl() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let a = client(&addrs(&nodes));
+    let b = client(&addrs(&nodes));
+    let ttl = Duration::from_millis(200);
+    let mut lock = a.try_acquire(b"ext", ttl).await.expect("a");
+    let first_until = lock.valid_until();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    a.extend(&mut lock, Duration::from_millis(400))
+        .await
+        .expect("extend");
+    assert!(lock.valid_until() > first_until + Duration::from_millis(200));
+    for n in &nodes {
+        assert!(n.pttl("ext") > 300);
+    }
+    // Past the original TTL, the lock still holds.
+    tokio::time::sleep_until(first_until + Duration::from_millis(50)).await;
+    assert!(b.try_acquire(b"ext", ttl).await.is_err());
+    // Extending an already-expired lock fails without a majority.
+    let mut stale = lock.clone();
+    tokio::time::sleep_until(lock.valid_until() + Duration::from_millis(60)).await;
+    assert_eq!(a.extend(&mut stale, ttl).await, Err(RedlockError::Lost));
+}
+
+#[tokio::test]
+async fn release_frees_the_lock_and_a_non_owner_release_does_nothing() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let a = client(&addrs(&nodes));
+    let b = client(&addrs(&nodes));
+    let lock = a
+        .try_acquire(b"rel", Duration::from_secs(5))
+        .await
+        .expect("a");
+    assert_eq!(a.release(&lock).await, 5);
+    for n in &nodes {
+        assert_eq!(n.get("rel"), None);
+    }
+    // a's old lock expires, b takes the name; a's late release must not free b's lock.
+    let short = a
+        .try_acquire(b"rel2", Duration::from_millis(100))
+        .await
+        .expect("a");
+    tokio::time::sleep_until(short.valid_until() + Duration::from_millis(60)).await;
+    let held = b
+        .try_acquire(b"rel2", Duration::from_secs(5))
+        .await
+        .expect("b");
+    assert_eq!(a.release(&short).await, 0);
+    let value = String::from_utf8(held.value().to_vec()).expect("hex");
+    for n in &nodes {
+        assert_eq!(n.get("rel2").as_deref(), Some(value.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn with_two_nodes_down_the_lock_still_works() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(5);
+    let rl = client(&addrs(&nodes));
+    nodes[0].kill();
+    nodes[3].kill();
+    let mut lock = rl
+        .try_acquire(b"two", Duration::from_secs(5))
+        .await
+        .expect("acquired");
+    rl.extend(&mut lock, Duration::from_secs(5))
+        .await
+        .expect("extended");
+    assert_eq!(rl.release(&lock).await, 3);
+}
+
+#[tokio::test]
+async fn with_three_nodes_down_acquire_fails_fast() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(5);
+    let rl = client(&addrs(&nodes));
+    // Warm the pool so that the dead nodes' connections are stale, not just refused.
+    let l = rl
+        .try_acquire(b"warm", Duration::from_secs(5))
+        .await
+        .expect("warm");
+    rl.release(&l).await;
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    let start = Instant::now();
+    let err = rl
+        .try_acquire(b"three", Duration::from_secs(5))
+        .await
+        .expect_err("no majority");
+    let elapsed = start.elapsed();
+    assert!(err.nodes_unavailable(), "{err}");
+    assert!(elapsed < Duration::from_millis(200), "took {elapsed:?}");
+    // Nothing is left behind on the live nodes.
+    for n in &nodes[3..] {
+        assert_eq!(n.get("three"), None);
+    }
+}
+
+#[tokio::test]
+async fn nodes_that_never_reply_time_out_instead_of_hanging() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(2);
+    let mut list = addrs(&nodes);
+    for _ in 0..3 {
+        list.push(fake_node(Fake::BlackHole).await);
+    }
+    let rl = client(&list);
+    let start = Instant::now();
+    let err = timeout(
+        Duration::from_secs(2),
+        rl.try_acquire(b"bh", Duration::from_secs(5)),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("no majority");
+    let elapsed = start.elapsed();
+    // One per-node timeout (100 ms) for the SET round, one for the release round.
+    assert!(elapsed < Duration::from_millis(400), "took {elapsed:?}");
+    match &err {
+        RedlockError::NotAcquired { last, .. } => {
+            assert_eq!(last.granted, 2);
+            assert_eq!(last.failed.len(), 3);
+            assert!(last.failed.iter().all(|(_, e)| *e == NodeError::Timeout));
+        }
+        other => panic!("{other:?}"),
+    }
+    for n in &nodes {
+        assert_eq!(n.get("bh"), None, "released after the failed round");
+    }
+}
+
+#[tokio::test]
+async fn a_node_replying_tryagain_counts_as_a_failure() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(3);
+    let real = addrs(&nodes);
+    let f1 = fake_node(Fake::TryAgain).await;
+    let f2 = fake_node(Fake::TryAgain).await;
+
+    // 3 real + 2 fenced: still a majority.
+    let rl = client(&[real.clone(), vec![f1.clone(), f2.clone()]].concat());
+    let lock = rl
+        .try_acquire(b"fence", Duration::from_secs(5))
+        .await
+        .expect("majority");
+    rl.release(&lock).await;
+
+    // 2 real + 3 fenced: no majority, and the fence's error is reported.
+    let f3 = fake_node(Fake::TryAgain).await;
+    let fakes = [f1, f2, f3];
+    let rl = client(&[real[..2].to_vec(), fakes.to_vec()].concat());
+    let err = rl
+        .try_acquire(b"fence", Duration::from_secs(5))
+        .await
+        .expect_err("no majority");
+    assert!(err.nodes_unavailable());
+    match &err {
+        RedlockError::NotAcquired { last, .. } => {
+            for fake in &fakes {
+                let (_, e) = last
+                    .failed
+                    .iter()
+                    .find(|(addr, _)| addr == fake)
+                    .expect("fenced node counted as failed");
+                assert!(
+                    matches!(e, NodeError::Server(s) if s.starts_with("TRYAGAIN")),
+                    "{e}"
+                );
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_watchdog_keeps_a_lock_past_its_ttl_and_signals_loss() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(5);
+    let a = client(&addrs(&nodes));
+    let b = client(&addrs(&nodes));
+    let ttl = Duration::from_millis(300);
+    let guard = a.lock_with_watchdog(b"wd", ttl).await.expect("a");
+    let first_until = guard.valid_until();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!guard.is_lost());
+    assert!(guard.valid_until() > first_until, "extended");
+    assert!(b.try_acquire(b"wd", ttl).await.is_err(), "still held");
+
+    let token = guard.lost_token();
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    let killed = Instant::now();
+    // The next extension (within ttl/3) fails; loss is signalled before validity ends.
+    timeout(Duration::from_secs(1), guard.lost())
+        .await
+        .expect("loss signalled");
+    assert!(token.is_cancelled());
+    assert!(killed.elapsed() <= ttl + Duration::from_millis(50));
+    guard.release().await;
+}
+
+#[tokio::test]
+async fn dropping_the_watchdog_guard_releases_the_lock() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let a = client(&addrs(&nodes));
+    let b = client(&addrs(&nodes));
+    let guard = a
+        .lock_with_watchdog(b"drop", Duration::from_secs(10))
+        .await
+        .expect("a");
+    drop(guard);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        if b.try_acquire(b"drop", Duration::from_secs(10))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not released after drop");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn scripts_fall_back_to_eval_after_script_flush() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let rl = client(&addrs(&nodes));
+    let mut lock = rl
+        .try_acquire(b"ns", Duration::from_secs(5))
+        .await
+        .expect("a");
+    rl.extend(&mut lock, Duration::from_secs(5))
+        .await
+        .expect("extend (EVAL, then cached)");
+    for n in &nodes {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut n.conn())
+            .expect("flush");
+    }
+    rl.extend(&mut lock, Duration::from_secs(6))
+        .await
+        .expect("extend after flush");
+    for n in &nodes {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut n.conn())
+            .expect("flush");
+    }
+    assert_eq!(rl.release(&lock).await, 5, "release after flush");
+}
+
+#[tokio::test]
+async fn password_is_sent_with_auth() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster_with_password(3, Some("s3cret"));
+    let with = Redlock::new(
+        addrs(&nodes),
+        RedlockOptions {
+            password: Some("s3cret".into()),
+            ..opts()
+        },
+    )
+    .expect("client");
+    let lock = with
+        .try_acquire(b"pw", Duration::from_secs(5))
+        .await
+        .expect("acquired");
+    assert_eq!(with.release(&lock).await, 3);
+
+    let without = client(&addrs(&nodes));
+    let err = without
+        .try_acquire(b"pw", Duration::from_secs(5))
+        .await
+        .expect_err("NOAUTH");
+    assert!(err.nodes_unavailable(), "{err}");
+}
+
+#[tokio::test]
+async fn acquire_within_waits_for_a_release() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    let a = client(&addrs(&nodes));
+    let b = client(&addrs(&nodes));
+    let lock = a
+        .try_acquire(b"wait", Duration::from_secs(5))
+        .await
+        .expect("a");
+    let waiter = tokio::spawn(async move {
+        b.acquire_within(b"wait", Duration::from_secs(5), Duration::from_secs(3))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    a.release(&lock).await;
+    let got = timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("bounded")
+        .expect("task");
+    assert!(got.is_ok(), "{got:?}");
+
+    // And gives up at the deadline when the lock stays held.
+    let c = client(&addrs(&nodes));
+    let start = Instant::now();
+    let err = c
+        .acquire_within(b"wait", Duration::from_secs(5), Duration::from_millis(300))
+        .await
+        .expect_err("held");
+    assert!(matches!(err, RedlockError::Timeout { .. }), "{err:?}");
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    assert!(start.elapsed() < Duration::from_millis(600));
+}
+
+#[test]
+fn bad_configuration_is_rejected() {
+    assert!(matches!(
+        Redlock::new(Vec::<String>::new(), RedlockOptions::default()),
+        Err(RedlockError::Config(_))
+    ));
+    assert!(matches!(
+        Redlock::new(["nocolon"], RedlockOptions::default()),
+        Err(RedlockError::Config(_))
+    ));
+}
+
+#[tokio::test]
+async fn the_watchdog_signals_loss_when_validity_ends_before_an_extension_answers() {
+    if !have_redis() {
+        return;
+    }
+    let nodes = cluster(5);
+    // A node timeout longer than the TTL: the extension is still waiting when the
+    // validity ends, and the loss must be signalled then, not when the timeout fires.
+    let rl = Redlock::new(
+        addrs(&nodes),
+        RedlockOptions {
+            node_timeout: Some(Duration::from_secs(3)),
+            ..opts()
+        },
+    )
+    .expect("client");
+    let ttl = Duration::from_millis(300);
+    let guard = rl
+        .lock_with_watchdog(b"frozen", ttl)
+        .await
+        .expect("acquired");
+    for n in &nodes[..3] {
+        n.pause();
+    }
+    let valid_until = guard.valid_until();
+    let lost = timeout(Duration::from_secs(2), guard.lost()).await;
+    let at = Instant::now();
+    for n in &nodes[..3] {
+        n.resume();
+    }
+    lost.expect("loss signalled");
+    assert!(at >= valid_until, "not before the validity ends");
+    assert!(
+        at < valid_until + Duration::from_millis(100),
+        "at the end of the validity, {:?} late",
+        at - valid_until
+    );
+    drop(guard);
+}
+
+#[tokio::test]
+async fn a_restarted_node_is_reconnected() {
+    if !have_redis() {
+        return;
+    }
+    let mut nodes = cluster(5);
+    let rl = client(&addrs(&nodes));
+    let lock = rl
+        .try_acquire(b"re", Duration::from_secs(5))
+        .await
+        .expect("a");
+    rl.release(&lock).await;
+    // Every pooled connection is now stale.
+    for n in &mut nodes {
+        n.restart();
+    }
+    let lock = rl
+        .try_acquire(b"re", Duration::from_secs(5))
+        .await
+        .expect("after restart");
+    match rl.try_acquire(b"re", Duration::from_secs(5)).await {
+        Err(RedlockError::NotAcquired { last, .. }) => assert_eq!(last.refused, 5),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rl.release(&lock).await, 5);
+}
