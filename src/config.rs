@@ -108,27 +108,35 @@ impl Config {
     }
 }
 
-/// Parses `1500` (milliseconds), `1500ms`, `30s`, `2m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
+/// Parses a duration: plain milliseconds (`1500`) or a number with a unit suffix
+/// (`1500ms`, `30s`, `2m`, `1h`). Integers only: lock timings do not need fractions and
+/// integers cannot be misread.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits_end);
+    if num.is_empty() {
+        return Err(format!(
+            "invalid duration {s:?}: expected a number with an optional unit (ms, s, m, h)"
+        ));
+    }
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("invalid duration '{text}': expected e.g. 1500, 1500ms, 30s, 2m"))?;
-    let ms = match unit {
-        "" | "ms" => Some(n),
-        "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => {
+        .map_err(|_| format!("invalid duration {s:?}: number too large"))?;
+    let ms_per_unit: u64 = match unit.trim() {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        other => {
             return Err(format!(
-                "invalid duration unit in '{text}': use ms, s, m or h"
+                "invalid duration {s:?}: unknown unit {other:?} (use ms, s, m or h)"
             ))
         }
     };
-    ms.map(Duration::from_millis)
-        .ok_or_else(|| format!("duration '{text}' is too large"))
+    n.checked_mul(ms_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("invalid duration {s:?}: too large"))
 }
 
 #[cfg(test)]
@@ -137,15 +145,18 @@ mod tests {
 
     #[test]
     fn durations_accept_plain_ms_and_suffixes() {
-        assert_eq!(parse_duration("1500").unwrap(), Duration::from_millis(1500));
-        assert_eq!(
-            parse_duration("1500ms").unwrap(),
-            Duration::from_millis(1500)
-        );
-        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("x").is_err());
-        assert!(parse_duration("5d").is_err());
+        assert_eq!(parse_duration("1500"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("1.5s").is_err());
+        assert!(parse_duration("10d").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("99999999999999999999").is_err());
     }
 
     #[test]

@@ -24,6 +24,11 @@ enum Command {
     /// Run N independent nodes (own keyspace, clock reading and fence each) on
     /// consecutive ports in one process: a local Redlock cluster.
     Cluster(ClusterArgs),
+    /// Run a command while holding a Redlock lock: a distributed flock(1). Exits with
+    /// the command's status, 75 if the lock is held elsewhere past --wait, 69 if too
+    /// few nodes are reachable, 74 if the lock was lost while the command ran (the
+    /// command got SIGTERM, then SIGKILL after --grace), 64 on bad usage.
+    Lock(redlockd::redlock::flock::LockArgs),
 }
 
 #[derive(Args, Debug)]
@@ -126,6 +131,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let log = match &cli.command {
         Some(Command::Cluster(c)) => c.server.log.clone(),
+        // The lock command speaks on stderr only when something goes wrong.
+        Some(Command::Lock(_)) => "warn".to_string(),
         None => cli.server.log.clone(),
     };
     init_logging(&log);
@@ -139,10 +146,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let cluster = match cli.command {
+        Some(Command::Lock(args)) => {
+            let code = runtime.block_on(redlockd::redlock::flock::run_lock_command(args));
+            return ExitCode::from(code.clamp(0, 255) as u8);
+        }
+        Some(Command::Cluster(c)) => Some(c),
+        None => None,
+    };
     let result = runtime.block_on(async {
-        match cli.command {
+        match cluster {
             None => run_nodes(&cli.server, &[cli.server.port]).await,
-            Some(Command::Cluster(c)) => {
+            Some(c) => {
                 let ports: Vec<u16> = (0..c.nodes)
                     .map(|i| c.base_port.checked_add(i))
                     .collect::<Option<_>>()

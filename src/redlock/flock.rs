@@ -8,6 +8,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::{Redlock, RedlockError, RedlockOptions};
+use crate::config::parse_duration;
 
 /// Bad arguments (no nodes, an invalid duration, a TTL too small): `EX_USAGE`.
 pub const EXIT_USAGE: i32 = 64;
@@ -84,37 +85,6 @@ pub struct LockArgs {
         num_args = 1..
     )]
     pub command: Vec<OsString>,
-}
-
-/// Parses a duration: plain milliseconds (`1500`) or a number with a unit suffix
-/// (`1500ms`, `30s`, `2m`, `1h`). Integers only: lock timings do not need fractions and
-/// integers cannot be misread.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits_end);
-    if num.is_empty() {
-        return Err(format!(
-            "invalid duration {s:?}: expected a number with an optional unit (ms, s, m, h)"
-        ));
-    }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: number too large"))?;
-    let ms_per_unit: u64 = match unit.trim() {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        other => {
-            return Err(format!(
-                "invalid duration {s:?}: unknown unit {other:?} (use ms, s, m or h)"
-            ))
-        }
-    };
-    n.checked_mul(ms_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("invalid duration {s:?}: too large"))
 }
 
 /// Runs `redlockd lock` and returns the process exit code (see [`LockArgs`]).
@@ -349,22 +319,6 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         lock: LockArgs,
-    }
-
-    #[test]
-    fn durations_accept_plain_ms_and_suffixes() {
-        assert_eq!(parse_duration("1500"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("s").is_err());
-        assert!(parse_duration("1.5s").is_err());
-        assert!(parse_duration("10d").is_err());
-        assert!(parse_duration("-1").is_err());
-        assert!(parse_duration("99999999999999999999").is_err());
     }
 
     #[test]
