@@ -160,7 +160,7 @@ async fn pause_holds_replies_until_resume() {
     let mut buf = [0u8; 64];
     let early = tokio::time::timeout(Duration::from_millis(50), c.read(&mut buf)).await;
     assert!(early.is_err(), "a paused node answered");
-    server.resume();
+    server.resume().await;
     let n = tokio::time::timeout(STEP, c.read(&mut buf))
         .await
         .unwrap()

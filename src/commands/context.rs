@@ -200,6 +200,8 @@ pub struct ClientInfo {
     /// Set to disconnect the client (CLIENT KILL, crash-restart, output limit).
     pub killed: AtomicBool,
     pub kill: Notify,
+    /// Input read but not yet executed (lets a test wait for a resumed node to catch up).
+    pub has_input: AtomicBool,
 }
 
 impl ClientInfo {
@@ -218,6 +220,7 @@ impl ClientInfo {
             resp: AtomicU8::new(2),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
+            has_input: AtomicBool::new(false),
         }
     }
 

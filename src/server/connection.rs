@@ -8,10 +8,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 
 /// Read buffer growth step.
 const READ_CHUNK: usize = 16 * 1024;
+
+/// While paused, stop reading past this much buffered input.
+const PAUSED_INPUT_LIMIT: usize = 1024 * 1024;
 
 pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
@@ -50,57 +52,66 @@ async fn run(
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut net = shared.net.subscribe();
+    let mut eof = false;
     loop {
-        wait_while_paused(&mut net).await;
-        // Execute every complete request in the buffer, then write all replies at once.
-        let mut close = false;
-        loop {
-            match parse_request(&mut rbuf, &limits) {
-                Ok(None) => break,
-                Ok(Some(args)) if args.is_empty() => continue,
-                Ok(Some(args)) => {
-                    let mut ctx = Ctx::new(shared, client);
-                    let reply = dispatch(&mut ctx, &args);
-                    encode(&reply, client.proto, &mut wbuf);
-                    if client.close_after_reply {
+        // While the node is paused nothing is executed, but input is still read, as the
+        // kernel would buffer it for a stopped process: on resume it all runs.
+        let paused = *net.borrow_and_update() == NetState::Paused;
+        if !paused {
+            // Execute every complete request in the buffer, then write all replies at once.
+            let mut close = false;
+            loop {
+                match parse_request(&mut rbuf, &limits) {
+                    Ok(None) => break,
+                    Ok(Some(args)) if args.is_empty() => continue,
+                    Ok(Some(args)) => {
+                        let mut ctx = Ctx::new(shared, client);
+                        let reply = dispatch(&mut ctx, &args);
+                        encode(&reply, client.proto, &mut wbuf);
+                        if client.close_after_reply {
+                            close = true;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(client = client.id(), "{e}");
+                        encode(&Reply::error(format!("ERR {e}")), client.proto, &mut wbuf);
                         close = true;
                         break;
                     }
                 }
-                Err(e) => {
-                    tracing::debug!(client = client.id(), "{e}");
-                    encode(&Reply::error(format!("ERR {e}")), client.proto, &mut wbuf);
+            }
+            if !wbuf.is_empty() {
+                let written = stream.write_all(&wbuf).await;
+                wbuf.clear();
+                // A peer that went away still had its requests executed; that is all.
+                if written.is_err() {
                     close = true;
-                    break;
                 }
             }
-        }
-        if !wbuf.is_empty() {
-            stream.write_all(&wbuf).await?;
-            wbuf.clear();
-        }
-        if close || info.killed.load(Ordering::SeqCst) {
-            return Ok(());
+            info.has_input.store(false, Ordering::SeqCst);
+            if close || eof || info.killed.load(Ordering::SeqCst) {
+                return Ok(());
+            }
         }
         if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
             rbuf.reserve(READ_CHUNK);
         }
+        let can_read = !eof && !(paused && rbuf.len() > PAUSED_INPUT_LIMIT);
         tokio::select! {
-            n = stream.read_buf(&mut rbuf) => {
+            n = stream.read_buf(&mut rbuf), if can_read => {
                 if n? == 0 {
+                    eof = true;
+                } else {
+                    info.has_input.store(true, Ordering::SeqCst);
+                }
+            }
+            changed = net.changed() => {
+                if changed.is_err() {
                     return Ok(());
                 }
             }
             _ = info.kill.notified() => return Ok(()),
-        }
-    }
-}
-
-/// Holds a connection while its node is paused (a SIGSTOP or GC pause, in tests).
-async fn wait_while_paused(net: &mut watch::Receiver<NetState>) {
-    while *net.borrow_and_update() == NetState::Paused {
-        if net.changed().await.is_err() {
-            return;
         }
     }
 }

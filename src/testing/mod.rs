@@ -114,8 +114,21 @@ impl TestServer {
         self.shared().set_net(NetState::Paused);
     }
 
-    pub fn resume(&self) {
+    /// Ends a pause. Returns once the node has executed what arrived while it was
+    /// paused (bounded to one second), so what follows sees a caught-up node and the
+    /// test stays deterministic.
+    pub async fn resume(&self) {
         self.shared().set_net(NetState::Up);
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while self
+            .shared()
+            .clients
+            .iter()
+            .any(|c| c.has_input.load(std::sync::atomic::Ordering::SeqCst))
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     /// A network partition around this node: connections dropped and refused, but the
