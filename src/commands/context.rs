@@ -33,6 +33,10 @@ pub struct Shared {
     pub shutting_down: AtomicBool,
     /// Whether the node is reachable: test fault controls move it (pause, isolate...).
     pub net: watch::Sender<NetState>,
+    /// Hands out `ClientInfo::paused_ticket`s.
+    pub pause_tickets: AtomicU64,
+    /// Woken when a connection has run its paused backlog (or gone away).
+    pub pause_turn: Notify,
 }
 
 /// A node's reachability, for fault injection (see `testing`).
@@ -81,6 +85,8 @@ impl Shared {
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             net: watch::Sender::new(NetState::Up),
+            pause_tickets: AtomicU64::new(0),
+            pause_turn: Notify::new(),
             clock,
             config,
         }
@@ -202,6 +208,10 @@ pub struct ClientInfo {
     pub kill: Notify,
     /// Input read but not yet executed (lets a test wait for a resumed node to catch up).
     pub has_input: AtomicBool,
+    /// When input first arrived while the node was paused (a ticket from
+    /// `Shared::pause_tickets`; 0: none). On resume, connections run their backlog in
+    /// ticket order, so a paused node replays requests in the order they arrived.
+    pub paused_ticket: AtomicU64,
 }
 
 impl ClientInfo {
@@ -221,6 +231,7 @@ impl ClientInfo {
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             has_input: AtomicBool::new(false),
+            paused_ticket: AtomicU64::new(0),
         }
     }
 

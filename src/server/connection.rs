@@ -37,6 +37,9 @@ pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: Sock
         tracing::debug!(client = id, "connection ended: {e}");
     }
     shared.clients.remove(&id);
+    if info.paused_ticket.load(Ordering::SeqCst) != 0 {
+        shared.pause_turn.notify_waiters();
+    }
 }
 
 async fn run(
@@ -58,6 +61,7 @@ async fn run(
         // kernel would buffer it for a stopped process: on resume it all runs.
         let paused = *net.borrow_and_update() == NetState::Paused;
         if !paused {
+            wait_for_turn(shared, &info).await;
             // Execute every complete request in the buffer, then write all replies at once.
             let mut close = false;
             loop {
@@ -90,6 +94,9 @@ async fn run(
                 }
             }
             info.has_input.store(false, Ordering::SeqCst);
+            if info.paused_ticket.swap(0, Ordering::SeqCst) != 0 {
+                shared.pause_turn.notify_waiters();
+            }
             if close || eof || info.killed.load(Ordering::SeqCst) {
                 return Ok(());
             }
@@ -104,6 +111,10 @@ async fn run(
                     eof = true;
                 } else {
                     info.has_input.store(true, Ordering::SeqCst);
+                    if paused && info.paused_ticket.load(Ordering::SeqCst) == 0 {
+                        let ticket = shared.pause_tickets.fetch_add(1, Ordering::SeqCst) + 1;
+                        info.paused_ticket.store(ticket, Ordering::SeqCst);
+                    }
                 }
             }
             changed = net.changed() => {
@@ -112,6 +123,36 @@ async fn run(
                 }
             }
             _ = info.kill.notified() => return Ok(()),
+        }
+    }
+}
+
+/// After a pause, waits until every connection whose backlog arrived earlier has run
+/// it: requests sent to a paused node execute in arrival order, as one socket buffer
+/// of a stopped process would replay them.
+async fn wait_for_turn(shared: &Shared, info: &ClientInfo) {
+    let mine = info.paused_ticket.load(Ordering::SeqCst);
+    if mine == 0 {
+        return;
+    }
+    loop {
+        let turn = shared.pause_turn.notified();
+        tokio::pin!(turn);
+        turn.as_mut().enable();
+        let earlier = shared.clients.iter().any(|c| {
+            let t = c.paused_ticket.load(Ordering::SeqCst);
+            t != 0 && t < mine
+        });
+        if !earlier || info.killed.load(Ordering::SeqCst) {
+            return;
+        }
+        tokio::select! {
+            _ = turn => {}
+            // Killed while waiting: the caller sees `killed` after this batch.
+            _ = info.kill.notified() => {
+                info.killed.store(true, Ordering::SeqCst);
+                return;
+            }
         }
     }
 }
