@@ -132,7 +132,7 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.client.set_proto(2);
     *ctx.client.info.name.lock() = None;
     ctx.client.authed = ctx.shared.config.requirepass.is_none();
-    ctx.client.subscriptions = 0;
+    super::pubsub::unsubscribe_all(ctx); // issue 4: also leaves the registry
     Ok(Reply::status("RESET"))
 }
 

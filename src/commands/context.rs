@@ -31,6 +31,12 @@ pub struct Shared {
     /// Woken to stop the server (SHUTDOWN, a signal, `ServerHandle::shutdown`).
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
+    // --- issue 4 (ecosystem) ---
+    /// Clients blocked in BLPOP/BRPOP and the keys ready to serve them.
+    pub blocking: super::blocking::Blocking,
+    /// Channel and pattern subscriptions.
+    pub pubsub: super::pubsub::PubSub,
+    // --- end issue 4 ---
 }
 
 impl Shared {
@@ -62,6 +68,8 @@ impl Shared {
             active_expire: AtomicBool::new(true),
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
+            blocking: super::blocking::Blocking::new(), // issue 4
+            pubsub: super::pubsub::PubSub::new(),       // issue 4
             clock,
             config,
         }
@@ -209,6 +217,14 @@ pub struct ClientState {
     pub subscriptions: usize,
     /// Close the connection after this reply is written (QUIT, protocol errors).
     pub close_after_reply: bool,
+    // --- issue 4 (ecosystem) ---
+    /// Set by BLPOP/BRPOP when they must wait: the connection awaits it before
+    /// reading further requests, and sends the reply itself.
+    pub blocked: Option<super::blocking::Blocked>,
+    /// The channels and patterns this client subscribes to (`subscriptions` is their
+    /// total, kept in step by the pub/sub commands).
+    pub pubsub: super::pubsub::ClientSubs,
+    // --- end issue 4 ---
 }
 
 impl ClientState {
@@ -220,6 +236,8 @@ impl ClientState {
             authed,
             subscriptions: 0,
             close_after_reply: false,
+            blocked: None,              // issue 4
+            pubsub: Default::default(), // issue 4
         }
     }
 

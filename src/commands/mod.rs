@@ -10,6 +10,11 @@ pub mod keys;
 pub mod server;
 pub mod strings;
 pub mod table;
+// issue 4 (ecosystem): hashes, lists + blocking pops, pub/sub
+pub mod blocking;
+pub mod hashes;
+pub mod lists;
+pub mod pubsub;
 
 pub use context::{ClientInfo, ClientState, Ctx, Shared};
 pub use table::{lookup, Spec};

@@ -2,6 +2,8 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{connection, debug, expire, keys, server, strings, CmdResult, Ctx};
+// issue 4 (ecosystem): hashes, lists, pub/sub
+use super::{hashes, lists, pubsub};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -127,6 +129,44 @@ const ROWS: &[Row] = &[
     ("expiretime", 2, READONLY | FAST, 1, 1, 1, expire::expiretime),
     ("pexpiretime", 2, READONLY | FAST, 1, 1, 1, expire::pexpiretime),
     ("persist", 2, WRITE | FENCED | FAST, 1, 1, 1, expire::persist),
+    // --- issue 4 (ecosystem branch): hashes, lists, pub/sub ---
+    // hashes (Redisson's RLock)
+    ("hset", -4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hset),
+    ("hmset", -4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hmset),
+    ("hsetnx", 4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hsetnx),
+    ("hget", 3, READONLY | FAST, 1, 1, 1, hashes::hget),
+    ("hmget", -3, READONLY | FAST, 1, 1, 1, hashes::hmget),
+    ("hdel", -3, WRITE | FAST, 1, 1, 1, hashes::hdel),
+    ("hexists", 3, READONLY | FAST, 1, 1, 1, hashes::hexists),
+    ("hincrby", 4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hincrby),
+    ("hincrbyfloat", 4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hincrbyfloat),
+    ("hlen", 2, READONLY | FAST, 1, 1, 1, hashes::hlen),
+    ("hgetall", 2, READONLY, 1, 1, 1, hashes::hgetall),
+    ("hkeys", 2, READONLY, 1, 1, 1, hashes::hkeys),
+    ("hvals", 2, READONLY, 1, 1, 1, hashes::hvals),
+    // lists (python-redis-lock's signal list)
+    ("lpush", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::lpush),
+    ("rpush", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::rpush),
+    ("lpushx", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::lpushx),
+    ("rpushx", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::rpushx),
+    ("lpop", -2, WRITE | FAST, 1, 1, 1, lists::lpop),
+    ("rpop", -2, WRITE | FAST, 1, 1, 1, lists::rpop),
+    ("llen", 2, READONLY | FAST, 1, 1, 1, lists::llen),
+    ("lrange", 4, READONLY, 1, 1, 1, lists::lrange),
+    ("lindex", 3, READONLY, 1, 1, 1, lists::lindex),
+    ("lrem", 4, WRITE, 1, 1, 1, lists::lrem),
+    ("ltrim", 4, WRITE, 1, 1, 1, lists::ltrim),
+    ("lmove", 5, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, lists::lmove),
+    ("blpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::blpop),
+    ("brpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::brpop),
+    // pub/sub
+    ("subscribe", -2, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::subscribe),
+    ("unsubscribe", -1, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::unsubscribe),
+    ("psubscribe", -2, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::psubscribe),
+    ("punsubscribe", -1, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::punsubscribe),
+    ("publish", 3, FAST, 0, 0, 0, pubsub::publish),
+    ("pubsub", -2, 0, 0, 0, 0, pubsub::pubsub),
+    // --- end issue 4 ---
 ];
 
 /// Every command, in table order.
