@@ -63,7 +63,7 @@ fn copy(b: &[u8]) -> Bytes {
 
 /// Stores field/value pairs; returns how many fields are new.
 fn set_pairs(ctx: &Ctx, args: &[Bytes], cmd: &str) -> Result<i64, Reply> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(errors::wrong_arity(cmd));
     }
     write(ctx, &args[1], |h| {

@@ -279,7 +279,9 @@ fn parse_timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
     let secs = parse_float(arg)
         .ok_or_else(|| Reply::error("ERR timeout is not a float or out of range"))?;
     let ms = (secs * 1000.0).ceil();
-    if ms < 0.0 || ms >= 9.223_372_036_854_775_807e18 {
+    // 2^63 (i64::MAX rounds up to it as a float): the first value a millisecond
+    // count cannot hold.
+    if !(0.0..i64::MAX as f64).contains(&ms) {
         return Err(Reply::error("ERR timeout is negative"));
     }
     Ok(ms as u64)
