@@ -544,3 +544,50 @@ async fn info_counts_blocked_clients() {
     let info: String = q(&mut c, &["INFO", "clients"]).await.unwrap();
     assert!(info.contains("blocked_clients:1\r\n"), "{info}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_pushes_and_waiters_lose_and_duplicate_nothing() {
+    let h = start().await;
+    let waiters = 40;
+    let mut tasks = Vec::new();
+    for _ in 0..waiters {
+        let mut c = conn(&h).await;
+        tasks.push(tokio::spawn(async move {
+            let (_, v): (String, String) = q(&mut c, &["BLPOP", "q", "other", "0"]).await.unwrap();
+            v
+        }));
+    }
+    let mut pushers = Vec::new();
+    for p in 0..8 {
+        let mut c = conn(&h).await;
+        pushers.push(tokio::spawn(async move {
+            for i in 0..5 {
+                let key = if i % 2 == 0 { "q" } else { "other" };
+                q::<i64>(&mut c, &["RPUSH", key, &format!("{p}-{i}")])
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for p in pushers {
+        p.await.unwrap();
+    }
+    let mut got = Vec::new();
+    for t in tasks {
+        got.push(
+            tokio::time::timeout(Duration::from_secs(10), t)
+                .await
+                .expect("a waiter was never served")
+                .unwrap(),
+        );
+    }
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), waiters);
+    let mut c = conn(&h).await;
+    assert_eq!(
+        q::<i64>(&mut c, &["EXISTS", "q", "other"]).await.unwrap(),
+        0
+    );
+    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+}

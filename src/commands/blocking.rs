@@ -171,6 +171,11 @@ impl Blocking {
     /// or nobody waits on it. Runs after a command, outside the keyspace gate; takes
     /// the gate's shared side so it never interleaves with a script.
     pub fn serve_ready(&self, shared: &Shared) {
+        // Runs after every command: a plain load keeps the common case (nothing
+        // ready) from writing a cache line that every connection shares.
+        if !self.any_ready.load(Ordering::Relaxed) {
+            return;
+        }
         while self.any_ready.swap(false, Ordering::SeqCst) {
             let batch = std::mem::take(&mut *self.ready.lock());
             let _gate = shared.keyspace.gate.read();
