@@ -138,7 +138,7 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.client.set_proto(2);
     *ctx.client.info.name.lock() = None;
     ctx.client.authed = ctx.shared.config.requirepass.is_none();
-    ctx.client.subscriptions = 0;
+    super::pubsub::unsubscribe_all(ctx);
     Ok(Reply::status("RESET"))
 }
 

@@ -37,6 +37,10 @@ pub struct Shared {
     pub pause_tickets: AtomicU64,
     /// Woken when a connection has run its paused backlog (or gone away).
     pub pause_turn: Notify,
+    /// Clients blocked in BLPOP/BRPOP and the keys ready to serve them.
+    pub blocking: super::blocking::Blocking,
+    /// Channel and pattern subscriptions.
+    pub pubsub: super::pubsub::PubSub,
 }
 
 /// A node's reachability, for fault injection (see `testing`).
@@ -87,6 +91,8 @@ impl Shared {
             net: watch::Sender::new(NetState::Up),
             pause_tickets: AtomicU64::new(0),
             pause_turn: Notify::new(),
+            blocking: super::blocking::Blocking::new(),
+            pubsub: super::pubsub::PubSub::new(),
             clock,
             config,
         }
@@ -259,6 +265,12 @@ pub struct ClientState {
     pub subscriptions: usize,
     /// Close the connection after this reply is written (QUIT, protocol errors).
     pub close_after_reply: bool,
+    /// Set by BLPOP/BRPOP when they must wait: the connection awaits it before
+    /// reading further requests, and sends the reply itself.
+    pub blocked: Option<super::blocking::Blocked>,
+    /// The channels and patterns this client subscribes to (`subscriptions` is their
+    /// total, kept in step by the pub/sub commands).
+    pub pubsub: super::pubsub::ClientSubs,
 }
 
 impl ClientState {
@@ -270,6 +282,8 @@ impl ClientState {
             authed,
             subscriptions: 0,
             close_after_reply: false,
+            blocked: None,
+            pubsub: Default::default(),
         }
     }
 

@@ -11,6 +11,11 @@ pub mod server;
 pub mod strings;
 pub mod table;
 
+pub mod blocking;
+pub mod hashes;
+pub mod lists;
+pub mod pubsub;
+
 pub use context::{ClientInfo, ClientState, Ctx, NetState, Shared};
 pub use table::{lookup, Spec};
 

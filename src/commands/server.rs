@@ -134,9 +134,10 @@ fn info_server(ctx: &Ctx, out: &mut String) {
 fn info_clients(ctx: &Ctx, out: &mut String) {
     let _ = write!(
         out,
-        "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+        "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
         ctx.shared.clients.len(),
         ctx.shared.config.maxclients,
+        ctx.shared.blocking.blocked_clients(),
     );
 }
 
@@ -170,6 +171,13 @@ fn info_stats(ctx: &Ctx, out: &mut String) {
         s.total_commands.load(Ordering::Relaxed),
         s.rejected_connections.load(Ordering::Relaxed),
         s.expired_keys.load(Ordering::Relaxed),
+    );
+
+    let _ = write!(
+        out,
+        "pubsub_channels:{}\r\npubsub_patterns:{}\r\n",
+        ctx.shared.pubsub.channel_count(),
+        ctx.shared.pubsub.pattern_count(),
     );
 }
 

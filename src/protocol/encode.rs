@@ -19,6 +19,7 @@ pub fn encode(reply: &Reply, proto: u8, out: &mut BytesMut) {
         Reply::Array(items) => seq(out, b'*', items, proto),
         Reply::Set(items) => seq(out, if resp3 { b'~' } else { b'*' }, items, proto),
         Reply::Push(items) => seq(out, if resp3 { b'>' } else { b'*' }, items, proto),
+        Reply::Multi(frames) => frames.iter().for_each(|f| encode(f, proto, out)),
         Reply::Map(pairs) => {
             if resp3 {
                 int_line(out, b'%', pairs.len() as i64);

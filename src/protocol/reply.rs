@@ -28,6 +28,9 @@ pub enum Reply {
     Verbatim(&'static str, Bytes),
     /// RESP3 push (pub/sub messages); RESP2 array.
     Push(Vec<Reply>),
+    /// Several frames sent back to back for one command (SUBSCRIBE a b confirms each
+    /// channel with its own frame). Empty sends nothing.
+    Multi(Vec<Reply>),
 }
 
 impl Reply {

@@ -1,5 +1,7 @@
 //! One task per connection: read, execute every complete request, write once.
 
+use crate::commands::blocking::{Blocked, Served, Waiter};
+use crate::commands::pubsub::{Message, Subscriber};
 use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, NetState, Shared};
 use crate::protocol::{encode, parse_request, Limits, Reply};
 use bytes::BytesMut;
@@ -8,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
 /// Read buffer growth step.
 const READ_CHUNK: usize = 16 * 1024;
@@ -36,6 +39,7 @@ pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: Sock
     if let Err(e) = run(&shared, &mut stream, &mut client).await {
         tracing::debug!(client = id, "connection ended: {e}");
     }
+    shared.pubsub.forget(id, &mut client.pubsub);
     shared.clients.remove(&id);
     if info.paused_ticket.load(Ordering::SeqCst) != 0 {
         shared.pause_turn.notify_waiters();
@@ -52,6 +56,9 @@ async fn run(
         ..Limits::default()
     };
     let info = client.info.clone();
+    // This connection's pub/sub delivery queue.
+    let (subscriber, mut messages) = Subscriber::new(info.clone());
+    client.pubsub.handle = Some(subscriber.clone());
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut net = shared.net.subscribe();
@@ -70,7 +77,21 @@ async fn run(
                     Ok(Some(args)) if args.is_empty() => continue,
                     Ok(Some(args)) => {
                         let mut ctx = Ctx::new(shared, client);
-                        let reply = dispatch(&mut ctx, &args);
+                        let mut reply = dispatch(&mut ctx, &args);
+                        // Wake BLPOP waiters on keys this command pushed to, queue
+                        // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
+                        // to oneself), and wait here if the command blocked.
+                        shared.blocking.serve_ready(shared);
+                        take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
+                        if let Some(blocked) = client.blocked.take() {
+                            if !write_out(stream, &mut wbuf, &info).await? {
+                                return Ok(());
+                            }
+                            match wait_blocked(shared, stream, &mut rbuf, &info, blocked).await? {
+                                Some(r) => reply = r,
+                                None => return Ok(()),
+                            }
+                        }
                         encode(&reply, client.proto, &mut wbuf);
                         if client.close_after_reply {
                             close = true;
@@ -85,19 +106,14 @@ async fn run(
                     }
                 }
             }
-            if !wbuf.is_empty() {
-                let written = stream.write_all(&wbuf).await;
-                wbuf.clear();
-                // A peer that went away still had its requests executed; that is all.
-                if written.is_err() {
-                    close = true;
-                }
-            }
+            take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
+            // A peer that went away still had its requests executed; that is all.
+            let written = write_out(stream, &mut wbuf, &info).await;
             info.has_input.store(false, Ordering::SeqCst);
             if info.paused_ticket.swap(0, Ordering::SeqCst) != 0 {
                 shared.pause_turn.notify_waiters();
             }
-            if close || eof || info.killed.load(Ordering::SeqCst) {
+            if !matches!(written, Ok(true)) || close || eof || info.killed.load(Ordering::SeqCst) {
                 return Ok(());
             }
         }
@@ -116,6 +132,12 @@ async fn run(
                         info.paused_ticket.store(ticket, Ordering::SeqCst);
                     }
                 }
+            }
+            // A pub/sub message (not while paused: a stopped process sends nothing);
+            // the loop above writes it and any queued behind it.
+            Some(msg) = messages.recv(), if !paused => {
+                subscriber.taken(&msg);
+                encode(&msg.reply, client.proto, &mut wbuf);
             }
             changed = net.changed() => {
                 if changed.is_err() {
@@ -152,6 +174,117 @@ async fn wait_for_turn(shared: &Shared, info: &ClientInfo) {
             _ = info.kill.notified() => {
                 info.killed.store(true, Ordering::SeqCst);
                 return;
+            }
+        }
+    }
+}
+
+// Pub/sub delivery and blocking waits.
+
+/// At most this much pub/sub output is moved from the queue into the write buffer at a
+/// time: the rest stays counted in the queue, so a slow reader hits the output limit.
+const PUSH_BATCH: usize = 64 * 1024;
+
+/// Moves queued pub/sub messages into the write buffer (up to `PUSH_BATCH`).
+fn take_messages(
+    messages: &mut mpsc::UnboundedReceiver<Message>,
+    subscriber: &Subscriber,
+    proto: u8,
+    wbuf: &mut BytesMut,
+) {
+    while wbuf.len() < PUSH_BATCH {
+        let Ok(msg) = messages.try_recv() else {
+            return;
+        };
+        subscriber.taken(&msg);
+        encode(&msg.reply, proto, wbuf);
+    }
+}
+
+/// Writes the buffer out; false if the client was killed meanwhile (a subscriber that
+/// stopped reading is killed while its write is stuck).
+async fn write_out(
+    stream: &mut TcpStream,
+    wbuf: &mut BytesMut,
+    info: &ClientInfo,
+) -> std::io::Result<bool> {
+    if wbuf.is_empty() {
+        return Ok(true);
+    }
+    tokio::select! {
+        r = stream.write_all(wbuf) => r?,
+        _ = info.kill.notified() => return Ok(false),
+    }
+    wbuf.clear();
+    Ok(true)
+}
+
+/// Input read while blocked is kept for later, up to this much.
+const BLOCKED_READ_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Ends the wait in the registry whichever way the wait ends (also on disconnect,
+/// where the future is dropped), so a push never goes to a dead waiter.
+struct WaitGuard<'a> {
+    shared: &'a Shared,
+    waiter: Arc<Waiter>,
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.blocking.unblock(&self.waiter);
+    }
+}
+
+fn served_reply(s: Served) -> Reply {
+    Reply::Array(vec![Reply::Bulk(s.key), Reply::Bulk(s.value)])
+}
+
+/// Waits for a blocked BLPOP/BRPOP: an element (its reply), its timeout on the server
+/// clock (a null array), or the end of the connection (`None`). Pipelined requests
+/// are read but not run until the wait ends, as in Redis.
+async fn wait_blocked(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    info: &ClientInfo,
+    blocked: Blocked,
+) -> std::io::Result<Option<Reply>> {
+    let Blocked {
+        waiter,
+        mut rx,
+        deadline_ms,
+    } = blocked;
+    let guard = WaitGuard { shared, waiter };
+    let timeout = async {
+        match deadline_ms {
+            Some(d) => shared.clock.sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timeout);
+    loop {
+        if info.killed.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            served = &mut rx => {
+                return Ok(Some(served.map_or(Reply::NullArray, served_reply)));
+            }
+            _ = &mut timeout => {
+                if shared.blocking.unblock(&guard.waiter) {
+                    return Ok(Some(Reply::NullArray));
+                }
+                // Served just as the timeout fired: the element is already sent.
+                return Ok(Some(rx.try_recv().map_or(Reply::NullArray, served_reply)));
+            }
+            _ = info.kill.notified() => return Ok(None),
+            n = stream.read_buf(rbuf), if rbuf.len() < BLOCKED_READ_LIMIT => {
+                if n? == 0 {
+                    return Ok(None);
+                }
             }
         }
     }

@@ -1,0 +1,219 @@
+//! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HDEL, HEXISTS, HINCRBY,
+//! HINCRBYFLOAT, HLEN, HGETALL, HKEYS, HVALS.
+//!
+//! Redisson keeps its lock as a hash (field = client id, value = hold count), so these
+//! follow Redis's t_hash.c replies exactly. Like Redis, an empty hash is never kept:
+//! removing the last field removes the key.
+
+use super::{int_arg, parse_i64, CmdResult, Ctx};
+use crate::protocol::{errors, Reply};
+use crate::store::{Entry, Value};
+use bytes::Bytes;
+use dashmap::mapref::entry::Entry as Slot;
+use std::collections::HashMap;
+
+type Hash = HashMap<Bytes, Bytes>;
+
+/// The hash at `key` for a read: `None` when the key is missing, WRONGTYPE when it
+/// holds something else.
+fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Hash) -> T) -> Result<Option<T>, Reply> {
+    match ctx.db().get(key, ctx.now_ms) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::Hash(h) => Ok(Some(f(h))),
+            _ => Err(errors::wrongtype()),
+        },
+    }
+}
+
+/// Runs `f` on the hash at `key`, creating it when missing. A hash is created only
+/// through here, so `--require-ttl` is checked once: a new hash has no TTL. An empty
+/// hash left by `f` is removed (a failed `f` on a new key must not leave one behind).
+fn write<T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut Hash) -> Result<T, Reply>,
+) -> Result<T, Reply> {
+    match ctx.db().entry(key, ctx.now_ms) {
+        Slot::Occupied(mut e) => {
+            let Value::Hash(h) = &mut e.get_mut().value else {
+                return Err(errors::wrongtype());
+            };
+            let out = f(h);
+            if h.is_empty() {
+                e.remove();
+            }
+            out
+        }
+        Slot::Vacant(v) => {
+            ctx.shared.fence.check_has_ttl()?;
+            let mut h = Hash::new();
+            let out = f(&mut h)?;
+            if !h.is_empty() {
+                v.insert(Entry::new(Value::Hash(h)));
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn copy(b: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(b)
+}
+
+/// Stores field/value pairs; returns how many fields are new.
+fn set_pairs(ctx: &Ctx, args: &[Bytes], cmd: &str) -> Result<i64, Reply> {
+    if !args.len().is_multiple_of(2) {
+        return Err(errors::wrong_arity(cmd));
+    }
+    write(ctx, &args[1], |h| {
+        let mut added = 0;
+        for pair in args[2..].chunks(2) {
+            if h.insert(copy(&pair[0]), copy(&pair[1])).is_none() {
+                added += 1;
+            }
+        }
+        Ok(added)
+    })
+}
+
+/// HSET key field value [field value...] -> number of new fields.
+pub fn hset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    set_pairs(ctx, args, "hset").map(Reply::Integer)
+}
+
+/// HMSET key field value [field value...] -> OK (deprecated, still sent by clients).
+pub fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    set_pairs(ctx, args, "hmset").map(|_| Reply::Ok)
+}
+
+/// HSETNX key field value -> 1 if set, 0 if the field existed.
+pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    write(ctx, &args[1], |h| {
+        if h.contains_key(&args[2][..]) {
+            return Ok(Reply::Integer(0));
+        }
+        h.insert(copy(&args[2]), copy(&args[3]));
+        Ok(Reply::Integer(1))
+    })
+}
+
+pub fn hget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(read(ctx, &args[1], |h| h.get(&args[2][..]).cloned())?
+        .flatten()
+        .map_or(Reply::Null, Reply::Bulk))
+}
+
+pub fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let fields = &args[2..];
+    let values = read(ctx, &args[1], |h| {
+        fields
+            .iter()
+            .map(|f| h.get(&f[..]).cloned().map_or(Reply::Null, Reply::Bulk))
+            .collect::<Vec<_>>()
+    })?;
+    Ok(Reply::Array(
+        values.unwrap_or_else(|| vec![Reply::Null; fields.len()]),
+    ))
+}
+
+/// HDEL key field... -> how many were removed; the key goes with its last field.
+pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let Slot::Occupied(mut e) = ctx.db().entry(&args[1], ctx.now_ms) else {
+        return Ok(Reply::Integer(0));
+    };
+    let Value::Hash(h) = &mut e.get_mut().value else {
+        return Err(errors::wrongtype());
+    };
+    let removed = args[2..]
+        .iter()
+        .filter(|f| h.remove(&f[..]).is_some())
+        .count();
+    if h.is_empty() {
+        e.remove();
+    }
+    Ok(Reply::Integer(removed as i64))
+}
+
+pub fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let found = read(ctx, &args[1], |h| h.contains_key(&args[2][..]))?;
+    Ok(Reply::from(found.unwrap_or(false)))
+}
+
+/// HINCRBY key field increment: Redisson's hold count. Errors as Redis: a field that
+/// is not an integer, and overflow, each with their own text.
+pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let delta = int_arg(&args[3])?;
+    write(ctx, &args[1], |h| {
+        let current = match h.get(&args[2][..]) {
+            Some(v) => {
+                parse_i64(v).ok_or_else(|| Reply::error("ERR hash value is not an integer"))?
+            }
+            None => 0,
+        };
+        let next = current
+            .checked_add(delta)
+            .ok_or_else(|| Reply::error(errors::OVERFLOW))?;
+        h.insert(copy(&args[2]), Bytes::from(next.to_string()));
+        Ok(Reply::Integer(next))
+    })
+}
+
+/// A float argument as Redis's string2ld accepts it: no surrounding spaces, no NaN.
+pub(crate) fn parse_float(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|f| !f.is_nan())
+}
+
+/// HINCRBYFLOAT key field increment. Redis computes in long double; f64 gives the same
+/// text for the values lock clients use (counters, timestamps), not for 1e300.
+pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let delta = parse_float(&args[3]).ok_or_else(|| Reply::error(errors::NOT_FLOAT))?;
+    write(ctx, &args[1], |h| {
+        let current = match h.get(&args[2][..]) {
+            Some(v) => {
+                parse_float(v).ok_or_else(|| Reply::error("ERR hash value is not a float"))?
+            }
+            None => 0.0,
+        };
+        let next = current + delta;
+        if !next.is_finite() {
+            return Err(Reply::error("ERR increment would produce NaN or Infinity"));
+        }
+        let text = Bytes::from(format!("{next}"));
+        h.insert(copy(&args[2]), text.clone());
+        Ok(Reply::Bulk(text))
+    })
+}
+
+pub fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let n = read(ctx, &args[1], |h| h.len())?.unwrap_or(0);
+    Ok(Reply::Integer(n as i64))
+}
+
+/// HGETALL key: a map in RESP3, a flat field/value array in RESP2.
+pub fn hgetall(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let pairs = read(ctx, &args[1], |h| {
+        h.iter()
+            .map(|(k, v)| (Reply::Bulk(k.clone()), Reply::Bulk(v.clone())))
+            .collect()
+    })?;
+    Ok(Reply::Map(pairs.unwrap_or_default()))
+}
+
+pub fn hkeys(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let keys = read(ctx, &args[1], |h| {
+        h.keys().cloned().map(Reply::Bulk).collect()
+    })?;
+    Ok(Reply::Array(keys.unwrap_or_default()))
+}
+
+pub fn hvals(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let vals = read(ctx, &args[1], |h| {
+        h.values().cloned().map(Reply::Bulk).collect()
+    })?;
+    Ok(Reply::Array(vals.unwrap_or_default()))
+}

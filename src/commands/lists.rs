@@ -1,0 +1,362 @@
+//! List commands: LPUSH/RPUSH(X), LPOP/RPOP (with count), LLEN, LRANGE, LINDEX, LREM,
+//! LTRIM, LMOVE, and the blocking BLPOP/BRPOP.
+//!
+//! python-redis-lock signals a release by pushing to a list that waiters BLPOP, so the
+//! blocking pops follow Redis exactly: FIFO among waiters, a push (also from a script)
+//! wakes them after the command ends, timeouts on the server clock, and inside a
+//! script they never block. Like Redis, an empty list is never kept.
+
+use super::blocking::Side;
+use super::hashes::parse_float;
+use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
+use crate::protocol::{errors, Reply};
+use crate::store::{Entry, Value};
+use bytes::Bytes;
+use dashmap::mapref::entry::Entry as Slot;
+use std::collections::VecDeque;
+
+type List = VecDeque<Bytes>;
+
+fn copy(b: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(b)
+}
+
+fn push_side(list: &mut List, side: Side, value: Bytes) {
+    match side {
+        Side::Left => list.push_front(value),
+        Side::Right => list.push_back(value),
+    }
+}
+
+fn pop_side(list: &mut List, side: Side) -> Option<Bytes> {
+    match side {
+        Side::Left => list.pop_front(),
+        Side::Right => list.pop_back(),
+    }
+}
+
+/// The list at `key` for a read: `None` when missing, WRONGTYPE for another type.
+fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&List) -> T) -> Result<Option<T>, Reply> {
+    match ctx.db().get(key, ctx.now_ms) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::List(l) => Ok(Some(f(l))),
+            _ => Err(errors::wrongtype()),
+        },
+    }
+}
+
+/// Runs `f` on an existing list; `None` when the key is missing. The key is removed
+/// if `f` leaves the list empty.
+fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut List) -> T) -> Result<Option<T>, Reply> {
+    let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
+        return Ok(None);
+    };
+    let Value::List(list) = &mut e.get_mut().value else {
+        return Err(errors::wrongtype());
+    };
+    let out = f(list);
+    if list.is_empty() {
+        e.remove();
+    }
+    Ok(Some(out))
+}
+
+/// Pushes `values` one by one at `side`; creates the list unless `only_existing`.
+/// Returns the new length (0 when X-pushing to a missing key), then wakes waiters.
+fn push(ctx: &Ctx, key: &[u8], values: &[Bytes], side: Side, only_existing: bool) -> CmdResult {
+    let len = match ctx.db().entry(key, ctx.now_ms) {
+        Slot::Occupied(mut e) => {
+            let Value::List(list) = &mut e.get_mut().value else {
+                return Err(errors::wrongtype());
+            };
+            for v in values {
+                push_side(list, side, copy(v));
+            }
+            list.len()
+        }
+        Slot::Vacant(_) if only_existing => return Ok(Reply::Integer(0)),
+        Slot::Vacant(v) => {
+            ctx.shared.fence.check_has_ttl()?;
+            let mut list = List::with_capacity(values.len());
+            for value in values {
+                push_side(&mut list, side, copy(value));
+            }
+            let len = list.len();
+            v.insert(Entry::new(Value::List(list)));
+            len
+        }
+    };
+    // After the shard lock is released (see blocking.rs for the lock order).
+    ctx.shared.blocking.signal(ctx.client.db, key);
+    Ok(Reply::Integer(len as i64))
+}
+
+pub fn lpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, &args[1], &args[2..], Side::Left, false)
+}
+
+pub fn rpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, &args[1], &args[2..], Side::Right, false)
+}
+
+pub fn lpushx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, &args[1], &args[2..], Side::Left, true)
+}
+
+pub fn rpushx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    push(ctx, &args[1], &args[2..], Side::Right, true)
+}
+
+/// LPOP/RPOP key [count]. Without count: the element or null. With count: an array
+/// (empty for count 0 on an existing key), or a null array when the key is missing.
+fn pop(ctx: &Ctx, args: &[Bytes], side: Side, name: &str) -> CmdResult {
+    if args.len() > 3 {
+        return Err(errors::wrong_arity(name));
+    }
+    let count = match args.get(2) {
+        None => None,
+        Some(c) => match parse_i64(c) {
+            Some(n) if n >= 0 => Some(n as usize),
+            _ => return Err(Reply::error("ERR value is out of range, must be positive")),
+        },
+    };
+    let popped = modify(ctx, &args[1], |list| match count {
+        None => pop_side(list, side).map_or(Reply::Null, Reply::Bulk),
+        Some(n) => {
+            let n = n.min(list.len());
+            Reply::Array(
+                (0..n)
+                    .filter_map(|_| pop_side(list, side))
+                    .map(Reply::Bulk)
+                    .collect(),
+            )
+        }
+    })?;
+    Ok(popped.unwrap_or(if count.is_some() {
+        Reply::NullArray
+    } else {
+        Reply::Null
+    }))
+}
+
+pub fn lpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    pop(ctx, args, Side::Left, "lpop")
+}
+
+pub fn rpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    pop(ctx, args, Side::Right, "rpop")
+}
+
+pub fn llen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    Ok(Reply::Integer(
+        read(ctx, &args[1], |l| l.len())?.unwrap_or(0) as i64,
+    ))
+}
+
+/// Redis's range normalisation: negative indexes count from the end, the range is
+/// clipped to the list; `None` when it is empty.
+fn range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
+    (start <= stop && start < len).then_some((start as usize, stop as usize))
+}
+
+pub fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let start = int_arg(&args[2])?;
+    let stop = int_arg(&args[3])?;
+    let items = read(ctx, &args[1], |l| match range(start, stop, l.len()) {
+        Some((a, b)) => l.range(a..=b).cloned().map(Reply::Bulk).collect(),
+        None => Vec::new(),
+    })?;
+    Ok(Reply::Array(items.unwrap_or_default()))
+}
+
+pub fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let index = int_arg(&args[2])?;
+    let found = read(ctx, &args[1], |l| {
+        let i = if index < 0 {
+            l.len() as i64 + index
+        } else {
+            index
+        };
+        usize::try_from(i).ok().and_then(|i| l.get(i).cloned())
+    })?;
+    Ok(found.flatten().map_or(Reply::Null, Reply::Bulk))
+}
+
+/// LREM key count element: count > 0 from the head, < 0 from the tail, 0 all.
+pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let count = int_arg(&args[2])?;
+    let target = &args[3][..];
+    let removed = modify(ctx, &args[1], |list| {
+        let limit = if count == 0 {
+            usize::MAX
+        } else {
+            count.unsigned_abs().try_into().unwrap_or(usize::MAX)
+        };
+        let mut removed = 0usize;
+        let mut kept = List::with_capacity(list.len());
+        if count >= 0 {
+            for v in list.drain(..) {
+                if removed < limit && v == target {
+                    removed += 1;
+                } else {
+                    kept.push_back(v);
+                }
+            }
+        } else {
+            for v in list.drain(..).rev() {
+                if removed < limit && v == target {
+                    removed += 1;
+                } else {
+                    kept.push_front(v);
+                }
+            }
+        }
+        *list = kept;
+        removed
+    })?;
+    Ok(Reply::Integer(removed.unwrap_or(0) as i64))
+}
+
+pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let start = int_arg(&args[2])?;
+    let stop = int_arg(&args[3])?;
+    modify(ctx, &args[1], |list| match range(start, stop, list.len()) {
+        Some((a, b)) => {
+            list.truncate(b + 1);
+            list.drain(..a);
+        }
+        None => list.clear(),
+    })?;
+    Ok(Reply::Ok)
+}
+
+fn parse_side(arg: &[u8]) -> Result<Side, Reply> {
+    if eq_ignore_case(arg, "left") {
+        Ok(Side::Left)
+    } else if eq_ignore_case(arg, "right") {
+        Ok(Side::Right)
+    } else {
+        Err(errors::syntax())
+    }
+}
+
+/// LMOVE source destination LEFT|RIGHT LEFT|RIGHT: runs holding the gate exclusively
+/// (table flag), so nobody sees the element in neither list.
+pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let from = parse_side(&args[3])?;
+    let to = parse_side(&args[4])?;
+    let (src, dst) = (&args[1], &args[2]);
+    if read(ctx, src, |l| l.is_empty())?.is_none() {
+        return Ok(Reply::Null);
+    }
+    let dst_exists = read(ctx, dst, |_| ())?.is_some();
+    if !dst_exists && src != dst {
+        ctx.shared.fence.check_has_ttl()?;
+    }
+    let Some(Some(value)) = modify(ctx, src, |l| pop_side(l, from))? else {
+        return Ok(Reply::Null);
+    };
+    push(ctx, dst, std::slice::from_ref(&value), to, false)?;
+    Ok(Reply::Bulk(value))
+}
+
+/// A blocking timeout in seconds (fractions allowed) as Redis 7.0 reads it: rounded up
+/// to whole milliseconds; 0 means forever. Values too large for a millisecond count
+/// are reported as negative, as Redis's overflowing conversion does.
+fn parse_timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
+    let secs = parse_float(arg)
+        .ok_or_else(|| Reply::error("ERR timeout is not a float or out of range"))?;
+    let ms = (secs * 1000.0).ceil();
+    // 2^63 (i64::MAX rounds up to it as a float): the first value a millisecond
+    // count cannot hold.
+    if !(0.0..i64::MAX as f64).contains(&ms) {
+        return Err(Reply::error("ERR timeout is negative"));
+    }
+    Ok(ms as u64)
+}
+
+/// BLPOP / BRPOP key... timeout. Pops from the first non-empty key, else blocks: the
+/// handler registers a waiter in `ctx.client.blocked` and the connection awaits it.
+fn bpop(ctx: &mut Ctx, args: &[Bytes], side: Side) -> CmdResult {
+    let timeout_ms = parse_timeout_ms(&args[args.len() - 1])?;
+    let keys = &args[1..args.len() - 1];
+    let db = ctx.client.db;
+    for key in keys {
+        // Someone already waits here: queue behind them (FIFO) instead of taking
+        // the element they are about to be served.
+        if !ctx.in_script && ctx.shared.blocking.has_waiters(db, key) {
+            read(ctx, key, |_| ())?;
+            continue;
+        }
+        if let Some(Some(value)) = modify(ctx, key, |l| pop_side(l, side))? {
+            return Ok(Reply::Array(vec![
+                Reply::Bulk(key.clone()),
+                Reply::Bulk(value),
+            ]));
+        }
+    }
+    if ctx.in_script {
+        // Scripts (and transactions) never block: the non-blocking answer.
+        return Ok(Reply::NullArray);
+    }
+    let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
+    let owned = keys.iter().map(|k| copy(k)).collect();
+    let blocked = ctx.shared.blocking.block(db, owned, side, deadline);
+    // A push that ran before the registration found nobody waiting: look again.
+    for key in keys {
+        if matches!(read(ctx, key, |l| !l.is_empty()), Ok(Some(true))) {
+            ctx.shared.blocking.signal(db, key);
+        }
+    }
+    ctx.client.blocked = Some(blocked);
+    // Not sent: the connection replies when the wait ends.
+    Ok(Reply::NullArray)
+}
+
+pub fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    bpop(ctx, args, Side::Left)
+}
+
+pub fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    bpop(ctx, args, Side::Right)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_normalise_like_redis() {
+        assert_eq!(range(0, -1, 5), Some((0, 4)));
+        assert_eq!(range(-100, 100, 5), Some((0, 4)));
+        assert_eq!(range(5, 2, 6), None);
+        assert_eq!(range(-2, -1, 6), Some((4, 5)));
+        assert_eq!(range(0, -1, 0), None);
+        assert_eq!(range(7, 9, 5), None);
+    }
+
+    #[test]
+    fn timeouts_round_up_to_milliseconds() {
+        assert_eq!(parse_timeout_ms(b"0"), Ok(0));
+        assert_eq!(parse_timeout_ms(b"0.0001"), Ok(1));
+        assert_eq!(parse_timeout_ms(b"1.5"), Ok(1500));
+        assert_eq!(parse_timeout_ms(b"-0.0001"), Ok(0));
+        assert!(parse_timeout_ms(b"-1").is_err());
+        assert!(parse_timeout_ms(b"abc").is_err());
+        assert!(parse_timeout_ms(b" 1").is_err());
+        assert!(parse_timeout_ms(b"nan").is_err());
+        assert!(parse_timeout_ms(b"1e30").is_err());
+    }
+}

@@ -1,0 +1,593 @@
+//! List commands and the blocking pops, with Redis 7's exact replies (checked against
+//! redis-server 7.0.15). Blocking timeouts run on the server's manual clock.
+
+mod eco_util;
+
+use eco_util::*;
+use redlockd::Config;
+use std::time::Duration;
+
+const WRONG: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+#[tokio::test]
+async fn pushes_return_the_length_and_keep_order() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    assert_eq!(
+        q::<i64>(&mut c, &["LPUSH", "l", "a", "b", "c"])
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["RPUSH", "l", "d", "e"]).await.unwrap(),
+        5
+    );
+    let all: Vec<String> = q(&mut c, &["LRANGE", "l", "0", "-1"]).await.unwrap();
+    assert_eq!(all, ["c", "b", "a", "d", "e"]);
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "l"]).await.unwrap(), 5);
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "nol"]).await.unwrap(), 0);
+    assert_eq!(q::<String>(&mut c, &["TYPE", "l"]).await.unwrap(), "list");
+    assert_eq!(
+        err(&mut c, &["LPUSH", "l"]).await,
+        "ERR wrong number of arguments for 'lpush' command"
+    );
+}
+
+#[tokio::test]
+async fn pushx_only_pushes_to_existing_lists() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    assert_eq!(q::<i64>(&mut c, &["LPUSHX", "nol", "a"]).await.unwrap(), 0);
+    assert_eq!(
+        q::<i64>(&mut c, &["RPUSHX", "nol", "a", "b"])
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "nol"]).await.unwrap(), 0);
+    q::<i64>(&mut c, &["RPUSH", "l", "a"]).await.unwrap();
+    assert_eq!(q::<i64>(&mut c, &["LPUSHX", "l", "z"]).await.unwrap(), 2);
+    assert_eq!(
+        q::<i64>(&mut c, &["RPUSHX", "l", "y", "x"]).await.unwrap(),
+        4
+    );
+    let all: Vec<String> = q(&mut c, &["LRANGE", "l", "0", "-1"]).await.unwrap();
+    assert_eq!(all, ["z", "a", "y", "x"]);
+}
+
+#[tokio::test]
+async fn pop_replies_match_redis_in_resp2() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.cmd(&["LPOP", "nol"], "$-1\r\n").await;
+    r.cmd(&["LPOP", "nol", "2"], "*-1\r\n").await;
+    r.cmd(&["LPOP", "nol", "0"], "*-1\r\n").await;
+    r.cmd(&["RPUSH", "l", "a", "b", "c", "d"], ":4\r\n").await;
+    r.cmd(&["LPOP", "l", "0"], "*0\r\n").await;
+    r.cmd(&["LPOP", "l"], "$1\r\na\r\n").await;
+    r.cmd(&["RPOP", "l"], "$1\r\nd\r\n").await;
+    r.cmd(&["RPOP", "l", "5"], "*2\r\n$1\r\nc\r\n$1\r\nb\r\n")
+        .await;
+    r.cmd(&["EXISTS", "l"], ":0\r\n").await;
+    let positive = "-ERR value is out of range, must be positive\r\n";
+    r.cmd(&["LPOP", "l", "-1"], positive).await;
+    r.cmd(&["LPOP", "l", "x"], positive).await;
+    r.cmd(
+        &["LPOP", "l", "1", "2"],
+        "-ERR wrong number of arguments for 'lpop' command\r\n",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn pop_replies_match_redis_in_resp3() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.hello3().await;
+    r.cmd(&["LPOP", "nol"], "_\r\n").await;
+    r.cmd(&["LPOP", "nol", "2"], "_\r\n").await;
+    r.cmd(&["RPUSH", "l", "x"], ":1\r\n").await;
+    r.cmd(&["LPOP", "l", "0"], "*0\r\n").await;
+    r.cmd(&["LPOP", "l", "3"], "*1\r\n$1\r\nx\r\n").await;
+}
+
+#[tokio::test]
+async fn lrange_and_lindex_follow_redis_indexes() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "l", "a", "b", "c", "d", "e", "f"])
+        .await
+        .unwrap();
+    let r = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "-100", "100"])
+            .await
+            .unwrap(),
+        r(&["a", "b", "c", "d", "e", "f"])
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "5", "2"])
+            .await
+            .unwrap(),
+        r(&[])
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "-2", "-1"])
+            .await
+            .unwrap(),
+        r(&["e", "f"])
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "nol", "0", "-1"])
+            .await
+            .unwrap(),
+        r(&[])
+    );
+    assert_eq!(
+        err(&mut c, &["LRANGE", "l", "a", "b"]).await,
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        q::<String>(&mut c, &["LINDEX", "l", "0"]).await.unwrap(),
+        "a"
+    );
+    assert_eq!(
+        q::<String>(&mut c, &["LINDEX", "l", "-1"]).await.unwrap(),
+        "f"
+    );
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["LINDEX", "l", "99"])
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["LINDEX", "l", "-99"])
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        err(&mut c, &["LINDEX", "l", "x"]).await,
+        "ERR value is not an integer or out of range"
+    );
+}
+
+#[tokio::test]
+async fn lrem_removes_from_either_end() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "l", "a", "x", "a", "y", "a", "z", "a"])
+        .await
+        .unwrap();
+    assert_eq!(q::<i64>(&mut c, &["LREM", "l", "2", "a"]).await.unwrap(), 2);
+    assert_eq!(
+        q::<i64>(&mut c, &["LREM", "l", "-1", "a"]).await.unwrap(),
+        1
+    );
+    let all: Vec<String> = q(&mut c, &["LRANGE", "l", "0", "-1"]).await.unwrap();
+    assert_eq!(all, ["x", "y", "a", "z"]);
+    assert_eq!(q::<i64>(&mut c, &["LREM", "l", "0", "a"]).await.unwrap(), 1);
+    assert_eq!(
+        q::<i64>(&mut c, &["LREM", "nol", "0", "a"]).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        err(&mut c, &["LREM", "l", "x", "a"]).await,
+        "ERR value is not an integer or out of range"
+    );
+    for v in ["x", "y", "z"] {
+        q::<i64>(&mut c, &["LREM", "l", "0", v]).await.unwrap();
+    }
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "l"]).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn ltrim_keeps_a_range_and_deletes_an_emptied_list() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "l", "b", "c", "d", "e", "f", "x", "y"])
+        .await
+        .unwrap();
+    assert_eq!(
+        q::<String>(&mut c, &["LTRIM", "l", "1", "-2"])
+            .await
+            .unwrap(),
+        "OK"
+    );
+    let all: Vec<String> = q(&mut c, &["LRANGE", "l", "0", "-1"]).await.unwrap();
+    assert_eq!(all, ["c", "d", "e", "f", "x"]);
+    assert_eq!(
+        q::<String>(&mut c, &["LTRIM", "l", "5", "1"])
+            .await
+            .unwrap(),
+        "OK"
+    );
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "l"]).await.unwrap(), 0);
+    assert_eq!(
+        q::<String>(&mut c, &["LTRIM", "nol", "0", "1"])
+            .await
+            .unwrap(),
+        "OK"
+    );
+}
+
+#[tokio::test]
+async fn lmove_moves_between_ends() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["LMOVE", "nol", "l", "LEFT", "RIGHT"])
+            .await
+            .unwrap(),
+        None
+    );
+    q::<i64>(&mut c, &["RPUSH", "src", "1", "2", "3"])
+        .await
+        .unwrap();
+    assert_eq!(
+        q::<String>(&mut c, &["LMOVE", "src", "dst", "left", "right"])
+            .await
+            .unwrap(),
+        "1"
+    );
+    assert_eq!(
+        err(&mut c, &["LMOVE", "src", "dst", "up", "right"]).await,
+        "ERR syntax error"
+    );
+    assert_eq!(
+        q::<String>(&mut c, &["LMOVE", "src", "src", "RIGHT", "LEFT"])
+            .await
+            .unwrap(),
+        "3"
+    );
+    let all: Vec<String> = q(&mut c, &["LRANGE", "src", "0", "-1"]).await.unwrap();
+    assert_eq!(all, ["3", "2"]);
+    q::<String>(&mut c, &["SET", "s", "v"]).await.unwrap();
+    assert_eq!(
+        err(&mut c, &["LMOVE", "src", "s", "LEFT", "LEFT"]).await,
+        WRONG
+    );
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "src"]).await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn list_commands_on_other_types_are_wrongtype() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    q::<String>(&mut c, &["SET", "s", "v"]).await.unwrap();
+    for args in [
+        &["LPUSH", "s", "a"][..],
+        &["RPUSH", "s", "a"],
+        &["LPUSHX", "s", "a"],
+        &["LPOP", "s"],
+        &["LPOP", "s", "0"],
+        &["RPOP", "s"],
+        &["LLEN", "s"],
+        &["LRANGE", "s", "0", "-1"],
+        &["LINDEX", "s", "0"],
+        &["LREM", "s", "0", "a"],
+        &["LTRIM", "s", "0", "1"],
+        &["BLPOP", "s", "0"],
+        &["BRPOP", "s", "0"],
+    ] {
+        assert_eq!(err(&mut c, args).await, WRONG, "{args:?}");
+    }
+}
+
+#[tokio::test]
+async fn creating_a_list_is_fenced_but_popping_is_not() {
+    let config = Config {
+        restart_delay: Some(Duration::from_secs(31)),
+        ..Config::for_tests()
+    };
+    let h = start_with(config).await;
+    let mut c = conn(&h).await;
+    assert!(err(&mut c, &["LPUSH", "l", "a"])
+        .await
+        .starts_with("TRYAGAIN "));
+    assert!(err(&mut c, &["RPUSH", "l", "a"])
+        .await
+        .starts_with("TRYAGAIN "));
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["LPOP", "l"]).await.unwrap(),
+        None
+    );
+    let r: Option<Vec<String>> = q(&mut c, &["BLPOP", "l", "0.001"]).await.unwrap_or(None);
+    assert_eq!(r, None);
+}
+
+#[tokio::test]
+async fn require_ttl_refuses_creating_a_list() {
+    let config = Config {
+        require_ttl: true,
+        ..Config::for_tests()
+    };
+    let h = start_with(config).await;
+    let mut c = conn(&h).await;
+    assert!(err(&mut c, &["LPUSH", "l", "a"])
+        .await
+        .contains("--require-ttl"));
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "l"]).await.unwrap(), 0);
+}
+
+// ---- blocking pops ----
+
+#[tokio::test]
+async fn blpop_pops_at_once_from_the_first_non_empty_key() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "k2", "a", "b"]).await.unwrap();
+    let got: (String, String) = q(&mut c, &["BLPOP", "k1", "k2", "0"]).await.unwrap();
+    assert_eq!(got, ("k2".into(), "a".into()));
+    let got: (String, String) = q(&mut c, &["BRPOP", "k1", "k2", "0"]).await.unwrap();
+    assert_eq!(got, ("k2".into(), "b".into()));
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k2"]).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn blpop_timeout_errors_match_redis() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    let not_float = "-ERR timeout is not a float or out of range\r\n";
+    let negative = "-ERR timeout is negative\r\n";
+    r.cmd(&["BLPOP", "l", "abc"], not_float).await;
+    r.cmd(&["BLPOP", "l", " 1"], not_float).await;
+    r.cmd(&["BLPOP", "l", "nan"], not_float).await;
+    r.cmd(&["BLPOP", "l", "-1"], negative).await;
+    r.cmd(&["BRPOP", "l", "-0.5"], negative).await;
+    r.cmd(&["BLPOP", "l", "1e30"], negative).await;
+    r.cmd(
+        &["BLPOP", "l"],
+        "-ERR wrong number of arguments for 'blpop' command\r\n",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn blocked_client_times_out_on_the_server_clock() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.send(&["BLPOP", "l", "2"]).await;
+    wait_blocked(&h, 1).await;
+    h.clock().advance(Duration::from_millis(1999));
+    r.expect_silence(20).await;
+    assert_eq!(h.shared().blocking.blocked_clients(), 1);
+    h.clock().advance(Duration::from_millis(1));
+    r.expect("*-1\r\n").await;
+    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+}
+
+#[tokio::test]
+async fn timeout_reply_is_null_in_resp3() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.hello3().await;
+    r.send(&["BRPOP", "l", "1"]).await;
+    wait_blocked(&h, 1).await;
+    h.clock().advance(Duration::from_millis(1000));
+    r.expect("_\r\n").await;
+}
+
+#[tokio::test]
+async fn fractional_timeouts_are_milliseconds() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.send(&["BLPOP", "l", "0.25"]).await;
+    wait_blocked(&h, 1).await;
+    h.clock().advance(Duration::from_millis(249));
+    r.expect_silence(20).await;
+    h.clock().advance(Duration::from_millis(1));
+    r.expect("*-1\r\n").await;
+    // 0.0001 s rounds up to 1 ms, as in Redis (not 0, which would mean forever).
+    r.send(&["BLPOP", "l", "0.0001"]).await;
+    wait_blocked(&h, 1).await;
+    h.clock().advance(Duration::from_millis(1));
+    r.expect("*-1\r\n").await;
+}
+
+#[tokio::test]
+async fn timeout_zero_blocks_forever() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.send(&["BLPOP", "l", "0"]).await;
+    wait_blocked(&h, 1).await;
+    h.clock().advance(Duration::from_secs(365 * 24 * 3600));
+    r.expect_silence(20).await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "l", "v"]).await.unwrap();
+    r.expect("*2\r\n$1\r\nl\r\n$1\r\nv\r\n").await;
+}
+
+#[tokio::test]
+async fn three_waiters_are_served_in_fifo_order() {
+    let h = start().await;
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        let mut r = Raw::connect(&h).await;
+        r.send(&["BLPOP", "q", "0"]).await;
+        wait_blocked(&h, i + 1).await;
+        waiters.push(r);
+    }
+    let mut c = conn(&h).await;
+    // One push of three elements: served in waiter order, each from the head.
+    assert_eq!(
+        q::<i64>(&mut c, &["RPUSH", "q", "a", "b", "c"])
+            .await
+            .unwrap(),
+        3
+    );
+    waiters[0].expect("*2\r\n$1\r\nq\r\n$1\r\na\r\n").await;
+    waiters[1].expect("*2\r\n$1\r\nq\r\n$1\r\nb\r\n").await;
+    waiters[2].expect("*2\r\n$1\r\nq\r\n$1\r\nc\r\n").await;
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "q"]).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn one_push_at_a_time_wakes_the_oldest_waiter() {
+    let h = start().await;
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        let mut r = Raw::connect(&h).await;
+        r.send(&["BRPOP", "q", "0"]).await;
+        wait_blocked(&h, i + 1).await;
+        waiters.push(r);
+    }
+    let mut c = conn(&h).await;
+    for (i, v) in ["x", "y", "z"].iter().enumerate() {
+        q::<i64>(&mut c, &["LPUSH", "q", v]).await.unwrap();
+        waiters[i]
+            .expect(&format!("*2\r\n$1\r\nq\r\n$1\r\n{v}\r\n"))
+            .await;
+        for later in &mut waiters[i + 1..] {
+            later.expect_silence(10).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_new_blpop_queues_behind_existing_waiters() {
+    let h = start().await;
+    let mut first = Raw::connect(&h).await;
+    first.send(&["BLPOP", "q", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "q", "a"]).await.unwrap();
+    first.expect("*2\r\n$1\r\nq\r\n$1\r\na\r\n").await;
+}
+
+#[tokio::test]
+async fn blpop_on_several_keys_wakes_on_any() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.send(&["BLPOP", "k1", "k2", "k3", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "k3", "v"]).await.unwrap();
+    r.expect("*2\r\n$2\r\nk3\r\n$1\r\nv\r\n").await;
+    // Served once: a later push to another of its keys stays in the list.
+    q::<i64>(&mut c, &["RPUSH", "k1", "w"]).await.unwrap();
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "k1"]).await.unwrap(), 1);
+    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+}
+
+#[tokio::test]
+async fn a_waiter_that_disconnects_is_forgotten_and_loses_nothing() {
+    let h = start().await;
+    let mut gone = Raw::connect(&h).await;
+    gone.send(&["BLPOP", "q", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut next = Raw::connect(&h).await;
+    next.send(&["BLPOP", "q", "0"]).await;
+    wait_blocked(&h, 2).await;
+    drop(gone);
+    wait_blocked(&h, 1).await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "q", "a"]).await.unwrap();
+    next.expect("*2\r\n$1\r\nq\r\n$1\r\na\r\n").await;
+    // With nobody waiting, a push stays in the list.
+    let mut alone = Raw::connect(&h).await;
+    alone.send(&["BLPOP", "r", "0"]).await;
+    wait_blocked(&h, 1).await;
+    drop(alone);
+    wait_blocked(&h, 0).await;
+    q::<i64>(&mut c, &["RPUSH", "r", "b"]).await.unwrap();
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "r"]).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn client_kill_ends_a_blocked_client() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.send(&["CLIENT", "ID"]).await;
+    let mut buf = [0u8; 32];
+    use tokio::io::AsyncReadExt;
+    let n = r.stream.read(&mut buf).await.unwrap();
+    let id = String::from_utf8_lossy(&buf[1..n - 2]).to_string();
+    r.send(&["BLPOP", "q", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut c = conn(&h).await;
+    assert_eq!(
+        q::<i64>(&mut c, &["CLIENT", "KILL", "ID", &id])
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(r.read_to_close().await.is_empty());
+    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+}
+
+#[tokio::test]
+async fn pipelined_commands_wait_behind_a_blocked_blpop() {
+    use tokio::io::AsyncWriteExt;
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.stream
+        .write_all(b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n*1\r\n$4\r\nPING\r\n")
+        .await
+        .unwrap();
+    wait_blocked(&h, 1).await;
+    r.expect_silence(20).await;
+    let mut c = conn(&h).await;
+    q::<i64>(&mut c, &["RPUSH", "q", "a"]).await.unwrap();
+    r.expect("*2\r\n$1\r\nq\r\n$1\r\na\r\n+PONG\r\n").await;
+}
+
+#[tokio::test]
+async fn info_counts_blocked_clients() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.send(&["BLPOP", "q", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut c = conn(&h).await;
+    let info: String = q(&mut c, &["INFO", "clients"]).await.unwrap();
+    assert!(info.contains("blocked_clients:1\r\n"), "{info}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_pushes_and_waiters_lose_and_duplicate_nothing() {
+    let h = start().await;
+    let waiters = 40;
+    let mut tasks = Vec::new();
+    for _ in 0..waiters {
+        let mut c = conn(&h).await;
+        tasks.push(tokio::spawn(async move {
+            let (_, v): (String, String) = q(&mut c, &["BLPOP", "q", "other", "0"]).await.unwrap();
+            v
+        }));
+    }
+    let mut pushers = Vec::new();
+    for p in 0..8 {
+        let mut c = conn(&h).await;
+        pushers.push(tokio::spawn(async move {
+            for i in 0..5 {
+                let key = if i % 2 == 0 { "q" } else { "other" };
+                q::<i64>(&mut c, &["RPUSH", key, &format!("{p}-{i}")])
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for p in pushers {
+        p.await.unwrap();
+    }
+    let mut got = Vec::new();
+    for t in tasks {
+        got.push(
+            tokio::time::timeout(Duration::from_secs(10), t)
+                .await
+                .expect("a waiter was never served")
+                .unwrap(),
+        );
+    }
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), waiters);
+    let mut c = conn(&h).await;
+    assert_eq!(
+        q::<i64>(&mut c, &["EXISTS", "q", "other"]).await.unwrap(),
+        0
+    );
+    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+}
