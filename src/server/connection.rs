@@ -120,7 +120,8 @@ async fn run(
         if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
             rbuf.reserve(READ_CHUNK);
         }
-        let can_read = !eof && !(paused && rbuf.len() > PAUSED_INPUT_LIMIT);
+        let input_full = paused && rbuf.len() > PAUSED_INPUT_LIMIT;
+        let can_read = !eof && !input_full;
         tokio::select! {
             n = stream.read_buf(&mut rbuf), if can_read => {
                 if n? == 0 {
