@@ -8,6 +8,7 @@ pub mod config;
 pub mod fence;
 pub mod glob;
 pub mod protocol;
+pub mod scripting;
 pub mod server;
 pub mod store;
 

@@ -15,7 +15,10 @@ pub fn ping(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if ctx.client.resp2_subscribed() {
         // In RESP2 subscribed mode PING answers in the pub/sub message shape.
         let msg = args.get(1).cloned().unwrap_or_default();
-        return Ok(Reply::Array(vec![Reply::bulk_str("pong"), Reply::Bulk(msg)]));
+        return Ok(Reply::Array(vec![
+            Reply::bulk_str("pong"),
+            Reply::Bulk(msg),
+        ]));
     }
     Ok(match args.get(1) {
         Some(msg) => Reply::Bulk(msg.clone()),
@@ -105,7 +108,10 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         (Reply::bulk_str("server"), Reply::bulk_str("redis")),
         (Reply::bulk_str("version"), Reply::bulk_str(REDIS_VERSION)),
         (Reply::bulk_str("proto"), Reply::Integer(proto as i64)),
-        (Reply::bulk_str("id"), Reply::Integer(ctx.client.id() as i64)),
+        (
+            Reply::bulk_str("id"),
+            Reply::Integer(ctx.client.id() as i64),
+        ),
         (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
         (Reply::bulk_str("role"), Reply::bulk_str("master")),
         (Reply::bulk_str("modules"), Reply::Array(vec![])),
@@ -226,16 +232,14 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 .filter(|c| ids.as_ref().is_none_or(|ids| ids.contains(&c.id)))
                 .collect();
             clients.sort_by_key(|c| c.id);
-            let text: String = clients
-                .iter()
-                .map(|c| client_line(ctx, c) + "\n")
-                .collect();
+            let text: String = clients.iter().map(|c| client_line(ctx, c) + "\n").collect();
             Ok(Reply::Verbatim("txt", Bytes::from(text)))
         }
         "kill" if args.len() >= 3 => {
             // CLIENT KILL ID n (the modern form); the old addr form is accepted too.
             let target: Vec<_> = if args.len() == 4 && eq_ignore_case(&args[2], "id") {
-                let id = parse_i64(&args[3]).ok_or_else(|| Reply::error("ERR client-id should be greater than 0"))?;
+                let id = parse_i64(&args[3])
+                    .ok_or_else(|| Reply::error("ERR client-id should be greater than 0"))?;
                 ctx.shared
                     .clients
                     .get(&(id as u64))
@@ -272,22 +276,32 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         "help" => Ok(Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "ID", "    Return the ID of the current connection.",
-                "GETNAME", "    Return the name of the current connection.",
-                "SETNAME <name>", "    Assign the name <name> to the current connection.",
-                "SETINFO <option> <value>", "    Set client meta attr (LIB-NAME, LIB-VER).",
-                "INFO", "    Return information about the current client connection.",
-                "LIST [TYPE <type>] [ID <id> [<id> ...]]", "    Return information about client connections.",
-                "KILL ID <id>", "    Kill the connection with the given id.",
-                "NO-EVICT (ON|OFF)", "    Accepted; redlockd never evicts.",
-                "NO-TOUCH (ON|OFF)", "    Accepted; redlockd keeps no LRU.",
+                "ID",
+                "    Return the ID of the current connection.",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "SETINFO <option> <value>",
+                "    Set client meta attr (LIB-NAME, LIB-VER).",
+                "INFO",
+                "    Return information about the current client connection.",
+                "LIST [TYPE <type>] [ID <id> [<id> ...]]",
+                "    Return information about client connections.",
+                "KILL ID <id>",
+                "    Kill the connection with the given id.",
+                "NO-EVICT (ON|OFF)",
+                "    Accepted; redlockd never evicts.",
+                "NO-TOUCH (ON|OFF)",
+                "    Accepted; redlockd keeps no LRU.",
             ]
             .iter()
             .map(|s| Reply::status(s))
             .collect(),
         )),
-        "id" | "setname" | "getname" | "setinfo" | "info" | "kill" | "no-evict"
-        | "no-touch" => Err(arity_err()),
+        "id" | "setname" | "getname" | "setinfo" | "info" | "kill" | "no-evict" | "no-touch" => {
+            Err(arity_err())
+        }
         _ => Err(errors::unknown_subcommand("client", &args[1])),
     }
 }
@@ -295,7 +309,11 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// One CLIENT LIST line, with the fields clients and operators look for.
 fn client_line(ctx: &Ctx, c: &super::ClientInfo) -> String {
     let now = ctx.shared.clock.now_ms();
-    let text = |b: &Option<Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+    let text = |b: &Option<Bytes>| {
+        b.as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
     format!(
         "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,

@@ -31,6 +31,8 @@ pub struct Shared {
     /// Woken to stop the server (SHUTDOWN, a signal, `ServerHandle::shutdown`).
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
+    /// Script cache, Lua VM and the running script (issue 3).
+    pub scripts: crate::scripting::Scripts,
 }
 
 impl Shared {
@@ -62,6 +64,10 @@ impl Shared {
             active_expire: AtomicBool::new(true),
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
+            scripts: crate::scripting::Scripts::new(
+                config.busy_script_time.as_millis() as u64,
+                config.seed,
+            ),
             clock,
             config,
         }
@@ -82,6 +88,8 @@ impl Shared {
     /// Asks the server to stop.
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // A script looping forever would otherwise keep its thread busy past shutdown.
+        self.scripts.kill_for_shutdown();
         self.shutdown.notify_waiters();
     }
 }
