@@ -103,6 +103,11 @@ impl Scripts {
             .is_some_and(|r| r.is_busy(now_ms))
     }
 
+    /// True while a script executes (tests wait for this before driving the clock).
+    pub fn is_running(&self) -> bool {
+        self.running.lock().is_some()
+    }
+
     /// SCRIPT KILL.
     pub fn kill(&self) -> Reply {
         match self.running.lock().as_ref() {

@@ -82,6 +82,11 @@ fn sweep(shared: &Shared) {
     if !shared.active_expire.load(Ordering::Relaxed) {
         return;
     }
+    // A script holds the gate exclusively and sees time frozen at its start: keys must
+    // not vanish under it, so the sweep waits for the next pass (issue 3).
+    let Some(_gate) = shared.keyspace.gate.try_read() else {
+        return;
+    };
     let n = shared.keyspace.sweep(shared.clock.now_ms());
     shared
         .stats
