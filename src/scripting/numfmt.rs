@@ -45,7 +45,8 @@ pub fn lua_number(x: f64) -> String {
 /// C's `(long long)x` on x86-64: out-of-range and NaN give i64::MIN. Redis converts a
 /// Lua number reply this way, so `return 1e20` replies -9223372036854775808.
 pub fn c_trunc(x: f64) -> i64 {
-    if x.is_nan() || x >= 9.223_372_036_854_775_8e18 || x < -9.223_372_036_854_775_8e18 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if x.is_nan() || !(-TWO_63..TWO_63).contains(&x) {
         i64::MIN
     } else {
         x.trunc() as i64
