@@ -76,7 +76,8 @@ impl Config {
 
     /// The restart delay in effect.
     pub fn effective_restart_delay(&self) -> Duration {
-        self.restart_delay.unwrap_or(self.max_ttl + RESTART_MARGIN)
+        self.restart_delay
+            .unwrap_or(self.max_ttl + RESTART_MARGIN)
     }
 
     /// Checks the settings that can be wrong.
@@ -116,11 +117,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => n.checked_mul(1000),
         "m" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
-        _ => {
-            return Err(format!(
-                "invalid duration unit in '{text}': use ms, s, m or h"
-            ))
-        }
+        _ => return Err(format!("invalid duration unit in '{text}': use ms, s, m or h")),
     };
     ms.map(Duration::from_millis)
         .ok_or_else(|| format!("duration '{text}' is too large"))
@@ -133,10 +130,7 @@ mod tests {
     #[test]
     fn durations_accept_plain_ms_and_suffixes() {
         assert_eq!(parse_duration("1500").unwrap(), Duration::from_millis(1500));
-        assert_eq!(
-            parse_duration("1500ms").unwrap(),
-            Duration::from_millis(1500)
-        );
+        assert_eq!(parse_duration("1500ms").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("x").is_err());

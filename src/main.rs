@@ -174,10 +174,7 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
     }
     if ports.len() > 1 {
         let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
-        let fence = handles[0]
-            .shared()
-            .fence
-            .remaining_ms(handles[0].clock().now_ms());
+        let fence = handles[0].shared().fence.remaining_ms(handles[0].clock().now_ms());
         println!("redlockd cluster: {} nodes", handles.len());
         for a in &addrs {
             println!("  redis://{a}");

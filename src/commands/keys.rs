@@ -103,3 +103,4 @@ pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     db.insert(&args[2], entry);
     Ok(Reply::Ok)
 }
+

@@ -50,7 +50,9 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(errors::syntax());
         }
         if eq_ignore_case(a, "abort") {
-            return Err(Reply::error("ERR No shutdown in progress."));
+            return Err(Reply::error(
+                "ERR No shutdown in progress.",
+            ));
         }
     }
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.id());
@@ -77,8 +79,9 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         "fence",
         "keyspace",
     ];
-    let include =
-        |s: &str| all || (default && DEFAULT.contains(&s)) || wanted.iter().any(|w| w == s);
+    let include = |s: &str| {
+        all || (default && DEFAULT.contains(&s)) || wanted.iter().any(|w| w == s)
+    };
     let mut out = String::new();
     let sections: [(&str, fn(&Ctx, &mut String)); 9] = [
         ("server", info_server),
@@ -284,10 +287,7 @@ pub fn command(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                             Reply::Map(vec![
                                 (
                                     Reply::bulk_str("summary"),
-                                    Reply::bulk_str(&format!(
-                                        "The {} command.",
-                                        s.name.to_ascii_uppercase()
-                                    )),
+                                    Reply::bulk_str(&format!("The {} command.", s.name.to_ascii_uppercase())),
                                 ),
                                 (Reply::bulk_str("since"), Reply::bulk_str("1.0.0")),
                                 (Reply::bulk_str("group"), Reply::bulk_str("generic")),
@@ -317,21 +317,12 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ("databases", c.databases.to_string()),
                 ("maxclients", c.maxclients.to_string()),
                 ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
-                (
-                    "busy-reply-threshold",
-                    c.busy_script_time.as_millis().to_string(),
-                ),
+                ("busy-reply-threshold", c.busy_script_time.as_millis().to_string()),
                 ("lua-time-limit", c.busy_script_time.as_millis().to_string()),
                 ("requirepass", c.requirepass.clone().unwrap_or_default()),
                 ("max-ttl", c.max_ttl.as_millis().to_string()),
-                (
-                    "restart-delay",
-                    c.effective_restart_delay().as_millis().to_string(),
-                ),
-                (
-                    "require-ttl",
-                    if c.require_ttl { "yes" } else { "no" }.to_string(),
-                ),
+                ("restart-delay", c.effective_restart_delay().as_millis().to_string()),
+                ("require-ttl", if c.require_ttl { "yes" } else { "no" }.to_string()),
                 ("appendonly", "no".to_string()),
                 ("save", String::new()),
                 ("maxmemory", "0".to_string()),
@@ -342,10 +333,9 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             ];
             let mut pairs = Vec::new();
             for (name, value) in settings {
-                if args[2..]
-                    .iter()
-                    .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
-                {
+                if args[2..].iter().any(|p| {
+                    glob::matches(&p.to_ascii_lowercase(), name.as_bytes())
+                }) {
                     pairs.push((Reply::bulk_str(name), Reply::bulk_str(&value)));
                 }
             }
@@ -353,9 +343,7 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         "set" => Err(Reply::error(format!(
             "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-            args.get(2)
-                .map(|a| errors::printable(a))
-                .unwrap_or_default()
+            args.get(2).map(|a| errors::printable(a)).unwrap_or_default()
         ))),
         "resetstat" if args.len() == 2 => {
             ctx.shared.stats.reset();

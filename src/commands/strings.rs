@@ -212,13 +212,7 @@ pub fn setnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn set_with_ttl(ctx: &mut Ctx, args: &[Bytes], unit_ms: i64, cmd: &str) -> CmdResult {
     let amount = int_arg(&args[2])?;
     let deadline = ExpireArg::Relative { amount, unit_ms }.deadline(ctx, cmd)?;
-    set_generic(
-        ctx,
-        &args[1],
-        &args[3],
-        &SetOptions::default(),
-        Some(deadline),
-    )
+    set_generic(ctx, &args[1], &args[3], &SetOptions::default(), Some(deadline))
 }
 
 /// SETEX key seconds value

@@ -48,7 +48,11 @@ impl Db {
     }
 
     /// Like `get`, for changing the entry in place.
-    pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_, Bytes, Entry>> {
+    pub fn get_mut(
+        &self,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Option<RefMut<'_, Bytes, Entry>> {
         let found = self.map.get_mut(key)?;
         if !found.is_expired(now_ms) {
             return Some(found);
@@ -147,11 +151,7 @@ impl Db {
                 break;
             }
         }
-        let next = if shard >= shards.len() {
-            0
-        } else {
-            shard as u64
-        };
+        let next = if shard >= shards.len() { 0 } else { shard as u64 };
         (next, out)
     }
 }
