@@ -9,6 +9,7 @@ pub mod fence;
 pub mod glob;
 pub mod protocol;
 pub mod redlock;
+pub mod scripting;
 pub mod server;
 pub mod store;
 pub mod testing;

@@ -7,7 +7,6 @@ mod eco_util;
 use eco_util::*;
 
 #[tokio::test]
-#[ignore = "needs EVAL (scripting branch)"]
 async fn push_from_a_script_wakes_the_waiter_after_the_script() {
     let h = start().await;
     let mut waiter = Raw::connect(&h).await;
@@ -29,7 +28,6 @@ async fn push_from_a_script_wakes_the_waiter_after_the_script() {
 }
 
 #[tokio::test]
-#[ignore = "needs EVAL (scripting branch)"]
 async fn blpop_inside_a_script_does_not_block() {
     let h = start().await;
     let mut c = conn(&h).await;

@@ -121,7 +121,7 @@ async fn stop_refuses_connections_and_start_again_boots_fenced() {
     let server = TestServer::start().await;
     let mut c = connect(server.addr()).await;
     call(&mut c, &["SET", "k", "v"]).await;
-    server.stop();
+    server.stop().await;
     assert_eq!(call(&mut c, &["PING"]).await, None);
     // The listener closes asynchronously; refusal must follow within a bounded time.
     let deadline = Instant::now() + STEP;
@@ -132,7 +132,7 @@ async fn stop_refuses_connections_and_start_again_boots_fenced() {
         assert!(Instant::now() < deadline, "port still accepting after stop");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    server.start_again();
+    server.start_again().await;
     let deadline = Instant::now() + STEP;
     let mut c = loop {
         if let Ok(c) = TcpStream::connect(server.addr()).await {
@@ -174,9 +174,9 @@ async fn isolate_drops_connections_but_keeps_memory() {
     let server = TestServer::start().await;
     let mut c = connect(server.addr()).await;
     call(&mut c, &["SET", "lock", "me", "PX", "5000"]).await;
-    server.isolate();
+    server.isolate().await;
     assert_eq!(call(&mut c, &["PING"]).await, None);
-    server.heal();
+    server.heal().await;
     let deadline = Instant::now() + STEP;
     let mut c = loop {
         if let Ok(c) = TcpStream::connect(server.addr()).await {

@@ -33,6 +33,8 @@ pub struct Shared {
     pub shutting_down: AtomicBool,
     /// Whether the node is reachable: test fault controls move it (pause, isolate...).
     pub net: watch::Sender<NetState>,
+    /// Whether the listener is bound (it follows `net` with a delay: tests wait on it).
+    pub listening: watch::Sender<bool>,
     /// Hands out `ClientInfo::paused_ticket`s.
     pub pause_tickets: AtomicU64,
     /// Woken when a connection has run its paused backlog (or gone away).
@@ -41,6 +43,8 @@ pub struct Shared {
     pub blocking: super::blocking::Blocking,
     /// Channel and pattern subscriptions.
     pub pubsub: super::pubsub::PubSub,
+    /// Script cache, Lua VM and the running script.
+    pub scripts: crate::scripting::Scripts,
 }
 
 /// A node's reachability, for fault injection (see `testing`).
@@ -89,10 +93,15 @@ impl Shared {
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             net: watch::Sender::new(NetState::Up),
+            listening: watch::Sender::new(true),
             pause_tickets: AtomicU64::new(0),
             pause_turn: Notify::new(),
             blocking: super::blocking::Blocking::new(),
             pubsub: super::pubsub::PubSub::new(),
+            scripts: crate::scripting::Scripts::new(
+                config.busy_script_time.as_millis() as u64,
+                config.seed,
+            ),
             clock,
             config,
         }
@@ -130,6 +139,8 @@ impl Shared {
     /// Asks the server to stop.
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // A script looping forever would otherwise keep its thread busy past shutdown.
+        self.scripts.kill_for_shutdown();
         self.shutdown.notify_waiters();
     }
 }

@@ -7,6 +7,7 @@ pub mod context;
 pub mod debug;
 pub mod expire;
 pub mod keys;
+pub mod scripting;
 pub mod server;
 pub mod strings;
 pub mod table;
@@ -48,17 +49,67 @@ pub fn dispatch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
             spec.name
         ));
     }
+    // The gate, and BUSY while a script runs past its limit.
+    if spec.flags & flags::ALLOW_BUSY != 0 && scripting::bypasses_gate(spec.name, args) {
+        ctx.now_ms = ctx.shared.clock.now_ms();
+        return run(ctx, spec, args);
+    }
     let gate = &ctx.shared.keyspace.gate;
     if spec.flags & flags::EXCLUSIVE != 0 {
-        let _exclusive = gate.write();
-        ctx.now_ms = ctx.shared.clock.now_ms();
-        run(ctx, spec, args)
+        // Scripts can run long: off the async workers, so they stay free to answer BUSY.
+        off_runtime(|| {
+            let _exclusive = match wait_gate(ctx.shared, |d| gate.try_write_for(d)) {
+                Ok(g) => g,
+                Err(busy) => return busy,
+            };
+            ctx.now_ms = ctx.shared.clock.now_ms();
+            run(ctx, spec, args)
+        })
     } else {
-        let _shared = gate.read();
+        let _shared = match gate.try_read() {
+            Some(g) => g,
+            None => match off_runtime(|| wait_gate(ctx.shared, |d| gate.try_read_for(d))) {
+                Ok(g) => g,
+                Err(busy) => return busy,
+            },
+        };
         ctx.now_ms = ctx.shared.clock.now_ms();
         run(ctx, spec, args)
     }
 }
+
+/// How long a waiter sleeps on the gate between checks for a script past its limit.
+const GATE_SLICE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Waits for the keyspace gate, or gives up with BUSY once the script holding it has
+/// run past `busy_script_time` (measured on the server's clock, so a manual clock
+/// drives it in tests).
+fn wait_gate<G>(
+    shared: &Shared,
+    mut try_for: impl FnMut(std::time::Duration) -> Option<G>,
+) -> Result<G, Reply> {
+    loop {
+        if let Some(g) = try_for(GATE_SLICE) {
+            return Ok(g);
+        }
+        if shared.scripts.is_busy(shared.clock.now_ms()) {
+            return Err(Reply::error(errors::BUSY));
+        }
+    }
+}
+
+/// Runs blocking work on a multi-thread runtime's worker without starving the other
+/// tasks (tokio hands the worker's queue to another thread). On a current-thread
+/// runtime, or outside tokio (benches), it just runs: block_in_place would panic there.
+fn off_runtime<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+// -- end gate + BUSY --
 
 /// Runs one command with the checks every caller shares (lookup, arity, the fence,
 /// script rules). Lua's redis.call comes here directly, already holding the gate.

@@ -1,9 +1,10 @@
 //! The command table: name -> spec (arity, flags, key positions, handler), as in
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
-use super::{connection, debug, expire, keys, server, strings, CmdResult, Ctx};
-
-use super::{hashes, lists, pubsub};
+use super::{
+    connection, debug, expire, hashes, keys, lists, pubsub, scripting, server, strings, CmdResult,
+    Ctx,
+};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -166,6 +167,13 @@ const ROWS: &[Row] = &[
     ("punsubscribe", -1, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::punsubscribe),
     ("publish", 3, FAST, 0, 0, 0, pubsub::publish),
     ("pubsub", -2, 0, 0, 0, 0, pubsub::pubsub),
+    // scripting: scripts hold the gate exclusively (atomic); keys come from
+    // numkeys, so no fixed key positions.
+    ("eval", -3, NOSCRIPT | EXCLUSIVE, 0, 0, 0, scripting::eval),
+    ("evalsha", -3, NOSCRIPT | EXCLUSIVE, 0, 0, 0, scripting::evalsha),
+    ("eval_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, scripting::eval_ro),
+    ("evalsha_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, scripting::evalsha_ro),
+    ("script", -2, NOSCRIPT | ALLOW_BUSY, 0, 0, 0, scripting::script),
 ];
 
 /// Every command, in table order.

@@ -12,6 +12,14 @@ pub const NOAUTH: &str = "NOAUTH Authentication required.";
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 pub const DB_INDEX: &str = "ERR DB index is out of range";
 pub const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+// -- scripting --
+pub const NEGATIVE_KEYS: &str = "ERR Number of keys can't be negative";
+pub const TOO_MANY_KEYS: &str = "ERR Number of keys can't be greater than number of args";
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
+pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+// -- end scripting --
 
 pub fn syntax() -> Reply {
     Reply::error(SYNTAX)

@@ -82,6 +82,11 @@ fn sweep(shared: &Shared) {
     if !shared.active_expire.load(Ordering::Relaxed) {
         return;
     }
+    // A script holds the gate exclusively and sees time frozen at its start: keys must
+    // not vanish under it, so the sweep waits for the next pass.
+    let Some(_gate) = shared.keyspace.gate.try_read() else {
+        return;
+    };
     let n = shared.keyspace.sweep(shared.clock.now_ms());
     shared
         .stats
@@ -124,10 +129,14 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let state = *net.borrow_and_update();
         if state == NetState::Down {
             listener = None;
+            shared.listening.send_replace(false);
         } else if listener.is_none() {
             let Some(addr) = addr else { break };
             match TcpListener::bind(addr).await {
-                Ok(l) => listener = Some(l),
+                Ok(l) => {
+                    listener = Some(l);
+                    shared.listening.send_replace(true);
+                }
                 Err(e) => {
                     tracing::warn!(%addr, "cannot bind again: {e}");
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -154,6 +163,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         }
     }
     drop(listener);
+    shared.listening.send_replace(false);
     shared.kill_clients();
     // Connections end at their next await once killed; bound the wait anyway.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {

@@ -98,15 +98,26 @@ impl TestServer {
         self.shared().set_net(NetState::Up);
     }
 
-    /// The process dies: connections dropped, the port refuses connections.
-    pub fn stop(&self) {
+    /// The process dies: connections dropped, the port refuses connections (by the
+    /// time this returns).
+    pub async fn stop(&self) {
         self.shared().set_net(NetState::Down);
+        self.wait_listening(false).await;
     }
 
-    /// The process boots again on the same port: empty keyspace, fence up.
-    pub fn start_again(&self) {
+    /// The process boots again on the same port: empty keyspace, fence up. The port
+    /// accepts connections when this returns.
+    pub async fn start_again(&self) {
         self.shared().boot();
         self.shared().set_net(NetState::Up);
+        self.wait_listening(true).await;
+    }
+
+    /// Waits (bounded) until the listener is bound or closed, as `up` says.
+    async fn wait_listening(&self, up: bool) {
+        let mut listening = self.shared().listening.subscribe();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), listening.wait_for(|&l| l == up)).await;
     }
 
     /// Like SIGSTOP or a long GC pause: connections stay open, nothing is answered.
@@ -133,12 +144,15 @@ impl TestServer {
 
     /// A network partition around this node: connections dropped and refused, but the
     /// node keeps its memory and keeps running.
-    pub fn isolate(&self) {
+    pub async fn isolate(&self) {
         self.shared().set_net(NetState::Down);
+        self.wait_listening(false).await;
     }
 
-    pub fn heal(&self) {
+    /// Ends a partition; the port accepts connections when this returns.
+    pub async fn heal(&self) {
         self.shared().set_net(NetState::Up);
+        self.wait_listening(true).await;
     }
 
     /// Stops the server and waits for it.
