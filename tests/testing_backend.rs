@@ -244,3 +244,18 @@ async fn debug_clock_and_crash_restart_work_over_the_wire() {
     assert_eq!(call(&mut c, &["PING"]).await, None);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn crash_restart_forgets_loaded_scripts() {
+    let server = TestServer::start().await;
+    let mut c = connect(server.addr()).await;
+    let loaded = call(&mut c, &["SCRIPT", "LOAD", "return 1"]).await.unwrap();
+    let sha = loaded.lines().nth(1).unwrap().to_string();
+    server.crash_restart();
+    let mut c = connect(server.addr()).await;
+    assert_eq!(
+        call(&mut c, &["EVALSHA", &sha, "0"]).await.as_deref(),
+        Some("-NOSCRIPT No matching script. Please use EVAL.\r\n")
+    );
+    server.shutdown().await;
+}

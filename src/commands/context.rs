@@ -111,20 +111,28 @@ impl Shared {
     /// disconnected, and the restart fence started again on the same clock.
     pub fn crash_restart(&self) {
         self.boot();
-        self.kill_clients();
+        self.kill_clients_except(None);
     }
 
     /// What a fresh process starts with: an empty keyspace and the restart fence.
     pub fn boot(&self) {
         let now = self.clock.now_ms();
         self.keyspace.flush_all();
+        self.scripts.flush();
         self.fence.restart(now);
         self.started_ms.store(now, Ordering::Relaxed);
     }
 
     pub fn kill_clients(&self) {
+        self.kill_clients_except(None);
+    }
+
+    /// Disconnects every client but `keep` (which the caller closes after its reply).
+    pub fn kill_clients_except(&self, keep: Option<u64>) {
         for c in self.clients.iter() {
-            c.kill();
+            if Some(c.id) != keep {
+                c.kill();
+            }
         }
     }
 

@@ -18,7 +18,10 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ("clock", 4) => clock(ctx, &args[2], &args[3]),
         ("crash-restart", 2) => {
             tracing::warn!("DEBUG CRASH-RESTART: keyspace dropped, restart fence started");
-            ctx.shared.crash_restart();
+            // Everyone else is cut off at once; the caller gets its OK, then the close.
+            ctx.shared.boot();
+            ctx.shared.kill_clients_except(Some(ctx.client.id()));
+            ctx.client.close_after_reply = true;
             Ok(Reply::Ok)
         }
         ("sleep", 3) => {
