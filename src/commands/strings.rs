@@ -104,7 +104,12 @@ fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
             o.get = true;
         } else if eq_ignore_case(a, "keepttl") && o.expire.is_none() {
             o.keepttl = true;
-        } else if ExpireArg::is_keyword(a) && o.expire.is_none() && !o.keepttl {
+        } else if ExpireArg::is_keyword(a)
+            && !o.keepttl
+            && o.expire.is_none_or(|(word, _)| word.eq_ignore_ascii_case(a))
+        {
+            // As Redis: the same option may repeat (EX 10 EX 20) and the last one wins;
+            // two different ones (EX 10 PX 100) are a syntax error.
             let Some(value) = args.get(i + 1) else {
                 return Err(errors::syntax());
             };
