@@ -99,7 +99,13 @@ fn help_describes_the_flags() {
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for flag in ["--port", "--max-ttl", "--restart-delay", "--require-ttl", "cluster"] {
+    for flag in [
+        "--port",
+        "--max-ttl",
+        "--restart-delay",
+        "--require-ttl",
+        "cluster",
+    ] {
         assert!(text.contains(flag), "{flag} missing from --help:\n{text}");
     }
 }
@@ -158,5 +164,8 @@ fn a_restart_delay_shorter_than_max_ttl_is_refused_at_startup() {
         .unwrap();
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stderr);
-    assert!(text.contains("restart-delay (5000 ms) is shorter than max-ttl"), "{text}");
+    assert!(
+        text.contains("restart-delay (5000 ms) is shorter than max-ttl"),
+        "{text}"
+    );
 }

@@ -118,11 +118,15 @@ async fn redis_crate_resp3_connection_works() {
     let h = start().await;
     let mut con = client_resp3(&h).await;
     assert_eq!(
-        query(&mut con, &["SET", "k", "v", "NX", "PX", "1000"]).await.unwrap(),
+        query(&mut con, &["SET", "k", "v", "NX", "PX", "1000"])
+            .await
+            .unwrap(),
         redis::Value::Okay
     );
     assert_eq!(
-        query(&mut con, &["SET", "k", "v", "NX", "PX", "1000"]).await.unwrap(),
+        query(&mut con, &["SET", "k", "v", "NX", "PX", "1000"])
+            .await
+            .unwrap(),
         redis::Value::Nil
     );
     assert_eq!(
@@ -136,8 +140,14 @@ async fn redis_crate_resp3_connection_works() {
 async fn commands_before_auth_get_noauth() {
     let h = start_with_password().await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["GET", "k"]).await, err("NOAUTH Authentication required."));
-    assert_eq!(c.cmd(&["PING"]).await, err("NOAUTH Authentication required."));
+    assert_eq!(
+        c.cmd(&["GET", "k"]).await,
+        err("NOAUTH Authentication required.")
+    );
+    assert_eq!(
+        c.cmd(&["PING"]).await,
+        err("NOAUTH Authentication required.")
+    );
     // Unknown commands and arity are checked first, as in Redis.
     assert_eq!(
         c.cmd(&["NOSUCH"]).await,
@@ -159,8 +169,14 @@ async fn auth_with_a_wrong_password_is_wrongpass() {
     let wrongpass = err("WRONGPASS invalid username-password pair or user is disabled.");
     assert_eq!(c.cmd(&["AUTH", "nope"]).await, wrongpass);
     assert_eq!(c.cmd(&["AUTH", "someone", PASS]).await, wrongpass);
-    assert_eq!(c.cmd(&["HELLO", "3", "AUTH", "default", "nope"]).await, wrongpass);
-    assert_eq!(c.cmd(&["GET", "k"]).await, err("NOAUTH Authentication required."));
+    assert_eq!(
+        c.cmd(&["HELLO", "3", "AUTH", "default", "nope"]).await,
+        wrongpass
+    );
+    assert_eq!(
+        c.cmd(&["GET", "k"]).await,
+        err("NOAUTH Authentication required.")
+    );
     assert_eq!(c.cmd(&["AUTH", "default", PASS]).await, OK);
     assert_eq!(c.cmd(&["GET", "k"]).await, NIL);
     h.shutdown().await;
@@ -196,7 +212,10 @@ async fn auth_without_a_configured_password_is_an_error() {
         err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
     );
     assert_eq!(c.cmd(&["AUTH", "default", "anything"]).await, OK);
-    assert_eq!(c.cmd(&["AUTH", "a", "b", "c"]).await, err("ERR syntax error"));
+    assert_eq!(
+        c.cmd(&["AUTH", "a", "b", "c"]).await,
+        err("ERR syntax error")
+    );
     h.shutdown().await;
 }
 
@@ -244,10 +263,14 @@ async fn quit_replies_ok_and_closes() {
 async fn reset_restores_a_fresh_connection_state() {
     let h = start_with_password().await;
     let mut c = Raw::to(&h).await;
-    c.cmd(&["HELLO", "3", "AUTH", "default", PASS, "SETNAME", "n"]).await;
+    c.cmd(&["HELLO", "3", "AUTH", "default", PASS, "SETNAME", "n"])
+        .await;
     c.cmd(&["SELECT", "2"]).await;
     assert_eq!(c.cmd(&["RESET"]).await, "+RESET\r\n");
-    assert_eq!(c.cmd(&["GET", "k"]).await, err("NOAUTH Authentication required."));
+    assert_eq!(
+        c.cmd(&["GET", "k"]).await,
+        err("NOAUTH Authentication required.")
+    );
     c.cmd(&["AUTH", PASS]).await;
     assert_eq!(c.cmd(&["CLIENT", "GETNAME"]).await, NIL);
     c.cmd(&["SET", "k", "db0"]).await;
@@ -291,7 +314,10 @@ async fn client_setinfo_is_shown_in_client_info_and_list() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
     let id = client_id(&mut c).await;
-    assert_eq!(c.cmd(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]).await, OK);
+    assert_eq!(
+        c.cmd(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]).await,
+        OK
+    );
     assert_eq!(c.cmd(&["CLIENT", "SETINFO", "lib-ver", "5.0.1"]).await, OK);
     assert_eq!(
         c.cmd(&["CLIENT", "SETINFO", "foo", "bar"]).await,
@@ -306,7 +332,10 @@ async fn client_setinfo_is_shown_in_client_info_and_list() {
     let list = other.cmd(&["CLIENT", "LIST"]).await;
     assert!(list.contains(&format!("id={id} ")), "{list}");
     assert!(list.contains("lib-name=redis-py"), "{list}");
-    assert_eq!(list.matches("id=").count() - list.matches("lib-id=").count(), 2);
+    assert_eq!(
+        list.matches("id=").count() - list.matches("lib-id=").count(),
+        2
+    );
     h.shutdown().await;
 }
 
@@ -317,7 +346,10 @@ async fn client_no_evict_and_no_touch_accept_on_and_off() {
     assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "on"]).await, OK);
     assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "OFF"]).await, OK);
     assert_eq!(c.cmd(&["CLIENT", "NO-TOUCH", "on"]).await, OK);
-    assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "maybe"]).await, err("ERR syntax error"));
+    assert_eq!(
+        c.cmd(&["CLIENT", "NO-EVICT", "maybe"]).await,
+        err("ERR syntax error")
+    );
     h.shutdown().await;
 }
 
@@ -327,8 +359,14 @@ async fn client_maint_notifications_is_an_error_and_the_connection_stays_usable(
     let mut c = Raw::to(&h).await;
     c.cmd(&["HELLO", "3"]).await;
     assert_eq!(
-        c.cmd(&["CLIENT", "MAINT_NOTIFICATIONS", "ON", "moving-endpoint-type", "internal-ip"])
-            .await,
+        c.cmd(&[
+            "CLIENT",
+            "MAINT_NOTIFICATIONS",
+            "ON",
+            "moving-endpoint-type",
+            "internal-ip"
+        ])
+        .await,
         err("ERR unknown subcommand 'MAINT_NOTIFICATIONS'. Try CLIENT HELP.")
     );
     assert_eq!(c.cmd(&["SET", "k", "v", "NX", "PX", "100"]).await, OK);

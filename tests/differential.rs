@@ -49,10 +49,16 @@ async fn start_redis() -> (Guard, u16) {
     let guard = Guard(child);
     let deadline = std::time::Instant::now() + TIMEOUT;
     loop {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return (guard, port);
         }
-        assert!(std::time::Instant::now() < deadline, "redis-server did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "redis-server did not start"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -94,7 +100,10 @@ impl Gen {
     }
 
     fn now_ms() -> i64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
     }
 
     /// Random case, as clients send it.
@@ -118,9 +127,15 @@ impl Gen {
 
     fn value(&mut self) -> String {
         match self.rng.random_range(0..6) {
-            0 => self.pick(&["abc", "", "1.5", " 7", "007", "-0"]).to_string(),
+            0 => self
+                .pick(&["abc", "", "1.5", " 7", "007", "-0"])
+                .to_string(),
             1 => self
-                .pick(&["9223372036854775807", "-9223372036854775808", "9223372036854775806"])
+                .pick(&[
+                    "9223372036854775807",
+                    "-9223372036854775808",
+                    "9223372036854775806",
+                ])
                 .to_string(),
             2 | 3 => self.rng.random_range(-5..20).to_string(),
             _ => format!("v{}", self.rng.random_range(0..4)),
@@ -129,8 +144,16 @@ impl Gen {
 
     /// A number argument for an expire option: mostly valid, sometimes not.
     fn bad_number(&mut self) -> String {
-        self.pick(&["0", "-1", "abc", "1.5", "", "9223372036854775807", "-9223372036854775808"])
-            .to_string()
+        self.pick(&[
+            "0",
+            "-1",
+            "abc",
+            "1.5",
+            "",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ])
+        .to_string()
     }
 
     /// One expire option for SET/GETEX, with its value.
@@ -296,7 +319,10 @@ impl Gen {
                 };
                 vec![cmd.into(), k, t, self.value()]
             }
-            89..=91 => vec!["KEYS".into(), self.pick(&["*", "k[0-2]", "k?", "nokey*", "*3"]).into()],
+            89..=91 => vec![
+                "KEYS".into(),
+                self.pick(&["*", "k[0-2]", "k?", "nokey*", "*3"]).into(),
+            ],
             92..=94 => vec!["DBSIZE".into()],
             95 => vec!["SET".into(), k],
             96 => vec!["GET".into()],
@@ -399,7 +425,11 @@ async fn random_commands_get_the_same_replies_as_redis() {
     }
     // The final keyspaces agree too.
     for k in KEYS {
-        assert_eq!(a.cmd(&["GET", k]).await, b.cmd(&["GET", k]).await, "seed={seed} {k}");
+        assert_eq!(
+            a.cmd(&["GET", k]).await,
+            b.cmd(&["GET", k]).await,
+            "seed={seed} {k}"
+        );
     }
     ours.shutdown().await;
 }

@@ -193,7 +193,10 @@ async fn expiretime_rounds_to_the_nearest_second() {
     // The manual clock's wall time starts on a whole second.
     let start_s = MANUAL_WALL_START_MS / 1000;
     c.cmd(&["SET", "k", "v", "PX", "1500"]).await;
-    assert_eq!(c.cmd(&["PEXPIRETIME", "k"]).await, int(MANUAL_WALL_START_MS + 1500));
+    assert_eq!(
+        c.cmd(&["PEXPIRETIME", "k"]).await,
+        int(MANUAL_WALL_START_MS + 1500)
+    );
     assert_eq!(c.cmd(&["EXPIRETIME", "k"]).await, int(start_s + 2));
     c.cmd(&["SET", "k", "v", "PX", "1499"]).await;
     assert_eq!(c.cmd(&["EXPIRETIME", "k"]).await, int(start_s + 1));
@@ -301,6 +304,9 @@ async fn expireat_after_a_wall_jump_uses_the_new_wall_time() {
     // The original start is now an hour in the future: above the 30 s max-ttl.
     let at = MANUAL_WALL_START_MS.to_string();
     let reply = c.cmd(&["PEXPIREAT", "k", &at]).await;
-    assert!(reply.starts_with("-ERR TTL of 3600000 ms is above"), "{reply}");
+    assert!(
+        reply.starts_with("-ERR TTL of 3600000 ms is above"),
+        "{reply}"
+    );
     h.shutdown().await;
 }

@@ -98,11 +98,17 @@ async fn the_fence_lifts_once_the_restart_delay_has_passed() {
     let h = start_fenced().await;
     let mut c = Raw::to(&h).await;
     h.clock().advance(Duration::from_millis(30_999));
-    assert_eq!(c.cmd(&["SET", "lock", "t", "NX", "PX", "1000"]).await, tryagain(1));
+    assert_eq!(
+        c.cmd(&["SET", "lock", "t", "NX", "PX", "1000"]).await,
+        tryagain(1)
+    );
     h.clock().advance(Duration::from_millis(1));
     assert_eq!(c.cmd(&["SET", "lock", "t", "NX", "PX", "1000"]).await, OK);
     let info = c.cmd(&["INFO", "fence"]).await;
-    assert!(info.contains("fence_active:0\r\nfence_remaining_ms:0\r\n"), "{info}");
+    assert!(
+        info.contains("fence_active:0\r\nfence_remaining_ms:0\r\n"),
+        "{info}"
+    );
     h.shutdown().await;
 }
 
@@ -111,7 +117,10 @@ async fn a_wall_clock_jump_does_not_end_the_fence() {
     let h = start_fenced().await;
     let mut c = Raw::to(&h).await;
     h.clock().jump_wall(3_600_000);
-    assert_eq!(c.cmd(&["SET", "lock", "t", "PX", "1000"]).await, tryagain(31_000));
+    assert_eq!(
+        c.cmd(&["SET", "lock", "t", "PX", "1000"]).await,
+        tryagain(31_000)
+    );
     h.shutdown().await;
 }
 
@@ -125,7 +134,10 @@ async fn crash_restart_forgets_keys_and_starts_the_fence_again() {
     assert!(c.closed().await, "clients are disconnected by a crash");
     let mut c = Raw::to(&h).await;
     assert_eq!(c.cmd(&["GET", "lock"]).await, NIL);
-    assert_eq!(c.cmd(&["SET", "lock", "u", "PX", "1000"]).await, tryagain(31_000));
+    assert_eq!(
+        c.cmd(&["SET", "lock", "u", "PX", "1000"]).await,
+        tryagain(31_000)
+    );
     h.shutdown().await;
 }
 
@@ -135,18 +147,31 @@ async fn ttls_above_max_ttl_are_refused() {
     let wall = h.clock().wall_ms();
     let mut c = Raw::to(&h).await;
     assert_eq!(c.cmd(&["SET", "k", "v", "PX", "30000"]).await, OK);
-    assert_eq!(c.cmd(&["SET", "k", "v", "PX", "30001"]).await, above_max(30_001));
-    assert_eq!(c.cmd(&["SET", "k", "v", "EX", "31"]).await, above_max(31_000));
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "PX", "30001"]).await,
+        above_max(30_001)
+    );
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "EX", "31"]).await,
+        above_max(31_000)
+    );
     assert_eq!(c.cmd(&["SETEX", "k", "31", "v"]).await, above_max(31_000));
-    assert_eq!(c.cmd(&["PSETEX", "k", "30001", "v"]).await, above_max(30_001));
+    assert_eq!(
+        c.cmd(&["PSETEX", "k", "30001", "v"]).await,
+        above_max(30_001)
+    );
     assert_eq!(c.cmd(&["EXPIRE", "k", "31"]).await, above_max(31_000));
     assert_eq!(c.cmd(&["PEXPIRE", "k", "30001"]).await, above_max(30_001));
     assert_eq!(c.cmd(&["GETEX", "k", "EX", "31"]).await, above_max(31_000));
     let far = (wall + 3_600_000).to_string();
-    assert_eq!(c.cmd(&["SET", "k", "v", "PXAT", &far]).await, above_max(3_600_000));
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "PXAT", &far]).await,
+        above_max(3_600_000)
+    );
     assert_eq!(c.cmd(&["PEXPIREAT", "k", &far]).await, above_max(3_600_000));
     assert_eq!(
-        c.cmd(&["EXPIREAT", "k", &((wall + 3_600_000) / 1000).to_string()]).await,
+        c.cmd(&["EXPIREAT", "k", &((wall + 3_600_000) / 1000).to_string()])
+            .await,
         above_max(3_600_000)
     );
     // None of those changed the key.
@@ -229,7 +254,10 @@ async fn require_ttl_refuses_keepttl_on_a_key_without_ttl() {
     let h = start_require_ttl().await;
     preload(&h, "old", None);
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["SET", "old", "w", "KEEPTTL"]).await, err(REQUIRE_TTL));
+    assert_eq!(
+        c.cmd(&["SET", "old", "w", "KEEPTTL"]).await,
+        err(REQUIRE_TTL)
+    );
     assert_eq!(c.cmd(&["GET", "old"]).await, bulk("v"));
     h.shutdown().await;
 }

@@ -72,8 +72,10 @@ fn sorted_bulks(frame: &str) -> Vec<String> {
 async fn keys_matches_glob_patterns() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
-    c.cmd(&["MSET", "lock:a", "1", "lock:b", "1", "lok:c", "1", "h[x]", "1", "hello", "1"])
-        .await;
+    c.cmd(&[
+        "MSET", "lock:a", "1", "lock:b", "1", "lok:c", "1", "h[x]", "1", "hello", "1",
+    ])
+    .await;
     assert_eq!(
         sorted_bulks(&c.cmd(&["KEYS", "lock:*"]).await),
         ["lock:a", "lock:b"]
@@ -83,7 +85,10 @@ async fn keys_matches_glob_patterns() {
         ["lock:a", "lock:b"]
     );
     assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "lo[ck]k:*"]).await).len(), 2);
-    assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "l*[^a]"]).await), ["lock:b", "lok:c"]);
+    assert_eq!(
+        sorted_bulks(&c.cmd(&["KEYS", "l*[^a]"]).await),
+        ["lock:b", "lok:c"]
+    );
     assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "h\\[x\\]"]).await), ["h[x]"]);
     assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "*"]).await).len(), 5);
     assert_eq!(c.cmd(&["KEYS", "nothing*"]).await, "*0\r\n");

@@ -88,10 +88,7 @@ async fn resp3_encodes_nulls_and_maps_natively() {
         c.cmd(&["CONFIG", "GET", "max-ttl"]).await,
         format!("%1\r\n{}{}", bulk("max-ttl"), bulk("30000"))
     );
-    assert_eq!(
-        c.cmd(&["COMMAND", "INFO", "nosuch"]).await,
-        "*1\r\n_\r\n"
-    );
+    assert_eq!(c.cmd(&["COMMAND", "INFO", "nosuch"]).await, "*1\r\n_\r\n");
     h.shutdown().await;
 }
 

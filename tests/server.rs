@@ -83,7 +83,10 @@ async fn info_commandstats_counts_calls_and_failures() {
             .to_string()
     };
     assert!(line("set").starts_with("cmdstat_set:calls=2,"), "{info}");
-    assert!(line("set").ends_with(",rejected_calls=0,failed_calls=1"), "{info}");
+    assert!(
+        line("set").ends_with(",rejected_calls=0,failed_calls=1"),
+        "{info}"
+    );
     assert!(line("get").starts_with("cmdstat_get:calls=1,"), "{info}");
     assert!(!info.contains("cmdstat_del:"), "{info}");
     let all = c.cmd(&["INFO", "all"]).await;
@@ -189,7 +192,9 @@ async fn command_info_describes_arity_flags_and_keys() {
     let mut c = Raw::to(&h).await;
     let r = c.cmd(&["COMMAND", "INFO", "get", "nosuch"]).await;
     assert!(
-        r.starts_with("*2\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"),
+        r.starts_with(
+            "*2\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"
+        ),
         "{r}"
     );
     assert!(r.ends_with("*-1\r\n"), "{r}");
@@ -211,7 +216,10 @@ async fn command_docs_is_a_map_per_command() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
     let r = c.cmd(&["COMMAND", "DOCS", "get"]).await;
-    assert!(r.starts_with("*2\r\n$3\r\nget\r\n*6\r\n$7\r\nsummary\r\n"), "{r}");
+    assert!(
+        r.starts_with("*2\r\n$3\r\nget\r\n*6\r\n$7\r\nsummary\r\n"),
+        "{r}"
+    );
     c.cmd(&["HELLO", "3"]).await;
     let r = c.cmd(&["COMMAND", "DOCS", "get"]).await;
     assert!(r.starts_with("%1\r\n$3\r\nget\r\n%3\r\n"), "{r}");

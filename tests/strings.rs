@@ -124,7 +124,10 @@ async fn set_repeated_expire_option_takes_the_last_value() {
     let mut c = Raw::to(&h).await;
     assert_eq!(c.cmd(&["SET", "k", "v", "EX", "10", "EX", "20"]).await, OK);
     assert_eq!(c.cmd(&["TTL", "k"]).await, int(20));
-    assert_eq!(c.cmd(&["SET", "k", "v", "PX", "abc", "PX", "500"]).await, OK);
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "PX", "abc", "PX", "500"]).await,
+        OK
+    );
     assert_eq!(c.cmd(&["PTTL", "k"]).await, int(500));
     assert_eq!(c.cmd(&["SET", "k", "v", "NX", "NX"]).await, NIL);
     assert_eq!(c.cmd(&["SET", "k", "w", "KEEPTTL", "KEEPTTL"]).await, OK);
@@ -136,8 +139,14 @@ async fn set_repeated_expire_option_takes_the_last_value() {
 async fn set_syntax_error_wins_over_a_bad_number() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["SET", "k", "v", "EX", "abc", "BOGUS"]).await, SYNTAX);
-    assert_eq!(c.cmd(&["SET", "k", "v", "EX", "0", "NX", "XX"]).await, SYNTAX);
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "EX", "abc", "BOGUS"]).await,
+        SYNTAX
+    );
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "EX", "0", "NX", "XX"]).await,
+        SYNTAX
+    );
     h.shutdown().await;
 }
 
@@ -156,7 +165,11 @@ async fn set_zero_or_negative_expire_is_invalid_expire_time() {
         ["EX", "9223372036854775807"],
         ["PX", "9223372036854775807"],
     ] {
-        assert_eq!(c.cmd(&["SET", "k", "v", opts[0], opts[1]]).await, want, "{opts:?}");
+        assert_eq!(
+            c.cmd(&["SET", "k", "v", opts[0], opts[1]]).await,
+            want,
+            "{opts:?}"
+        );
     }
     assert_eq!(c.cmd(&["EXISTS", "k"]).await, int(0));
     h.shutdown().await;
@@ -216,7 +229,10 @@ async fn set_pxat_in_the_past_replies_ok_and_deletes_the_key() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
     assert_eq!(c.cmd(&["SET", "k", "v"]).await, OK);
-    assert_eq!(c.cmd(&["SET", "k", "w", "PXAT", "1000", "GET"]).await, bulk("v"));
+    assert_eq!(
+        c.cmd(&["SET", "k", "w", "PXAT", "1000", "GET"]).await,
+        bulk("v")
+    );
     assert_eq!(c.cmd(&["EXISTS", "k"]).await, int(0));
     assert_eq!(c.cmd(&["SET", "k", "w", "EXAT", "1"]).await, OK);
     assert_eq!(c.cmd(&["DBSIZE"]).await, int(0));
@@ -341,7 +357,10 @@ async fn getex_option_errors_match_redis() {
         err("ERR invalid expire time in 'getex' command")
     );
     assert_eq!(c.cmd(&["GETEX", "k", "PX", "x"]).await, NOT_INT);
-    assert_eq!(c.cmd(&["GETEX", "k", "PERSIST", "PERSIST"]).await, bulk("v"));
+    assert_eq!(
+        c.cmd(&["GETEX", "k", "PERSIST", "PERSIST"]).await,
+        bulk("v")
+    );
     h.shutdown().await;
 }
 
