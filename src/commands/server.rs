@@ -83,7 +83,8 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         all || (default && DEFAULT.contains(&s)) || wanted.iter().any(|w| w == s)
     };
     let mut out = String::new();
-    let sections: [(&str, fn(&Ctx, &mut String)); 9] = [
+    type Section = (&'static str, fn(&Ctx, &mut String));
+    let sections: [Section; 9] = [
         ("server", info_server),
         ("clients", info_clients),
         ("memory", info_memory),

@@ -323,7 +323,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// MSET key value [key value...]
 pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(errors::wrong_arity("mset"));
     }
     ctx.shared.fence.check_has_ttl()?;
