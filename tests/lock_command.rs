@@ -1,12 +1,12 @@
 //! `redlockd lock` (run_lock_command) against 5 real redis-servers.
 
-mod common;
+mod real_redis;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{addrs, cluster, have_redis};
+use real_redis::{addrs, cluster, have_redis};
 use redlockd::redlock::flock::{
     run_lock_command, LockArgs, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_NOT_FOUND,
     EXIT_UNAVAILABLE, EXIT_USAGE,

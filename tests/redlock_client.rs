@@ -1,10 +1,10 @@
 //! The Redlock client against 5 real redis-server processes (and a few fake nodes).
 
-mod common;
+mod real_redis;
 
 use std::time::Duration;
 
-use common::{addrs, cluster, cluster_with_password, fake_node, have_redis, Fake};
+use real_redis::{addrs, cluster, cluster_with_password, fake_node, have_redis, Fake};
 use redlockd::redlock::{NodeError, Redlock, RedlockError, RedlockOptions};
 use tokio::time::{timeout, Instant};
 

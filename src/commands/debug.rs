@@ -30,9 +30,10 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 .and_then(|s| s.parse().ok())
                 .filter(|s: &f64| s.is_finite() && *s >= 0.0)
                 .ok_or_else(|| Reply::error(errors::NOT_FLOAT))?;
-            // The whole server stops answering, as in Redis: hold the keyspace gate.
+            // The whole server stops answering, as in Redis: dispatch already holds the
+            // keyspace gate exclusively for DEBUG (EXCLUSIVE in the table); taking it
+            // again here would deadlock (parking_lot's RwLock is not reentrant).
             // A manual clock does not move during the sleep; real time passes.
-            let _exclusive = ctx.shared.keyspace.gate.write();
             std::thread::sleep(Duration::from_secs_f64(secs.min(3600.0)));
             Ok(Reply::Ok)
         }

@@ -152,9 +152,10 @@ pub fn pexpiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Integer(expire_unix_ms(ctx, &args[1])))
 }
 
+/// EXPIRETIME rounds to the nearest second, as Redis does (like TTL).
 pub fn expiretime(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let ms = expire_unix_ms(ctx, &args[1]);
-    Ok(Reply::Integer(if ms < 0 { ms } else { ms / 1000 }))
+    Ok(Reply::Integer(if ms < 0 { ms } else { (ms + 500) / 1000 }))
 }
 
 /// PERSIST key: 1 if a TTL was removed.

@@ -104,7 +104,13 @@ fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
             o.get = true;
         } else if eq_ignore_case(a, "keepttl") && o.expire.is_none() {
             o.keepttl = true;
-        } else if ExpireArg::is_keyword(a) && o.expire.is_none() && !o.keepttl {
+        } else if ExpireArg::is_keyword(a)
+            && !o.keepttl
+            && o.expire
+                .is_none_or(|(word, _)| word.eq_ignore_ascii_case(a))
+        {
+            // As Redis: the same option may repeat (EX 10 EX 20) and the last one wins;
+            // two different ones (EX 10 PX 100) are a syntax error.
             let Some(value) = args.get(i + 1) else {
                 return Err(errors::syntax());
             };
@@ -247,29 +253,33 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]
+///
+/// As Redis: options are checked for syntax first, then the key is looked up (a
+/// missing key is null whatever the expire value), then its type, and only then the
+/// expire value (not an integer, invalid expire time, max-ttl).
 pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let mut expire = None;
+    let mut expire: Option<(&[u8], &[u8])> = None;
     let mut persist = false;
     let mut i = 2;
     while i < args.len() {
         let a = &args[i];
-        if eq_ignore_case(a, "persist") && expire.is_none() && !persist {
+        if eq_ignore_case(a, "persist") && expire.is_none() {
             persist = true;
-        } else if ExpireArg::is_keyword(a) && expire.is_none() && !persist {
+        } else if ExpireArg::is_keyword(a)
+            && !persist
+            && expire.is_none_or(|(word, _)| word.eq_ignore_ascii_case(a))
+        {
+            // The same option may repeat; the last one wins (as SET).
             let Some(value) = args.get(i + 1) else {
                 return Err(errors::syntax());
             };
-            expire = Some(ExpireArg::parse(a, value).expect("keyword checked above")?);
+            expire = Some((a, value));
             i += 1;
         } else {
             return Err(errors::syntax());
         }
         i += 1;
     }
-    let deadline = match expire {
-        Some(e) => Some(e.deadline(ctx, "getex")?),
-        None => None,
-    };
     let changes_ttl = expire.is_some() || persist;
     if changes_ttl {
         ctx.shared.fence.check_write(ctx.now_ms)?;
@@ -285,8 +295,11 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(errors::wrongtype());
     };
     let s = s.clone();
-    if let Some(d) = deadline {
-        e.deadline_ms = Some(d);
+    if let Some((word, value)) = expire {
+        let deadline = ExpireArg::parse(word, value)
+            .expect("keyword checked while parsing")?
+            .deadline(ctx, "getex")?;
+        e.deadline_ms = Some(deadline);
     } else if persist {
         e.deadline_ms = None;
     }

@@ -70,7 +70,16 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
         .map(|p| p + from)
 }
 
+/// A count or length as Redis's string2ll reads it: an optional '-', then digits with
+/// no leading zero (Rust's parser would also take "+3" and "03", which Redis refuses).
 fn parse_int(b: &[u8]) -> Option<i64> {
+    let digits = b.strip_prefix(b"-").unwrap_or(b);
+    if digits.is_empty() || (digits[0] == b'0' && b.len() > 1) {
+        return None;
+    }
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
@@ -285,6 +294,20 @@ mod tests {
         let mut buf = BytesMut::from(&b"*9\r\n"[..]);
         let err = parse_request(&mut buf, &limits).unwrap_err();
         assert_eq!(err.0, "Protocol error: invalid multibulk length");
+    }
+
+    #[test]
+    fn lengths_with_a_plus_sign_or_leading_zero_are_refused() {
+        let err = parse(b"*1\r\n$+3\r\nget\r\n").unwrap_err();
+        assert_eq!(err.0, "Protocol error: invalid bulk length");
+        let err = parse(b"*1\r\n$03\r\nget\r\n").unwrap_err();
+        assert_eq!(err.0, "Protocol error: invalid bulk length");
+        let err = parse(b"*+1\r\n$3\r\nget\r\n").unwrap_err();
+        assert_eq!(err.0, "Protocol error: invalid multibulk length");
+        assert_eq!(
+            parse(b"*1\r\n$0\r\n\r\n").unwrap(),
+            Some(vec![Bytes::new()])
+        );
     }
 
     #[test]

@@ -1,220 +1,192 @@
-//! Test helpers: real redis-server processes on free ports (killed on drop), and tiny
-//! fake nodes that misbehave on purpose.
+//! Shared test helpers: start an in-process server with a manual clock, connect the
+//! `redis` crate's async client, or a raw TCP client that sends RESP and reads back
+//! exact reply frames.
 #![allow(dead_code)]
 
-use std::net::TcpListener as StdListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use bytes::BytesMut;
+use redlockd::{Config, Server, ServerHandle};
+use std::net::SocketAddr;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
-/// Whether redis-server is on PATH; tests print a note and return when it is not.
-pub fn have_redis() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !found {
-        eprintln!("note: redis-server not on PATH; skipping");
-    }
-    found
+/// Bound on every network wait in tests.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A server with `Config::for_tests()`: port 0, manual clock, no fence, DEBUG on.
+pub async fn start() -> ServerHandle {
+    start_with(|_| {}).await
 }
 
-/// One redis-server process. Killed (and reaped) on drop.
-pub struct RedisNode {
-    pub port: u16,
-    password: Option<String>,
-    child: Option<Child>,
+/// A server with `Config::for_tests()` changed by `change`.
+pub async fn start_with(change: impl FnOnce(&mut Config)) -> ServerHandle {
+    let mut config = Config::for_tests();
+    change(&mut config);
+    Server::start(config).await.expect("server starts")
 }
 
-impl RedisNode {
-    pub fn start(password: Option<&str>) -> RedisNode {
-        // A port freed just now can be taken by a parallel test before redis binds it:
-        // then redis exits, and we try another.
-        for _ in 0..20 {
-            if let Some(node) = Self::try_start(free_port(), password) {
-                return node;
-            }
-        }
-        panic!("could not start redis-server on a free port");
-    }
-
-    /// Kills this server and starts a fresh one (empty) on the same port.
-    pub fn restart(&mut self) {
-        self.kill();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(node) = Self::try_start(self.port, self.password.as_deref()) {
-                self.child = node.child_taken();
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "could not restart on {}",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    fn child_taken(mut self) -> Option<Child> {
-        self.child.take()
-    }
-
-    /// SIGSTOP: the server keeps its sockets but answers nothing until resumed.
-    pub fn pause(&self) {
-        self.signal("-STOP");
-    }
-
-    pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, sig: &str) {
-        if let Some(c) = &self.child {
-            let _ = Command::new("kill")
-                .args([sig, &c.id().to_string()])
-                .status();
-        }
-    }
-
-    fn try_start(port: u16, password: Option<&str>) -> Option<RedisNode> {
-        {
-            let mut cmd = Command::new("redis-server");
-            cmd.args(["--port", &port.to_string()])
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--daemonize", "no", "--loglevel", "warning"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            if let Some(pw) = password {
-                cmd.args(["--requirepass", pw]);
-            }
-            let mut child = cmd.spawn().expect("spawn redis-server");
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return None; // exited: port taken
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Some(RedisNode {
-                        port,
-                        password: password.map(str::to_string),
-                        child: Some(child),
-                    });
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("redis-server on port {port} did not start within 5 s");
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-    }
-
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// Kills the server (SIGKILL) and waits for it to be gone.
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// A plain synchronous connection (the `redis` crate) for checking what the nodes hold.
-    pub fn conn(&self) -> redis::Connection {
-        let url = match &self.password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}/", self.port),
-            None => format!("redis://127.0.0.1:{}/", self.port),
-        };
-        let client = redis::Client::open(url).expect("client");
-        client.get_connection().expect("connect")
-    }
-
-    pub fn get(&self, key: &str) -> Option<String> {
-        redis::cmd("GET")
-            .arg(key)
-            .query(&mut self.conn())
-            .expect("GET")
-    }
-
-    pub fn pttl(&self, key: &str) -> i64 {
-        redis::cmd("PTTL")
-            .arg(key)
-            .query(&mut self.conn())
-            .expect("PTTL")
-    }
+/// A RESP2 multiplexed connection through the `redis` crate.
+pub async fn client(h: &ServerHandle) -> redis::aio::MultiplexedConnection {
+    connect_url(&format!("redis://{}/", h.addr())).await
 }
 
-impl Drop for RedisNode {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// A RESP3 multiplexed connection (the crate sends HELLO 3).
+pub async fn client_resp3(h: &ServerHandle) -> redis::aio::MultiplexedConnection {
+    connect_url(&format!("redis://{}/?protocol=resp3", h.addr())).await
 }
 
-/// `n` redis-servers.
-pub fn cluster(n: usize) -> Vec<RedisNode> {
-    cluster_with_password(n, None)
-}
-
-pub fn cluster_with_password(n: usize, password: Option<&str>) -> Vec<RedisNode> {
-    (0..n).map(|_| RedisNode::start(password)).collect()
-}
-
-pub fn addrs(nodes: &[RedisNode]) -> Vec<String> {
-    nodes.iter().map(RedisNode::addr).collect()
-}
-
-fn free_port() -> u16 {
-    let l = StdListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-/// How a fake node behaves.
-#[derive(Clone, Copy)]
-pub enum Fake {
-    /// Replies `-TRYAGAIN ...` to every request, as redlockd does during its restart fence.
-    TryAgain,
-    /// Accepts connections and reads requests but never replies.
-    BlackHole,
-}
-
-/// Starts a fake node on the current runtime and returns its address. It runs until the
-/// runtime ends.
-pub async fn fake_node(kind: Fake) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+pub async fn connect_url(url: &str) -> redis::aio::MultiplexedConnection {
+    let c = redis::Client::open(url).expect("valid url");
+    tokio::time::timeout(TIMEOUT, c.get_multiplexed_async_connection())
         .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = BytesMut::new();
-                loop {
-                    match sock.read_buf(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {}
-                    }
-                    while let Ok(Some(_args)) =
-                        redlockd::protocol::parse_request(&mut buf, &Default::default())
-                    {
-                        if let Fake::TryAgain = kind {
-                            let reply = b"-TRYAGAIN fence: 900 ms left\r\n";
-                            if sock.write_all(reply).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-            });
+        .expect("connect in time")
+        .expect("connect")
+}
+
+/// Runs a command through the `redis` crate, returning the reply value or the error.
+pub async fn query(
+    con: &mut redis::aio::MultiplexedConnection,
+    args: &[&str],
+) -> redis::RedisResult<redis::Value> {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    tokio::time::timeout(TIMEOUT, cmd.query_async(con))
+        .await
+        .expect("reply in time")
+}
+
+/// The multibulk encoding of a command.
+pub fn resp<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Expected frames, for exact comparisons.
+pub const OK: &str = "+OK\r\n";
+pub const NIL: &str = "$-1\r\n";
+
+pub fn bulk(s: &str) -> String {
+    format!("${}\r\n{s}\r\n", s.len())
+}
+
+pub fn int(i: i64) -> String {
+    format!(":{i}\r\n")
+}
+
+pub fn err(text: &str) -> String {
+    format!("-{text}\r\n")
+}
+
+/// A raw TCP client: writes bytes, reads whole reply frames.
+pub struct Raw {
+    pub stream: TcpStream,
+    buf: BytesMut,
+}
+
+impl Raw {
+    pub async fn connect(addr: SocketAddr) -> Raw {
+        let stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(addr))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        stream.set_nodelay(true).unwrap();
+        Raw {
+            stream,
+            buf: BytesMut::new(),
         }
-    });
-    addr
+    }
+
+    pub async fn to(h: &ServerHandle) -> Raw {
+        Raw::connect(h.addr()).await
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) {
+        tokio::time::timeout(TIMEOUT, self.stream.write_all(bytes))
+            .await
+            .expect("write in time")
+            .expect("write");
+    }
+
+    /// Sends one command and returns its reply frame as text (lossy UTF-8).
+    pub async fn cmd(&mut self, args: &[&str]) -> String {
+        self.send(&resp(args)).await;
+        self.reply().await
+    }
+
+    /// Sends one binary command and returns its reply frame's bytes.
+    pub async fn cmd_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
+        self.send(&resp(args)).await;
+        self.reply_bytes().await
+    }
+
+    pub async fn reply(&mut self) -> String {
+        String::from_utf8_lossy(&self.reply_bytes().await).into_owned()
+    }
+
+    /// Reads exactly one reply frame.
+    pub async fn reply_bytes(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(n) = frame_len(&self.buf) {
+                return self.buf.split_to(n).to_vec();
+            }
+            let n = tokio::time::timeout(TIMEOUT, self.stream.read_buf(&mut self.buf))
+                .await
+                .expect("reply in time")
+                .expect("read");
+            assert!(
+                n > 0,
+                "connection closed before a full reply; have {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+        }
+    }
+
+    /// True when the server closes the connection (after any pending bytes, which are
+    /// discarded) within the timeout.
+    pub async fn closed(&mut self) -> bool {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.buf)).await {
+                Err(_) => return false,
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+}
+
+/// The length of the first complete RESP2/RESP3 frame in `buf`, if it is complete.
+pub fn frame_len(buf: &[u8]) -> Option<usize> {
+    let eol = buf.windows(2).position(|w| w == b"\r\n")?;
+    let line = std::str::from_utf8(&buf[1..eol]).ok()?;
+    let head = eol + 2;
+    match *buf.first()? {
+        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Some(head),
+        b'$' | b'=' | b'!' => {
+            let n: i64 = line.parse().ok()?;
+            if n < 0 {
+                return Some(head);
+            }
+            let end = head + n as usize + 2;
+            (buf.len() >= end).then_some(end)
+        }
+        b'*' | b'~' | b'>' | b'%' => {
+            let n: i64 = line.parse().ok()?;
+            let items = if buf[0] == b'%' { n * 2 } else { n };
+            let mut pos = head;
+            for _ in 0..items.max(0) {
+                pos += frame_len(&buf[pos..])?;
+            }
+            Some(pos)
+        }
+        other => panic!("unexpected reply type byte {:?}", other as char),
+    }
 }

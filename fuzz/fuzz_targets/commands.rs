@@ -1,0 +1,67 @@
+//! Bytes -> argument vectors -> dispatch on a fresh server state with a manual clock:
+//! SET options, EXPIRE options, everything in the table; never panics.
+//!
+//! Input: lines (split on '\n'), each a command whose arguments are split on ' '. A line
+//! starting with 0xff moves the clock instead: the next byte is milliseconds x 100, the
+//! one after it a wall-clock jump in seconds (signed).
+#![no_main]
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use redlockd::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
+use redlockd::protocol::encode;
+use redlockd::{Clock, Config};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+fuzz_target!(|data: &[u8]| {
+    let clock = Clock::manual();
+    let shared = Shared::new(Config {
+        port: 0,
+        databases: 2,
+        max_ttl: Duration::from_secs(30),
+        restart_delay: Some(if data.first() == Some(&b'F') {
+            Duration::from_secs(31)
+        } else {
+            Duration::ZERO
+        }),
+        require_ttl: data.get(1) == Some(&b'R'),
+        requirepass: (data.get(2) == Some(&b'P')).then(|| "pw".to_string()),
+        clock: Some(clock.clone()),
+        seed: Some(1),
+        // DEBUG SLEEP would stall the fuzzer; DEBUG is covered by the tests.
+        enable_debug_command: false,
+        ..Config::default()
+    });
+    let addr: SocketAddr = ([127, 0, 0, 1], 1).into();
+    let info = Arc::new(ClientInfo::new(1, addr, addr, clock.now_ms()));
+    shared.clients.insert(1, info.clone());
+    let mut client = ClientState::new(info, shared.config.requirepass.is_none());
+    let mut out = bytes::BytesMut::new();
+    for line in data.split(|&b| b == b'\n') {
+        if line.first() == Some(&0xff) {
+            let ms = *line.get(1).unwrap_or(&0) as u64 * 100;
+            clock.advance(Duration::from_millis(ms));
+            let jump = *line.get(2).unwrap_or(&0) as i8 as i64 * 1000;
+            clock.jump_wall(jump);
+            continue;
+        }
+        let args: Vec<Bytes> = line
+            .split(|&b| b == b' ')
+            .filter(|a| !a.is_empty())
+            .map(Bytes::copy_from_slice)
+            .collect();
+        if args.is_empty() {
+            continue;
+        }
+        let mut ctx = Ctx::new(&shared, &mut client);
+        let reply = dispatch(&mut ctx, &args);
+        out.clear();
+        encode(&reply, client.proto, &mut out);
+        assert!(!out.is_empty());
+        if client.close_after_reply {
+            client.close_after_reply = false;
+        }
+    }
+});

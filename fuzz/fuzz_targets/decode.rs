@@ -1,0 +1,32 @@
+//! Bytes -> parse_request, repeatedly: never panics, and every request taken off the
+//! buffer consumes bytes (no infinite loop on a request that consumes nothing).
+#![no_main]
+
+use bytes::BytesMut;
+use libfuzzer_sys::fuzz_target;
+use redlockd::protocol::{parse_request, Limits};
+
+fuzz_target!(|data: &[u8]| {
+    let limits = Limits {
+        max_bulk_len: 1 << 16,
+        max_args: 1024,
+    };
+    let mut buf = BytesMut::from(data);
+    loop {
+        let before = buf.len();
+        match parse_request(&mut buf, &limits) {
+            Ok(Some(args)) => {
+                assert!(buf.len() < before, "a request consumed no bytes");
+                assert!(args.len() <= limits.max_args);
+            }
+            Ok(None) => {
+                assert_eq!(buf.len(), before, "waiting for more must not consume");
+                break;
+            }
+            Err(e) => {
+                assert!(e.0.starts_with("Protocol error: "), "{e}");
+                break;
+            }
+        }
+    }
+});

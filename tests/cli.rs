@@ -1,0 +1,171 @@
+//! The binary: --help, one node, a local cluster, signals, and flag errors.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
+const BOUND: Duration = Duration::from_secs(10);
+
+/// Kills the child if a test fails before stopping it.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn spawn(args: &[&str]) -> Guard {
+    Guard(
+        Command::new(BIN)
+            .args(args)
+            .args(["--log", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redlockd"),
+    )
+}
+
+/// Tests that pick free ports run one at a time, so one test's node cannot take a
+/// port another test just found free.
+static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `n` consecutive ports that are free right now.
+fn free_ports(n: u16) -> u16 {
+    for _ in 0..100 {
+        let first = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = first.local_addr().unwrap().port();
+        if base.checked_add(n).is_none() {
+            continue;
+        }
+        let rest: Vec<_> = (1..n)
+            .map(|i| TcpListener::bind(("127.0.0.1", base + i)))
+            .collect();
+        if rest.iter().all(Result::is_ok) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
+/// Sends PING until the node answers +PONG (bounded).
+fn wait_for_pong(port: u16) {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            s.set_read_timeout(Some(BOUND)).unwrap();
+            s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+            let mut buf = [0u8; 7];
+            if let Err(e) = s.read_exact(&mut buf) {
+                panic!("port {port}: {e}");
+            }
+            assert_eq!(&buf, b"+PONG\r\n");
+            return;
+        }
+        assert!(Instant::now() < deadline, "port {port} never answered");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig} failed");
+}
+
+fn wait_bounded(child: &mut Child) -> ExitStatus {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "process did not stop in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn help_describes_the_flags() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--port",
+        "--max-ttl",
+        "--restart-delay",
+        "--require-ttl",
+        "cluster",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from --help:\n{text}");
+    }
+}
+
+#[test]
+fn a_node_answers_ping_and_stops_on_sigterm() {
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_ports(1);
+    let mut node = spawn(&["--port", &port.to_string(), "--restart-delay", "0"]);
+    wait_for_pong(port);
+    signal(&node.0, "-TERM");
+    let status = wait_bounded(&mut node.0);
+    assert!(status.success(), "{status:?}");
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn a_cluster_answers_on_consecutive_ports_and_stops_on_sigint() {
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let base = free_ports(3);
+    let mut cluster = spawn(&["cluster", "--nodes", "3", "--base-port", &base.to_string()]);
+    for port in base..base + 3 {
+        wait_for_pong(port);
+    }
+    signal(&cluster.0, "-INT");
+    let status = wait_bounded(&mut cluster.0);
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_bad_duration_is_a_clear_error() {
+    let out = Command::new(BIN)
+        .args(["--max-ttl", "5d", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("invalid duration \"5d\": unknown unit \"d\" (use ms, s, m or h)"),
+        "{text}"
+    );
+    let out = Command::new(BIN)
+        .args(["--restart-delay", "soon"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid duration \"soon\""));
+}
+
+#[test]
+fn a_restart_delay_shorter_than_max_ttl_is_refused_at_startup() {
+    let out = Command::new(BIN)
+        .args(["--port", "0", "--max-ttl", "10s", "--restart-delay", "5s"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("restart-delay (5000 ms) is shorter than max-ttl"),
+        "{text}"
+    );
+}

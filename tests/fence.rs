@@ -1,0 +1,263 @@
+//! The restart fence, the max-TTL rule and --require-ttl.
+
+mod common;
+use bytes::Bytes;
+use common::*;
+use redlockd::store::{Entry, Value};
+use redlockd::ServerHandle;
+use std::time::Duration;
+
+fn tryagain(ms: u64) -> String {
+    err(&format!(
+        "TRYAGAIN restart fence: this node restarted less than max-ttl ago and refuses writes for another {ms} ms"
+    ))
+}
+
+fn above_max(ttl_ms: i64) -> String {
+    err(&format!(
+        "ERR TTL of {ttl_ms} ms is above this server's max-ttl of 30000 ms"
+    ))
+}
+
+const REQUIRE_TTL: &str =
+    "ERR this server runs with --require-ttl: every key needs a TTL (use PX, EX, PXAT or EXAT)";
+
+async fn start_fenced() -> ServerHandle {
+    start_with(|c| c.restart_delay = Some(Duration::from_secs(31))).await
+}
+
+/// Puts a key in db 0 behind the fence's back (as if it existed before).
+fn preload(h: &ServerHandle, key: &str, deadline_ms: Option<u64>) {
+    h.shared().keyspace.db(0).insert(
+        key.as_bytes(),
+        Entry {
+            value: Value::Str(Bytes::from_static(b"v")),
+            deadline_ms,
+        },
+    );
+}
+
+#[tokio::test]
+async fn writes_during_the_fence_get_tryagain_with_the_ms_left() {
+    let h = start_fenced().await;
+    preload(&h, "k", Some(h.clock().now_ms() + 10_000));
+    h.clock().advance(Duration::from_millis(1000));
+    let mut c = Raw::to(&h).await;
+    let want = tryagain(30_000);
+    for args in [
+        vec!["SET", "lock", "t", "NX", "PX", "1000"],
+        vec!["SETNX", "lock", "t"],
+        vec!["SETEX", "lock", "1", "t"],
+        vec!["PSETEX", "lock", "1", "t"],
+        vec!["INCR", "n"],
+        vec!["INCRBY", "n", "2"],
+        vec!["DECR", "n"],
+        vec!["DECRBY", "n", "2"],
+        vec!["EXPIRE", "k", "20"],
+        vec!["PEXPIRE", "k", "20000"],
+        vec!["EXPIREAT", "k", "1"],
+        vec!["PEXPIREAT", "k", "1"],
+        vec!["PERSIST", "k"],
+        vec!["MSET", "a", "1", "b", "2"],
+        vec!["RENAME", "k", "k2"],
+        vec!["GETEX", "k", "PX", "20000"],
+        vec!["GETEX", "k", "PERSIST"],
+    ] {
+        assert_eq!(c.cmd(&args).await, want, "{args:?}");
+    }
+    assert_eq!(c.cmd(&["DBSIZE"]).await, int(1));
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(9000));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn reads_releases_and_handshakes_work_during_the_fence() {
+    let h = start_fenced().await;
+    preload(&h, "k", Some(h.clock().now_ms() + 10_000));
+    preload(&h, "other", None);
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
+    assert!(c.cmd(&["HELLO", "3"]).await.starts_with("%7\r\n"));
+    c.cmd(&["HELLO", "2"]).await;
+    assert_eq!(c.cmd(&["GET", "k"]).await, bulk("v"));
+    assert_eq!(c.cmd(&["GETEX", "k"]).await, bulk("v"));
+    assert_eq!(c.cmd(&["MGET", "k"]).await, format!("*1\r\n{}", bulk("v")));
+    assert_eq!(c.cmd(&["EXISTS", "k"]).await, int(1));
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(10_000));
+    assert_eq!(c.cmd(&["TTL", "k"]).await, int(10));
+    assert_eq!(c.cmd(&["TYPE", "k"]).await, "+string\r\n");
+    assert!(c.cmd(&["INFO"]).await.contains("fence_active:1\r\n"));
+    assert_eq!(c.cmd(&["DEL", "k"]).await, int(1));
+    assert_eq!(c.cmd(&["GETDEL", "other"]).await, bulk("v"));
+    assert_eq!(c.cmd(&["DBSIZE"]).await, int(0));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_fence_lifts_once_the_restart_delay_has_passed() {
+    let h = start_fenced().await;
+    let mut c = Raw::to(&h).await;
+    h.clock().advance(Duration::from_millis(30_999));
+    assert_eq!(
+        c.cmd(&["SET", "lock", "t", "NX", "PX", "1000"]).await,
+        tryagain(1)
+    );
+    h.clock().advance(Duration::from_millis(1));
+    assert_eq!(c.cmd(&["SET", "lock", "t", "NX", "PX", "1000"]).await, OK);
+    let info = c.cmd(&["INFO", "fence"]).await;
+    assert!(
+        info.contains("fence_active:0\r\nfence_remaining_ms:0\r\n"),
+        "{info}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_wall_clock_jump_does_not_end_the_fence() {
+    let h = start_fenced().await;
+    let mut c = Raw::to(&h).await;
+    h.clock().jump_wall(3_600_000);
+    assert_eq!(
+        c.cmd(&["SET", "lock", "t", "PX", "1000"]).await,
+        tryagain(31_000)
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn crash_restart_forgets_keys_and_starts_the_fence_again() {
+    let h = start_fenced().await;
+    h.clock().advance(Duration::from_secs(31));
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "lock", "t", "PX", "1000"]).await, OK);
+    h.shared().crash_restart();
+    assert!(c.closed().await, "clients are disconnected by a crash");
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["GET", "lock"]).await, NIL);
+    assert_eq!(
+        c.cmd(&["SET", "lock", "u", "PX", "1000"]).await,
+        tryagain(31_000)
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn ttls_above_max_ttl_are_refused() {
+    let h = start().await;
+    let wall = h.clock().wall_ms();
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "k", "v", "PX", "30000"]).await, OK);
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "PX", "30001"]).await,
+        above_max(30_001)
+    );
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "EX", "31"]).await,
+        above_max(31_000)
+    );
+    assert_eq!(c.cmd(&["SETEX", "k", "31", "v"]).await, above_max(31_000));
+    assert_eq!(
+        c.cmd(&["PSETEX", "k", "30001", "v"]).await,
+        above_max(30_001)
+    );
+    assert_eq!(c.cmd(&["EXPIRE", "k", "31"]).await, above_max(31_000));
+    assert_eq!(c.cmd(&["PEXPIRE", "k", "30001"]).await, above_max(30_001));
+    assert_eq!(c.cmd(&["GETEX", "k", "EX", "31"]).await, above_max(31_000));
+    let far = (wall + 3_600_000).to_string();
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "PXAT", &far]).await,
+        above_max(3_600_000)
+    );
+    assert_eq!(c.cmd(&["PEXPIREAT", "k", &far]).await, above_max(3_600_000));
+    assert_eq!(
+        c.cmd(&["EXPIREAT", "k", &((wall + 3_600_000) / 1000).to_string()])
+            .await,
+        above_max(3_600_000)
+    );
+    // None of those changed the key.
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(30_000));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn redis_invalid_expire_time_wins_over_max_ttl() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "k", "v"]).await;
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "EX", "9223372036854775807"]).await,
+        err("ERR invalid expire time in 'set' command")
+    );
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "PX", "9223372036854775000"]).await,
+        err("ERR invalid expire time in 'set' command")
+    );
+    assert_eq!(
+        c.cmd(&["GETEX", "k", "EX", "9223372036854775807"]).await,
+        err("ERR invalid expire time in 'getex' command")
+    );
+    assert_eq!(
+        c.cmd(&["EXPIRE", "k", "9223372036854775807"]).await,
+        err("ERR invalid expire time in 'expire' command")
+    );
+    assert_eq!(
+        c.cmd(&["SETEX", "k", "9223372036854775807", "v"]).await,
+        err("ERR invalid expire time in 'setex' command")
+    );
+    h.shutdown().await;
+}
+
+async fn start_require_ttl() -> ServerHandle {
+    start_with(|c| c.require_ttl = true).await
+}
+
+#[tokio::test]
+async fn require_ttl_refuses_writes_that_leave_a_key_without_ttl() {
+    let h = start_require_ttl().await;
+    let mut c = Raw::to(&h).await;
+    let refused = err(REQUIRE_TTL);
+    assert_eq!(c.cmd(&["SET", "k", "v"]).await, refused);
+    assert_eq!(c.cmd(&["SET", "k", "v", "NX"]).await, refused);
+    assert_eq!(c.cmd(&["SETNX", "k", "v"]).await, refused);
+    assert_eq!(c.cmd(&["MSET", "k", "v"]).await, refused);
+    assert_eq!(c.cmd(&["INCR", "n"]).await, refused);
+    assert_eq!(c.cmd(&["SET", "k", "v", "KEEPTTL"]).await, refused);
+    assert_eq!(c.cmd(&["DBSIZE"]).await, int(0));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn require_ttl_allows_writes_with_a_ttl() {
+    let h = start_require_ttl().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "k", "v", "NX", "PX", "1000"]).await, OK);
+    assert_eq!(c.cmd(&["SET", "k", "w", "KEEPTTL"]).await, OK);
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(1000));
+    assert_eq!(c.cmd(&["SETEX", "s", "5", "v"]).await, OK);
+    assert_eq!(c.cmd(&["PEXPIRE", "k", "500"]).await, int(1));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn require_ttl_refuses_removing_a_ttl() {
+    let h = start_require_ttl().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "k", "v", "PX", "1000"]).await;
+    assert_eq!(c.cmd(&["PERSIST", "k"]).await, err(REQUIRE_TTL));
+    assert_eq!(c.cmd(&["GETEX", "k", "PERSIST"]).await, err(REQUIRE_TTL));
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(1000));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn require_ttl_refuses_keepttl_on_a_key_without_ttl() {
+    let h = start_require_ttl().await;
+    preload(&h, "old", None);
+    let mut c = Raw::to(&h).await;
+    assert_eq!(
+        c.cmd(&["SET", "old", "w", "KEEPTTL"]).await,
+        err(REQUIRE_TTL)
+    );
+    assert_eq!(c.cmd(&["GET", "old"]).await, bulk("v"));
+    h.shutdown().await;
+}

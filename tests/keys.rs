@@ -1,0 +1,274 @@
+//! Key commands: DEL/UNLINK, EXISTS, TYPE, KEYS, SCAN, RENAME.
+
+mod common;
+use common::*;
+use std::collections::HashSet;
+use std::time::Duration;
+
+#[tokio::test]
+async fn del_and_unlink_count_only_existing_keys() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["MSET", "a", "1", "b", "2", "c", "3"]).await;
+    assert_eq!(c.cmd(&["DEL", "a", "missing", "b"]).await, int(2));
+    assert_eq!(c.cmd(&["DEL", "a"]).await, int(0));
+    assert_eq!(c.cmd(&["UNLINK", "c", "c"]).await, int(1));
+    assert_eq!(c.cmd(&["DBSIZE"]).await, int(0));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn del_does_not_count_an_expired_key() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "1", "PX", "10"]).await;
+    c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).await;
+    h.clock().advance(Duration::from_millis(11));
+    assert_eq!(c.cmd(&["DBSIZE"]).await, int(1));
+    assert_eq!(c.cmd(&["DEL", "a"]).await, int(0));
+    assert_eq!(c.cmd(&["DBSIZE"]).await, int(0));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn exists_counts_each_mention_including_duplicates() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "1"]).await;
+    assert_eq!(c.cmd(&["EXISTS", "a"]).await, int(1));
+    assert_eq!(c.cmd(&["EXISTS", "a", "a", "missing", "a"]).await, int(3));
+    assert_eq!(c.cmd(&["EXISTS", "missing"]).await, int(0));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn type_names_strings_and_missing_keys() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "1"]).await;
+    assert_eq!(c.cmd(&["TYPE", "a"]).await, "+string\r\n");
+    assert_eq!(c.cmd(&["TYPE", "missing"]).await, "+none\r\n");
+    h.shutdown().await;
+}
+
+fn sorted_bulks(frame: &str) -> Vec<String> {
+    // "*N\r\n$len\r\nkey\r\n..." -> the keys, sorted.
+    let mut out: Vec<String> = Vec::new();
+    let parts: Vec<&str> = frame.split("\r\n").collect();
+    let mut i = 1;
+    while i + 1 < parts.len() {
+        if parts[i].starts_with('$') {
+            out.push(parts[i + 1].to_string());
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn keys_matches_glob_patterns() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&[
+        "MSET", "lock:a", "1", "lock:b", "1", "lok:c", "1", "h[x]", "1", "hello", "1",
+    ])
+    .await;
+    assert_eq!(
+        sorted_bulks(&c.cmd(&["KEYS", "lock:*"]).await),
+        ["lock:a", "lock:b"]
+    );
+    assert_eq!(
+        sorted_bulks(&c.cmd(&["KEYS", "lo?k:*"]).await),
+        ["lock:a", "lock:b"]
+    );
+    assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "lo[ck]k:*"]).await).len(), 2);
+    assert_eq!(
+        sorted_bulks(&c.cmd(&["KEYS", "l*[^a]"]).await),
+        ["lock:b", "lok:c"]
+    );
+    assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "h\\[x\\]"]).await), ["h[x]"]);
+    assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "*"]).await).len(), 5);
+    assert_eq!(c.cmd(&["KEYS", "nothing*"]).await, "*0\r\n");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn keys_skips_expired_keys() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "1", "PX", "10"]).await;
+    c.cmd(&["SET", "b", "1"]).await;
+    c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).await;
+    h.clock().advance(Duration::from_millis(11));
+    assert_eq!(sorted_bulks(&c.cmd(&["KEYS", "*"]).await), ["b"]);
+    h.shutdown().await;
+}
+
+/// Runs a full SCAN iteration with extra options and returns every key seen (asserting
+/// none is seen twice) and how many calls it took.
+async fn scan_all(
+    con: &mut redis::aio::MultiplexedConnection,
+    opts: &[&str],
+) -> (HashSet<String>, usize) {
+    let mut seen = HashSet::new();
+    let mut cursor = "0".to_string();
+    let mut calls = 0;
+    loop {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(&cursor);
+        for o in opts {
+            cmd.arg(*o);
+        }
+        let (next, keys): (String, Vec<String>) = cmd.query_async(con).await.unwrap();
+        calls += 1;
+        for k in keys {
+            assert!(seen.insert(k.clone()), "{k} returned twice");
+        }
+        if next == "0" {
+            return (seen, calls);
+        }
+        assert!(calls < 10_000, "SCAN did not finish");
+        cursor = next;
+    }
+}
+
+#[tokio::test]
+async fn scan_full_iteration_returns_every_key_once() {
+    let h = start().await;
+    let mut con = client(&h).await;
+    let mut pipe = redis::pipe();
+    for i in 0..1000 {
+        pipe.cmd("SET").arg(format!("k:{i}")).arg(i).ignore();
+    }
+    let () = pipe.query_async(&mut con).await.unwrap();
+    let (seen, calls) = scan_all(&mut con, &[]).await;
+    assert_eq!(seen.len(), 1000);
+    assert!(calls > 1, "a default COUNT of 10 takes several calls");
+    let (seen, big_calls) = scan_all(&mut con, &["COUNT", "100000"]).await;
+    assert_eq!(seen.len(), 1000);
+    assert_eq!(big_calls, 1);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn scan_match_filters_keys() {
+    let h = start().await;
+    let mut con = client(&h).await;
+    for i in 0..50 {
+        let () = redis::cmd("MSET")
+            .arg(format!("lock:{i}"))
+            .arg(1)
+            .arg(format!("other:{i}"))
+            .arg(1)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+    }
+    let (seen, _) = scan_all(&mut con, &["MATCH", "lock:*", "COUNT", "7"]).await;
+    assert_eq!(seen.len(), 50);
+    assert!(seen.iter().all(|k| k.starts_with("lock:")));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn scan_type_filters_by_value_type() {
+    let h = start().await;
+    let mut con = client(&h).await;
+    let () = redis::cmd("MSET")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let (strings, _) = scan_all(&mut con, &["TYPE", "string"]).await;
+    assert_eq!(strings.len(), 2);
+    let (strings, _) = scan_all(&mut con, &["type", "STRING"]).await;
+    assert_eq!(strings.len(), 2);
+    let (hashes, _) = scan_all(&mut con, &["TYPE", "hash"]).await;
+    assert!(hashes.is_empty());
+    // Redis 7 accepts an unknown type name and matches nothing.
+    let (none, _) = scan_all(&mut con, &["TYPE", "nosuchtype"]).await;
+    assert!(none.is_empty());
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn scan_argument_errors_match_redis() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    let syntax = err("ERR syntax error");
+    assert_eq!(c.cmd(&["SCAN", "abc"]).await, err("ERR invalid cursor"));
+    assert_eq!(c.cmd(&["SCAN", "0", "COUNT", "0"]).await, syntax);
+    assert_eq!(c.cmd(&["SCAN", "0", "COUNT", "-1"]).await, syntax);
+    assert_eq!(
+        c.cmd(&["SCAN", "0", "COUNT", "abc"]).await,
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(c.cmd(&["SCAN", "0", "MATCH"]).await, syntax);
+    assert_eq!(c.cmd(&["SCAN", "0", "FOO", "bar"]).await, syntax);
+    assert_eq!(
+        c.cmd(&["SCAN"]).await,
+        err("ERR wrong number of arguments for 'scan' command")
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn scan_on_an_empty_db_returns_cursor_zero() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SCAN", "0"]).await, "*2\r\n$1\r\n0\r\n*0\r\n");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn rename_moves_the_value_and_keeps_the_ttl() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "v", "PX", "5000"]).await;
+    c.cmd(&["SET", "b", "old"]).await;
+    assert_eq!(c.cmd(&["RENAME", "a", "b"]).await, OK);
+    assert_eq!(c.cmd(&["EXISTS", "a"]).await, int(0));
+    assert_eq!(c.cmd(&["GET", "b"]).await, bulk("v"));
+    assert_eq!(c.cmd(&["PTTL", "b"]).await, int(5000));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn rename_over_a_key_with_ttl_drops_that_ttl() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "v"]).await;
+    c.cmd(&["SET", "b", "old", "PX", "5000"]).await;
+    assert_eq!(c.cmd(&["RENAME", "a", "b"]).await, OK);
+    assert_eq!(c.cmd(&["PTTL", "b"]).await, int(-1));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn rename_of_a_missing_key_is_no_such_key() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["RENAME", "a", "b"]).await, err("ERR no such key"));
+    assert_eq!(c.cmd(&["RENAME", "a", "a"]).await, err("ERR no such key"));
+    c.cmd(&["SET", "a", "v", "PX", "10"]).await;
+    h.clock().advance(Duration::from_millis(11));
+    assert_eq!(c.cmd(&["RENAME", "a", "b"]).await, err("ERR no such key"));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn rename_onto_itself_is_ok_and_changes_nothing() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "v", "PX", "5000"]).await;
+    assert_eq!(c.cmd(&["RENAME", "a", "a"]).await, OK);
+    assert_eq!(c.cmd(&["GET", "a"]).await, bulk("v"));
+    assert_eq!(c.cmd(&["PTTL", "a"]).await, int(5000));
+    h.shutdown().await;
+}

@@ -1,0 +1,220 @@
+//! Test helpers: real redis-server processes on free ports (killed on drop), and tiny
+//! fake nodes that misbehave on purpose.
+#![allow(dead_code)]
+
+use std::net::TcpListener as StdListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Whether redis-server is on PATH; tests print a note and return when it is not.
+pub fn have_redis() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !found {
+        eprintln!("note: redis-server not on PATH; skipping");
+    }
+    found
+}
+
+/// One redis-server process. Killed (and reaped) on drop.
+pub struct RedisNode {
+    pub port: u16,
+    password: Option<String>,
+    child: Option<Child>,
+}
+
+impl RedisNode {
+    pub fn start(password: Option<&str>) -> RedisNode {
+        // A port freed just now can be taken by a parallel test before redis binds it:
+        // then redis exits, and we try another.
+        for _ in 0..20 {
+            if let Some(node) = Self::try_start(free_port(), password) {
+                return node;
+            }
+        }
+        panic!("could not start redis-server on a free port");
+    }
+
+    /// Kills this server and starts a fresh one (empty) on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(node) = Self::try_start(self.port, self.password.as_deref()) {
+                self.child = node.child_taken();
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "could not restart on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn child_taken(mut self) -> Option<Child> {
+        self.child.take()
+    }
+
+    /// SIGSTOP: the server keeps its sockets but answers nothing until resumed.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status();
+        }
+    }
+
+    fn try_start(port: u16, password: Option<&str>) -> Option<RedisNode> {
+        {
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string()])
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--daemonize", "no", "--loglevel", "warning"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if let Some(pw) = password {
+                cmd.args(["--requirepass", pw]);
+            }
+            let mut child = cmd.spawn().expect("spawn redis-server");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return None; // exited: port taken
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Some(RedisNode {
+                        port,
+                        password: password.map(str::to_string),
+                        child: Some(child),
+                    });
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("redis-server on port {port} did not start within 5 s");
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A plain synchronous connection (the `redis` crate) for checking what the nodes hold.
+    pub fn conn(&self) -> redis::Connection {
+        let url = match &self.password {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}/", self.port),
+            None => format!("redis://127.0.0.1:{}/", self.port),
+        };
+        let client = redis::Client::open(url).expect("client");
+        client.get_connection().expect("connect")
+    }
+
+    pub fn get(&self, key: &str) -> Option<String> {
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("GET")
+    }
+
+    pub fn pttl(&self, key: &str) -> i64 {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("PTTL")
+    }
+}
+
+impl Drop for RedisNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `n` redis-servers.
+pub fn cluster(n: usize) -> Vec<RedisNode> {
+    cluster_with_password(n, None)
+}
+
+pub fn cluster_with_password(n: usize, password: Option<&str>) -> Vec<RedisNode> {
+    (0..n).map(|_| RedisNode::start(password)).collect()
+}
+
+pub fn addrs(nodes: &[RedisNode]) -> Vec<String> {
+    nodes.iter().map(RedisNode::addr).collect()
+}
+
+fn free_port() -> u16 {
+    let l = StdListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// How a fake node behaves.
+#[derive(Clone, Copy)]
+pub enum Fake {
+    /// Replies `-TRYAGAIN ...` to every request, as redlockd does during its restart fence.
+    TryAgain,
+    /// Accepts connections and reads requests but never replies.
+    BlackHole,
+}
+
+/// Starts a fake node on the current runtime and returns its address. It runs until the
+/// runtime ends.
+pub async fn fake_node(kind: Fake) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = BytesMut::new();
+                loop {
+                    match sock.read_buf(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    while let Ok(Some(_args)) =
+                        redlockd::protocol::parse_request(&mut buf, &Default::default())
+                    {
+                        if let Fake::TryAgain = kind {
+                            let reply = b"-TRYAGAIN fence: 900 ms left\r\n";
+                            if sock.write_all(reply).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
