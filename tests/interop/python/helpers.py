@@ -95,6 +95,10 @@ class Node:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(server_command(port, extra), stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # run.sh stops anything listed here that is still running when it exits
+        # (a runner killed by its timeout skips fixture teardown).
+        with open(os.path.join(LOG_DIR, "extra-pids"), "a") as f:
+            f.write(f"{self.proc.pid}\n")
 
     def wait_ready(self, timeout=15.0):
         deadline = time.monotonic() + timeout

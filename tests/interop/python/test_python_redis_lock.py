@@ -66,11 +66,13 @@ def test_context_manager(r):
     assert r.exists("lock:" + name) == 0
 
 
-def _wait_blocked(r, timeout=3.0):
+def _wait_blocked(r, thread, result, timeout=3.0):
     """Wait until the server reports a client blocked (in BLPOP), if it reports
     blocked_clients at all; otherwise give the waiter a moment to get there."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if not thread.is_alive():
+            raise AssertionError(f"the waiter stopped before the release: {result}")
         info = r.info("clients")
         if "blocked_clients" not in info:
             time.sleep(0.2)
@@ -91,21 +93,24 @@ def test_blocked_waiter_wakes_on_release(r, make_client, nodes, with_timeout):
     result = {}
 
     def wait():
-        if with_timeout:
-            result["acquired"] = waiter.acquire(timeout=5)
-        else:
-            result["acquired"] = waiter.acquire(blocking=True)
-        result["at"] = time.monotonic()
+        try:
+            if with_timeout:
+                result["acquired"] = waiter.acquire(timeout=5)
+            else:
+                result["acquired"] = waiter.acquire(blocking=True)
+            result["at"] = time.monotonic()
+        except Exception as e:  # reported by the main thread
+            result["error"] = repr(e)
 
     t = threading.Thread(target=wait, daemon=True)
     t.start()
-    saw_blocked = _wait_blocked(r)
+    saw_blocked = _wait_blocked(r, t, result)
     assert t.is_alive(), "the waiter got the lock while it was held"
     released_at = time.monotonic()
     holder.release()
     t.join(timeout=5)
     assert not t.is_alive(), "the waiter was not woken by the release within 5 s"
-    assert result["acquired"] is True
+    assert result.get("acquired") is True, result
     latency_ms = (result["at"] - released_at) * 1000
     line = (f"python-redis-lock wake-up latency ({'timeout=5' if with_timeout else 'blocking'}): "
             f"{latency_ms:.1f} ms (release -> waiter acquired; blocked seen in INFO: {saw_blocked})")
@@ -126,14 +131,17 @@ def test_waiter_with_timeout_gives_up(r, make_client, nodes):
 
     def wait():
         t0 = time.monotonic()
-        result["acquired"] = waiter.acquire(timeout=1)  # BLPOP signal 1
+        try:
+            result["acquired"] = waiter.acquire(timeout=1)  # BLPOP signal 1
+        except Exception as e:  # reported by the main thread
+            result["error"] = repr(e)
         result["waited"] = time.monotonic() - t0
 
     t = threading.Thread(target=wait, daemon=True)
     t.start()
     t.join(timeout=5)
     assert not t.is_alive(), "BLPOP with a 1 s timeout did not return within 5 s"
-    assert result["acquired"] is False
+    assert result.get("acquired") is False, result
     assert 0.9 <= result["waited"] < 3, result
     holder.release()
 
