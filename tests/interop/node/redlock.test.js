@@ -19,6 +19,21 @@ after(async () => {
   await within(10000, Promise.all(clients.map((c) => c.quit())), 'QUIT on every node');
 });
 
+// When an operation that should succeed fails, say why each node voted against
+// (redlock's ExecutionError alone only says "unable to achieve a quorum").
+async function ok(promise, what = 'redlock operation') {
+  try {
+    return await within(15000, promise, what);
+  } catch (err) {
+    if (err instanceof ExecutionError && err.attempts.length) {
+      const stats = await within(5000, err.attempts[err.attempts.length - 1], 'vote stats');
+      const reasons = [...new Set([...stats.votesAgainst.values()].map((e) => e.message))];
+      err.message += ` [node errors: ${reasons.join(' | ')}]`;
+    }
+    throw err;
+  }
+}
+
 async function values(key) {
   return Promise.all(clients.map((c) => c.get(key)));
 }
@@ -39,7 +54,7 @@ test('ioredis 6 negotiates RESP3 with HELLO 3 by default', async () => {
 
 test('acquire sets the value with PX on every node, release removes it', async () => {
   const key = unique('redlock');
-  const lock = await within(10000, redlock.acquire([key], 10000), 'acquire');
+  const lock = await ok(redlock.acquire([key], 10000), 'acquire');
   await allVotes(lock);
   assert.match(lock.value, /^[0-9a-f]{32}$/);
   assert.deepEqual(await values(key), Array(5).fill(lock.value));
@@ -47,21 +62,21 @@ test('acquire sets the value with PX on every node, release removes it', async (
     const pttl = await c.pttl(key);
     assert.ok(pttl > 9000 && pttl <= 10000, `pttl ${pttl}`);
   }
-  const released = await within(10000, lock.release(), 'release');
+  const released = await ok(lock.release(), 'release');
   await within(10000, Promise.all(released.attempts), 'release votes');
   assert.deepEqual(await values(key), Array(5).fill(null));
 });
 
 test('acquire of several resources at once (multi-key scripts)', async () => {
   const keys = [unique('redlock'), unique('redlock'), unique('redlock')];
-  const lock = await within(10000, redlock.acquire(keys, 10000), 'acquire');
+  const lock = await ok(redlock.acquire(keys, 10000), 'acquire');
   await allVotes(lock);
   for (const key of keys) {
     assert.deepEqual(await values(key), Array(5).fill(lock.value));
   }
   // one of the keys is taken: the whole set is refused
   await assert.rejects(redlock.acquire([unique('redlock'), keys[1]], 10000, { retryCount: 0 }), ExecutionError);
-  const released = await lock.release();
+  const released = await ok(lock.release());
   await within(10000, Promise.all(released.attempts), 'release votes');
   for (const key of keys) {
     assert.deepEqual(await values(key), Array(5).fill(null));
@@ -70,9 +85,9 @@ test('acquire of several resources at once (multi-key scripts)', async () => {
 
 test('extend replaces the TTL and keeps the value', async () => {
   const key = unique('redlock');
-  const lock = await redlock.acquire([key], 5000);
+  const lock = await ok(redlock.acquire([key], 5000));
   await allVotes(lock);
-  const extended = await within(10000, lock.extend(20000), 'extend');
+  const extended = await ok(lock.extend(20000), 'extend');
   await allVotes(extended);
   assert.equal(extended.value, lock.value);
   assert.ok(extended.expiration > lock.expiration);
@@ -80,12 +95,12 @@ test('extend replaces the TTL and keeps the value', async () => {
     const pttl = await c.pttl(key);
     assert.ok(pttl > 19000 && pttl <= 20000, `pttl ${pttl}`);
   }
-  await extended.release();
+  await ok(extended.release());
 });
 
 test('contention: a second acquire with retryCount 0 fails and leaves the holder alone', async () => {
   const key = unique('redlock');
-  const lock = await redlock.acquire([key], 10000);
+  const lock = await ok(redlock.acquire([key], 10000));
   await allVotes(lock);
   await assert.rejects(
     within(10000, redlock.acquire([key], 10000, { retryCount: 0 }), 'second acquire'),
@@ -97,25 +112,25 @@ test('contention: a second acquire with retryCount 0 fails and leaves the holder
     },
   );
   assert.deepEqual(await values(key), Array(5).fill(lock.value));
-  await lock.release();
-  const again = await within(10000, redlock.acquire([key], 10000, { retryCount: 0 }), 'acquire after release');
-  await again.release();
+  await ok(lock.release());
+  const again = await ok(redlock.acquire([key], 10000, { retryCount: 0 }), 'acquire after release');
+  await ok(again.release());
 });
 
 test('contention: a retrying acquire gets the lock once it is released', async () => {
   const key = unique('redlock');
-  const lock = await redlock.acquire([key], 10000);
+  const lock = await ok(redlock.acquire([key], 10000));
   const waiting = redlock.acquire([key], 10000, { retryCount: 20, retryDelay: 20, retryJitter: 5 });
   await new Promise((r) => setTimeout(r, 50));
-  await lock.release();
-  const second = await within(10000, waiting, 'retrying acquire');
+  await ok(lock.release());
+  const second = await ok(waiting, 'retrying acquire');
   assert.notEqual(second.value, lock.value);
-  await second.release();
+  await ok(second.release());
 });
 
 test('release of a lock someone else now holds is refused', async () => {
   const key = unique('redlock');
-  const lock = await redlock.acquire([key], 10000);
+  const lock = await ok(redlock.acquire([key], 10000));
   await allVotes(lock);
   await Promise.all(clients.map((c) => c.set(key, 'someone-else', 'PX', 10000)));
   await assert.rejects(redlock.release(lock, { retryCount: 0 }), ExecutionError);
@@ -126,29 +141,29 @@ test('release of a lock someone else now holds is refused', async () => {
 test('NOSCRIPT: after SCRIPT FLUSH redlock falls back to EVAL', async () => {
   const key = unique('redlock');
   for (const c of clients) assert.equal(await c.script('FLUSH'), 'OK');
-  const lock = await within(10000, redlock.acquire([key], 10000), 'acquire after flush');
+  const lock = await ok(redlock.acquire([key], 10000), 'acquire after flush');
   await allVotes(lock);
   assert.deepEqual(await values(key), Array(5).fill(lock.value));
   for (const c of clients) assert.equal(await c.script('FLUSH'), 'OK');
-  const extended = await lock.extend(10000);
+  const extended = await ok(lock.extend(10000));
   for (const c of clients) assert.equal(await c.script('FLUSH'), 'OK');
-  await extended.release();
+  await allVotes(await ok(extended.release()));
   assert.deepEqual(await values(key), Array(5).fill(null));
 });
 
 test('expiry: after the TTL passes on every node, another client acquires', redlockdOnly, async () => {
   const key = unique('redlock');
-  const lock = await redlock.acquire([key], 10000);
+  const lock = await ok(redlock.acquire([key], 10000));
   await allVotes(lock);
   for (const c of clients) assert.equal(await c.call('DEBUG', 'CLOCK', 'ADVANCE', '9999'), 'OK');
   await assert.rejects(redlock.acquire([key], 10000, { retryCount: 0 }), ExecutionError);
   for (const c of clients) assert.equal(await c.pttl(key), 1);
   for (const c of clients) assert.equal(await c.call('DEBUG', 'CLOCK', 'ADVANCE', '2'), 'OK');
-  const second = await within(10000, redlock.acquire([key], 10000, { retryCount: 0 }), 'acquire after expiry');
+  const second = await ok(redlock.acquire([key], 10000, { retryCount: 0 }), 'acquire after expiry');
   await allVotes(second);
   assert.deepEqual(await values(key), Array(5).fill(second.value));
   // the old holder's release must not remove the new holder's lock
   await assert.rejects(redlock.release(lock, { retryCount: 0 }), ExecutionError);
   assert.deepEqual(await values(key), Array(5).fill(second.value));
-  await second.release();
+  await ok(second.release());
 });

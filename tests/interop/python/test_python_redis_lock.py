@@ -100,7 +100,7 @@ def test_blocked_waiter_wakes_on_release(r, make_client, nodes, with_timeout):
                 result["acquired"] = waiter.acquire(blocking=True)
             result["at"] = time.monotonic()
         except Exception as e:  # reported by the main thread
-            result["error"] = repr(e)
+            result["error"] = f"{type(e).__name__}: {e}"
 
     t = threading.Thread(target=wait, daemon=True)
     t.start()
@@ -134,7 +134,7 @@ def test_waiter_with_timeout_gives_up(r, make_client, nodes):
         try:
             result["acquired"] = waiter.acquire(timeout=1)  # BLPOP signal 1
         except Exception as e:  # reported by the main thread
-            result["error"] = repr(e)
+            result["error"] = f"{type(e).__name__}: {e}"
         result["waited"] = time.monotonic() - t0
 
     t = threading.Thread(target=wait, daemon=True)

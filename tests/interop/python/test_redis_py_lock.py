@@ -126,7 +126,7 @@ def test_contention_blocking_timeout_gets_lock_after_release(client):
             if result["acquired"]:
                 second.release()
         except Exception as e:  # reported by the main thread
-            result["error"] = repr(e)
+            result["error"] = f"{type(e).__name__}: {e}"
 
     t = threading.Thread(target=waiter)
     t.start()
