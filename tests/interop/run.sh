@@ -125,7 +125,7 @@ read -r -a PORTS <<<"$(python3 "$HERE/tools.py" free-ports "$NUM_NODES")"
 NODES=""
 for port in "${PORTS[@]}"; do
   if [[ "$KIND" == redlockd ]]; then
-    "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
+    NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
       --clock manual --enable-debug-command >"$WORK/node-$port.log" 2>&1 </dev/null &
   else
     "$BIN" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \

@@ -93,7 +93,8 @@ class Node:
         self.port = port
         self.log_path = os.path.join(LOG_DIR, f"extra-node-{port}.log")
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(server_command(port, extra), stdout=self.log,
+        env = dict(os.environ, NO_COLOR="1")  # plain logs
+        self.proc = subprocess.Popen(server_command(port, extra), stdout=self.log, env=env,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         # run.sh stops anything listed here that is still running when it exits
         # (a runner killed by its timeout skips fixture teardown).
