@@ -122,11 +122,10 @@ def test_blocked_waiter_wakes_on_release(r, make_client, nodes, with_timeout):
     waiter.release()
 
 
-def test_waiter_with_timeout_gives_up(r, make_client, nodes):
-    name = unique("prl")
+def _waiter_gives_up(r, waiter_client, name, on_blocked=None):
     holder = redis_lock.Lock(r, name, expire=10)
     assert holder.acquire() is True
-    waiter = redis_lock.Lock(make_client(*nodes[0]), name, expire=10)
+    waiter = redis_lock.Lock(waiter_client, name, expire=10)
     result = {}
 
     def wait():
@@ -139,11 +138,34 @@ def test_waiter_with_timeout_gives_up(r, make_client, nodes):
 
     t = threading.Thread(target=wait, daemon=True)
     t.start()
+    if on_blocked is not None:
+        _wait_blocked(r, t, result)
+        on_blocked()
     t.join(timeout=5)
     assert not t.is_alive(), "BLPOP with a 1 s timeout did not return within 5 s"
     assert result.get("acquired") is False, result
-    assert 0.9 <= result["waited"] < 3, result
     holder.release()
+    return result["waited"]
+
+
+def test_waiter_with_timeout_gives_up_real_clock(spawn, make_client):
+    # What users run: a node on the real clock (redlockd: --restart-delay 0 only).
+    node = spawn(1, ["--restart-delay", "0"])[0]
+    r = make_client("127.0.0.1", node.port)
+    waited = _waiter_gives_up(r, make_client("127.0.0.1", node.port), unique("prl"))
+    assert 0.9 <= waited < 3, waited
+
+
+@redlockd_only
+def test_waiter_timeout_follows_the_manual_clock(r, make_client, nodes):
+    # With --clock manual, BLPOP's timeout runs on the server clock: it fires when
+    # DEBUG CLOCK ADVANCE passes it, not by wall time.
+    def advance():
+        time.sleep(0.05)
+        advance_clock([r], 1001)
+
+    waited = _waiter_gives_up(r, make_client(*nodes[0]), unique("prl"), on_blocked=advance)
+    assert waited < 1, waited
 
 
 @redlockd_only
