@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The interop battery: real client libraries, with their default settings, against
+# 5 independent nodes.
+#
+#   tests/interop/run.sh [path-to-redlockd]     (default: cargo build --release)
+#   INTEROP_SERVER=redis tests/interop/run.sh [path-to-redis-server]
+#
+# Against redlockd the nodes run with --restart-delay 0 --clock manual
+# --enable-debug-command, so expiry is tested with DEBUG CLOCK ADVANCE instead of
+# sleeping; cases that need that (or the restart fence) are skipped against real Redis.
+# Every process started here is stopped on exit. Exit status is non-zero on any failure.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+KIND="${INTEROP_SERVER:-redlockd}"
+NUM_NODES=5
+PY_TIMEOUT="${INTEROP_PY_TIMEOUT:-300}"     # seconds, whole pytest run
+NODE_TIMEOUT="${INTEROP_NODE_TIMEOUT:-180}" # seconds, whole node --test run
+
+say() { printf '\n=== %s ===\n' "$*"; }
+die() { printf 'interop: %s\n' "$*" >&2; exit 1; }
+
+case "$KIND" in
+  redlockd)
+    if [[ $# -ge 1 ]]; then
+      BIN="$1"
+    else
+      say "cargo build --release"
+      (cd "$ROOT" && cargo build --release)
+      BIN="$ROOT/target/release/redlockd"
+    fi
+    ;;
+  redis)
+    BIN="${1:-$(command -v redis-server || true)}"
+    [[ -n "$BIN" ]] || die "INTEROP_SERVER=redis but no redis-server on PATH"
+    ;;
+  *) die "INTEROP_SERVER must be 'redlockd' or 'redis', not '$KIND'" ;;
+esac
+[[ -x "$BIN" ]] || die "server binary '$BIN' is not executable"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+
+command -v python3 >/dev/null || die "python3 is required"
+command -v node >/dev/null || die "node is required"
+command -v npm >/dev/null || die "npm is required"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/redlockd-interop.XXXXXX")"
+PIDS=()
+PORTS=()
+
+stop_pid() { # pid: TERM, bounded wait, then KILL
+  local pid="$1" i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  echo "interop: pid $pid ignored SIGTERM for 5 s; sending SIGKILL" >&2
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$? pid port
+  set +e
+  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  # Extra nodes started by test cases (normally stopped by their fixtures; this
+  # catches a runner killed by its timeout). Only processes still running our binary.
+  if [[ -f "$WORK/extra-pids" ]]; then
+    while read -r pid; do
+      [[ -n "$pid" ]] || continue
+      if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$BIN"; then
+        stop_pid "$pid"
+      fi
+    done <"$WORK/extra-pids"
+  fi
+  for port in "${PORTS[@]}"; do
+    python3 "$HERE/tools.py" wait-closed "127.0.0.1:$port" 5 || true
+  done
+  if [[ $rc -ne 0 && -d "$WORK" ]]; then
+    echo "interop: logs kept in $WORK" >&2
+  else
+    rm -rf "$WORK"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- Python venv (pinned), reused when requirements.txt is unchanged --------------
+say "python clients"
+VENV="$HERE/.venv"
+REQ_SUM="$(sha256sum "$HERE/requirements.txt" | cut -d' ' -f1)"
+if [[ ! -x "$VENV/bin/python" || "$(cat "$VENV/.requirements.sha256" 2>/dev/null)" != "$REQ_SUM" ]]; then
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  timeout 600 "$VENV/bin/pip" install --disable-pip-version-check --no-input -q \
+    -r "$HERE/requirements.txt" || die "pip install failed"
+  echo "$REQ_SUM" >"$VENV/.requirements.sha256"
+else
+  echo "venv up to date ($VENV)"
+fi
+"$VENV/bin/python" -c 'import importlib.metadata as m
+for p in ("redis", "pottery", "python-redis-lock", "pytest"):
+    print(f"  {p}=={m.version(p)}")'
+
+# --- Node modules (npm ci from the committed lockfile) -----------------------------
+say "node clients"
+LOCK_SUM="$(sha256sum "$HERE/package-lock.json" | cut -d' ' -f1)"
+if [[ ! -d "$HERE/node_modules" || "$(cat "$HERE/node_modules/.lock.sha256" 2>/dev/null)" != "$LOCK_SUM" ]]; then
+  (cd "$HERE" && timeout 600 npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed"
+  echo "$LOCK_SUM" >"$HERE/node_modules/.lock.sha256"
+else
+  echo "node_modules up to date"
+fi
+(cd "$HERE" && node -e 'const fs = require("fs");
+for (const p of ["ioredis", "redlock", "redis"])
+  console.log(`  ${p}@${JSON.parse(fs.readFileSync(`node_modules/${p}/package.json`)).version}`)')
+
+# --- Servers ---------------------------------------------------------------------
+say "starting $NUM_NODES $KIND nodes"
+echo "binary: $BIN"
+read -r -a PORTS <<<"$(python3 "$HERE/tools.py" free-ports "$NUM_NODES")"
+NODES=""
+for port in "${PORTS[@]}"; do
+  if [[ "$KIND" == redlockd ]]; then
+    NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
+      --clock manual --enable-debug-command >"$WORK/node-$port.log" 2>&1 </dev/null &
+  else
+    "$BIN" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \
+      >"$WORK/node-$port.log" 2>&1 </dev/null &
+  fi
+  PIDS+=("$!")
+  NODES="${NODES:+$NODES,}127.0.0.1:$port"
+done
+for i in "${!PORTS[@]}"; do
+  if ! python3 "$HERE/tools.py" wait-ping "127.0.0.1:${PORTS[$i]}" 20; then
+    echo "--- node-${PORTS[$i]}.log ---" >&2
+    tail -n 30 "$WORK/node-${PORTS[$i]}.log" >&2 || true
+    die "node on port ${PORTS[$i]} did not answer PING"
+  fi
+done
+echo "nodes: $NODES"
+
+export INTEROP_SERVER="$KIND" INTEROP_SERVER_BIN="$BIN" INTEROP_NODES="$NODES" INTEROP_LOG_DIR="$WORK"
+
+# --- Runs ------------------------------------------------------------------------
+RESULTS=()
+FAILED=0
+record() { # name rc
+  if [[ "$2" -eq 0 ]]; then RESULTS+=("PASS  $1"); else RESULTS+=("FAIL  $1 (exit $2)"); FAILED=$((FAILED + 1)); fi
+}
+
+say "python: pytest (redis-py, pottery, python-redis-lock)"
+set +e
+(cd "$HERE/python" && timeout -k 10 "$PY_TIMEOUT" "$VENV/bin/python" -m pytest \
+  -p no:cacheprovider -v --tb=short --durations=5 .)
+rc=$?
+set -e
+[[ $rc -eq 5 ]] && echo "interop: pytest collected no tests" >&2
+record "python (pytest)" "$rc"
+
+say "node: node --test (ioredis + redlock, node-redis)"
+set +e
+(cd "$HERE" && timeout -k 10 "$NODE_TIMEOUT" node --test --test-concurrency=1 \
+  --test-timeout=60000 --test-reporter=spec node/)
+rc=$?
+set -e
+record "node (node --test)" "$rc"
+
+say "summary ($KIND)"
+for line in "${RESULTS[@]}"; do echo "$line"; done
+if [[ -f "$WORK/latency.txt" ]]; then cat "$WORK/latency.txt"; fi
+if [[ $FAILED -ne 0 ]]; then
+  for log in "$WORK"/*.log; do
+    [[ -s "$log" ]] || continue
+    echo "--- $(basename "$log") (last 20 lines) ---"
+    tail -n 20 "$log"
+  done
+  die "$FAILED suite(s) failed against $KIND"
+fi
+echo "interop: all suites passed against $KIND"
