@@ -259,3 +259,31 @@ async fn crash_restart_forgets_loaded_scripts() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn requests_on_connections_made_during_a_pause_run_before_resume_returns() {
+    let server = TestServer::start().await;
+    server.pause();
+    // A client dials the paused node, sends a lock request and gives up (as a client
+    // whose per-node timeout fired would).
+    let mut late = connect(server.addr()).await;
+    let mut req =
+        &b"*6\r\n$3\r\nSET\r\n$4\r\nlock\r\n$3\r\nold\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1000\r\n"[..];
+    late.write_all_buf(&mut req).await.unwrap();
+    let mut buf = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(20), late.read(&mut buf)).await;
+    assert!(early.is_err(), "a paused node answered");
+    drop(late);
+    server.resume().await;
+    // The late SET ran before resume returned, on the clock as it was: it expires with
+    // this advance instead of running afterwards with a fresh TTL.
+    server.advance(Duration::from_millis(1001));
+    let mut c = connect(server.addr()).await;
+    assert_eq!(
+        call(&mut c, &["SET", "lock", "new", "NX", "PX", "1000"])
+            .await
+            .as_deref(),
+        Some("+OK\r\n")
+    );
+    server.shutdown().await;
+}

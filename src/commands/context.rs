@@ -53,7 +53,8 @@ pub enum NetState {
     /// Accepting and answering.
     Up,
     /// Like SIGSTOP or a long GC pause: connections stay open, nothing is answered,
-    /// new connections wait in the kernel's backlog.
+    /// new connections are accepted but, like a stopped process's backlog, only
+    /// buffered until the node resumes.
     Paused,
     /// Off the network: the listener is closed (connections refused) and every
     /// connection is dropped.

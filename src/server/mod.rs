@@ -111,9 +111,14 @@ async fn sweep_loop(shared: Weak<Shared>) {
     }
 }
 
-/// Accepts connections while the node is up. Fault controls (`Shared::set_net`) close
-/// the listener (Down: connections refused) or stop accepting (Paused), and a move
-/// back to Up binds the same address again.
+/// Accepts connections while the node is up or paused. Fault controls
+/// (`Shared::set_net`) close the listener (Down: connections refused), and a move back
+/// to Up binds the same address again.
+///
+/// While paused, a new connection is still accepted, but its task only buffers what it
+/// reads (as the kernel's backlog would for a stopped process) and takes a turn in the
+/// paused queue: so `TestServer::resume`, which waits for that queue, also sees the
+/// requests of clients that dialled during the pause, and runs them in arrival order.
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let addr = listener.local_addr().ok();
     let mut listener = Some(listener);
@@ -144,7 +149,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 }
             }
         }
-        let accepting = state == NetState::Up;
+        let accepting = state != NetState::Down;
         tokio::select! {
             accepted = async { listener.as_ref().expect("bound while up").accept().await }, if accepting && listener.is_some() => match accepted {
                 Ok((stream, peer)) => {
