@@ -1,24 +1,16 @@
-//! A Redisson-shaped lock (RLock) driven with plain commands, in the order Redisson's
-//! scripts issue them (see CLIENTS.md): a hash per lock (field = client id, value =
+//! A Redisson-shaped lock (RLock), as Redisson drives it (see CLIENTS.md): a hash per lock (field = client id, value =
 //! hold count), `pexpire` for the lease, `publish` on `redisson_lock__channel:{name}`
 //! at the final unlock, waiters that SUBSCRIBE and retry only when a message arrives,
 //! and a watchdog that renews with `pexpire`.
 //!
-//! EVAL is not on this branch, so each script body is a function here, run while
-//! holding `ScriptGate` so the steps are atomic against the other test clients; the
-//! bodies map one-to-one onto Redisson's Lua and can be turned back into scripts.
+//! The three scripts are Redisson's own, sent with EVAL as Redisson sends them.
 
 mod eco_util;
 
 use eco_util::*;
 use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Mutex;
-
-/// Stands in for the atomicity a script would have.
-type ScriptGate = Arc<Mutex<()>>;
 
 const LEASE_MS: i64 = 30_000;
 
@@ -26,81 +18,50 @@ fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
-/// tryLockInnerAsync:
-/// if exists(KEYS[1]) == 0 or hexists(KEYS[1], ARGV[2]) == 1 then
-///   hincrby(KEYS[1], ARGV[2], 1); pexpire(KEYS[1], ARGV[1]); return nil
-/// end; return pttl(KEYS[1])
-async fn try_lock(
-    gate: &ScriptGate,
-    c: &mut MultiplexedConnection,
-    name: &str,
-    id: &str,
-) -> Option<i64> {
-    let _atomic = gate.lock().await;
-    let exists: i64 = q(c, &["exists", name]).await.unwrap();
-    let mine: i64 = if exists == 0 {
-        0
-    } else {
-        q(c, &["hexists", name, id]).await.unwrap()
-    };
-    if exists == 0 || mine == 1 {
-        q::<i64>(c, &["hincrby", name, id, "1"]).await.unwrap();
-        q::<i64>(c, &["pexpire", name, &LEASE_MS.to_string()])
-            .await
-            .unwrap();
-        return None;
-    }
-    Some(q(c, &["pttl", name]).await.unwrap())
-}
+// Redisson's RLock scripts (RedissonLock.java), as it sends them: KEYS[1] is the lock
+// hash, ARGV holds the lease and the holder id "uuid:threadId".
 
-/// unlockInnerAsync:
-/// if hexists(KEYS[1], ARGV[3]) == 0 then return nil end
-/// local counter = hincrby(KEYS[1], ARGV[3], -1)
-/// if counter > 0 then pexpire(KEYS[1], ARGV[2]); return 0
-/// else del(KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1 end
-async fn unlock(
-    gate: &ScriptGate,
-    c: &mut MultiplexedConnection,
-    name: &str,
-    id: &str,
-) -> Option<i64> {
-    let _atomic = gate.lock().await;
-    if q::<i64>(c, &["hexists", name, id]).await.unwrap() == 0 {
-        return None;
-    }
-    let counter: i64 = q(c, &["hincrby", name, id, "-1"]).await.unwrap();
-    if counter > 0 {
-        q::<i64>(c, &["pexpire", name, &LEASE_MS.to_string()])
-            .await
-            .unwrap();
-        return Some(0);
-    }
-    q::<i64>(c, &["del", name]).await.unwrap();
-    q::<i64>(c, &["publish", &channel(name), "0"])
+/// tryLockInnerAsync: ARGV[1] lease ms, ARGV[2] holder. nil when held, else the pttl.
+const TRY_LOCK: &str = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+
+/// unlockInnerAsync: KEYS[2] the channel; ARGV[1] message, ARGV[2] lease, ARGV[3]
+/// holder, ARGV[4] the publish command (Redisson passes "publish" or "spublish").
+const UNLOCK: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; return nil;";
+
+/// renewExpirationAsync: ARGV[1] lease, ARGV[2] holder.
+const RENEW: &str = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;";
+
+async fn try_lock(c: &mut MultiplexedConnection, name: &str, id: &str) -> Option<i64> {
+    let lease = LEASE_MS.to_string();
+    q(c, &["eval", TRY_LOCK, "1", name, &lease, id])
         .await
-        .unwrap();
-    Some(1)
+        .unwrap()
 }
 
-/// renewExpirationAsync: if hexists(KEYS[1], ARGV[2]) == 1 then pexpire; return 1 end; return 0
-async fn renew(gate: &ScriptGate, c: &mut MultiplexedConnection, name: &str, id: &str) -> bool {
-    let _atomic = gate.lock().await;
-    if q::<i64>(c, &["hexists", name, id]).await.unwrap() == 1 {
-        q::<i64>(c, &["pexpire", name, &LEASE_MS.to_string()])
-            .await
-            .unwrap();
-        return true;
-    }
-    false
+async fn unlock(c: &mut MultiplexedConnection, name: &str, id: &str) -> Option<i64> {
+    let (lease, chan) = (LEASE_MS.to_string(), channel(name));
+    q(
+        c,
+        &["eval", UNLOCK, "2", name, &chan, "0", &lease, id, "publish"],
+    )
+    .await
+    .unwrap()
+}
+
+async fn renew(c: &mut MultiplexedConnection, name: &str, id: &str) -> bool {
+    let lease = LEASE_MS.to_string();
+    q::<i64>(c, &["eval", RENEW, "1", name, &lease, id])
+        .await
+        .unwrap()
+        == 1
 }
 
 #[tokio::test]
 async fn lock_is_reentrant_and_counts_holds() {
     let h = start().await;
-    let gate = ScriptGate::default();
     let mut c = conn(&h).await;
-    assert_eq!(try_lock(&gate, &mut c, "lock", "uuid:1").await, None);
-    assert_eq!(try_lock(&gate, &mut c, "lock", "uuid:1").await, None);
+    assert_eq!(try_lock(&mut c, "lock", "uuid:1").await, None);
+    assert_eq!(try_lock(&mut c, "lock", "uuid:1").await, None);
     assert_eq!(
         q::<String>(&mut c, &["hget", "lock", "uuid:1"])
             .await
@@ -112,26 +73,25 @@ async fn lock_is_reentrant_and_counts_holds() {
     let mut other = conn(&h).await;
     h.clock().advance(Duration::from_millis(500));
     assert_eq!(
-        try_lock(&gate, &mut other, "lock", "uuid:2").await,
+        try_lock(&mut other, "lock", "uuid:2").await,
         Some(LEASE_MS - 500)
     );
-    assert_eq!(unlock(&gate, &mut other, "lock", "uuid:2").await, None);
+    assert_eq!(unlock(&mut other, "lock", "uuid:2").await, None);
     // The first unlock keeps the lock (and renews its lease); the second releases.
-    assert_eq!(unlock(&gate, &mut c, "lock", "uuid:1").await, Some(0));
+    assert_eq!(unlock(&mut c, "lock", "uuid:1").await, Some(0));
     assert_eq!(q::<i64>(&mut c, &["pttl", "lock"]).await.unwrap(), LEASE_MS);
-    assert_eq!(unlock(&gate, &mut c, "lock", "uuid:1").await, Some(1));
+    assert_eq!(unlock(&mut c, "lock", "uuid:1").await, Some(1));
     assert_eq!(q::<i64>(&mut c, &["exists", "lock"]).await.unwrap(), 0);
 }
 
 #[tokio::test]
 async fn unlock_publishes_to_the_lock_channel() {
     let h = start().await;
-    let gate = ScriptGate::default();
     let mut ps = client(&h).get_async_pubsub().await.unwrap();
     ps.subscribe(channel("lock")).await.unwrap();
     let mut c = conn(&h).await;
-    try_lock(&gate, &mut c, "lock", "uuid:1").await;
-    unlock(&gate, &mut c, "lock", "uuid:1").await;
+    try_lock(&mut c, "lock", "uuid:1").await;
+    unlock(&mut c, "lock", "uuid:1").await;
     let msg = tokio::time::timeout(Duration::from_secs(5), ps.on_message().next())
         .await
         .unwrap()
@@ -143,19 +103,18 @@ async fn unlock_publishes_to_the_lock_channel() {
 #[tokio::test]
 async fn waiters_are_woken_by_the_unlock_publish_not_by_polling() {
     let h = start().await;
-    let gate = ScriptGate::default();
     let mut holder = conn(&h).await;
-    assert_eq!(try_lock(&gate, &mut holder, "lock", "holder").await, None);
+    assert_eq!(try_lock(&mut holder, "lock", "holder").await, None);
 
     let waiters = 3;
     let (sub_tx, mut sub_rx) = tokio::sync::mpsc::channel(waiters);
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     for i in 0..waiters {
-        let (gate, sub_tx, done_tx) = (gate.clone(), sub_tx.clone(), done_tx.clone());
+        let (sub_tx, done_tx) = (sub_tx.clone(), done_tx.clone());
         let addr = h.addr();
         tokio::spawn(async move {
             let handle = HandleRef(addr);
-            let r = handle.lock_waiting(gate, &format!("w{i}"), sub_tx).await;
+            let r = handle.lock_waiting(&format!("w{i}"), sub_tx).await;
             done_tx.send((format!("w{i}"), r)).unwrap();
         });
     }
@@ -170,10 +129,7 @@ async fn waiters_are_woken_by_the_unlock_publish_not_by_polling() {
     let mut current = ("holder".to_string(), holder);
     for _ in 0..waiters {
         let released = Instant::now();
-        assert_eq!(
-            unlock(&gate, &mut current.1, "lock", &current.0).await,
-            Some(1)
-        );
+        assert_eq!(unlock(&mut current.1, "lock", &current.0).await, Some(1));
         let (id, (attempts, acquired, c)) =
             tokio::time::timeout(Duration::from_secs(5), done_rx.recv())
                 .await
@@ -190,7 +146,7 @@ async fn waiters_are_woken_by_the_unlock_publish_not_by_polling() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         current = (id, c);
     }
-    unlock(&gate, &mut current.1, "lock", &current.0).await;
+    unlock(&mut current.1, "lock", &current.0).await;
     // Each unlock wakes every remaining waiter once: waiter k (0-based, in acquire
     // order) tried once at first and once per unlock up to its own.
     assert!(
@@ -210,7 +166,6 @@ struct HandleRef(std::net::SocketAddr);
 impl HandleRef {
     async fn lock_waiting(
         &self,
-        gate: ScriptGate,
         id: &str,
         subscribed: tokio::sync::mpsc::Sender<()>,
     ) -> (usize, Instant, MultiplexedConnection) {
@@ -223,7 +178,7 @@ impl HandleRef {
         let mut messages = ps.on_message();
         loop {
             attempts += 1;
-            if try_lock(&gate, &mut c, "lock", id).await.is_none() {
+            if try_lock(&mut c, "lock", id).await.is_none() {
                 return (attempts, Instant::now(), c);
             }
             tokio::time::timeout(Duration::from_secs(10), messages.next())
@@ -237,19 +192,18 @@ impl HandleRef {
 #[tokio::test]
 async fn watchdog_renews_the_lease_with_pexpire() {
     let h = start().await;
-    let gate = ScriptGate::default();
     let mut c = conn(&h).await;
-    assert_eq!(try_lock(&gate, &mut c, "lock", "uuid:1").await, None);
+    assert_eq!(try_lock(&mut c, "lock", "uuid:1").await, None);
     // Redisson's watchdog renews every lease/3 on its own timer: here, the server clock.
     let clock = h.clock().clone();
-    let (wd_gate, mut wd_conn) = (gate.clone(), conn(&h).await);
+    let mut wd_conn = conn(&h).await;
     let (renewed_tx, mut renewed_rx) = tokio::sync::mpsc::unbounded_channel();
     let watchdog = tokio::spawn(async move {
         loop {
             clock
                 .sleep(Duration::from_millis(LEASE_MS as u64 / 3))
                 .await;
-            let ok = renew(&wd_gate, &mut wd_conn, "lock", "uuid:1").await;
+            let ok = renew(&mut wd_conn, "lock", "uuid:1").await;
             renewed_tx.send(ok).unwrap();
             if !ok {
                 return;
