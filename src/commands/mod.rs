@@ -51,7 +51,7 @@ pub fn dispatch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     // The gate, and BUSY while a script runs past its limit.
     if spec.flags & flags::ALLOW_BUSY != 0 && scripting::bypasses_gate(spec.name, args) {
-        ctx.now_ms = ctx.shared.clock.now_ms();
+        ctx.restart_clock();
         return run(ctx, spec, args);
     }
     let gate = &ctx.shared.keyspace.gate;
@@ -62,18 +62,22 @@ pub fn dispatch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
                 Ok(g) => g,
                 Err(busy) => return busy,
             };
-            ctx.now_ms = ctx.shared.clock.now_ms();
+            ctx.restart_clock();
             run(ctx, spec, args)
         })
     } else {
+        // Uncontended (the common case), the time `Ctx::new` read a moment ago stands:
+        // no second clock read. After a wait, the command's time is read again.
         let _shared = match gate.try_read() {
             Some(g) => g,
             None => match off_runtime(|| wait_gate(ctx.shared, |d| gate.try_read_for(d))) {
-                Ok(g) => g,
+                Ok(g) => {
+                    ctx.restart_clock();
+                    g
+                }
                 Err(busy) => return busy,
             },
         };
-        ctx.now_ms = ctx.shared.clock.now_ms();
         run(ctx, spec, args)
     }
 }
@@ -143,8 +147,14 @@ fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             return e;
         }
     }
-    ctx.client.info.touch(spec.name, ctx.now_ms);
-    let started = Instant::now();
+    ctx.client.info.touch(spec, ctx.now_ms);
+    // A network command's duration starts at the clock reading its context already
+    // holds; a command called from a script times itself.
+    let started = if ctx.in_script {
+        Instant::now()
+    } else {
+        ctx.started()
+    };
     let reply = match (spec.handler)(ctx, args) {
         Ok(r) => r,
         Err(e) => e,
