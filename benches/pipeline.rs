@@ -191,7 +191,7 @@ fn commands(c: &mut Criterion) {
         if let Some(before) = before {
             prepare(before);
         }
-        run_batch(
+        check_batch(
             &shared,
             &mut client,
             &limits,
