@@ -174,17 +174,10 @@ pub fn eq_ignore_case(arg: &[u8], word: &str) -> bool {
 /// Parses an argument as Redis's string2ll does: an optional '-', digits, no spaces,
 /// no '+', no leading zeros beyond "0".
 pub fn parse_i64(arg: &[u8]) -> Option<i64> {
-    if arg.is_empty() || arg.len() > 20 {
+    if arg.len() > 20 {
         return None;
     }
-    let digits = arg.strip_prefix(b"-").unwrap_or(arg);
-    if digits.is_empty() || (digits[0] == b'0' && arg.len() > 1) {
-        return None;
-    }
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(arg).ok()?.parse().ok()
+    crate::protocol::parse_int(arg)
 }
 
 /// `parse_i64` with Redis's error reply.
