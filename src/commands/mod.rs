@@ -137,7 +137,9 @@ fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
     (!ok).then(|| errors::wrong_arity(spec.name))
 }
 
-fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
+/// Runs a command already looked up and arity-checked: the script rule, the fence, then
+/// the handler, with its stats.
+pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     if ctx.in_script && spec.flags & flags::NOSCRIPT != 0 {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
