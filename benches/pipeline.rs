@@ -1,10 +1,16 @@
 //! decode -> dispatch -> execute -> encode for pipelined batches of lock commands, in
 //! memory (no sockets): what one connection task does per read.
 //!
+//! `set_get_del` is the mixed acquire / check / release cycle; the `cmd` group times
+//! one command kind at a time (a batch of 128, reported per command), with the keyspace
+//! prepared outside the timed part so every command takes its usual path: SET NX PX on
+//! a free key, GET and DEL of a held lock, and EVALSHA of the compare-and-delete release
+//! script on a held lock (the hit path: GET + DEL inside Lua).
+//!
 //! Run: cargo bench --bench pipeline -- --warm-up-time 1 --measurement-time 3
 
 use bytes::BytesMut;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use redlockd::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
 use redlockd::protocol::{encode, parse_request, Limits};
 use redlockd::Config;
@@ -12,6 +18,13 @@ use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The release script lock clients send (redsync, redis-py's Lock...).
+const RELEASE: &str =
+    "if redis.call(\"get\",KEYS[1]) == ARGV[1] then return redis.call(\"del\",KEYS[1]) else return 0 end";
+
+/// Commands per batch in the `cmd` group.
+const BATCH: usize = 128;
 
 fn resp(args: &[&str], out: &mut Vec<u8>) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
@@ -34,14 +47,74 @@ fn batch(n: usize) -> Vec<u8> {
     out
 }
 
+/// One command per key lock:0 .. lock:n-1, built by `cmd(key)`.
+fn per_key(n: usize, cmd: impl Fn(&str) -> Vec<String>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for j in 0..n {
+        let args = cmd(&format!("lock:{j}"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        resp(&args, &mut out);
+    }
+    out
+}
+
+fn new_client() -> ClientState {
+    let addr: SocketAddr = ([127, 0, 0, 1], 6379).into();
+    ClientState::new(Arc::new(ClientInfo::new(1, addr, addr, 0)), true)
+}
+
+/// What the connection task does with one read: every request decoded, dispatched and
+/// encoded into the write buffer. Returns how many requests ran. Not inlined, and not
+/// used for setup (see `prepare`), so `valgrind --tool=callgrind` on this binary gives
+/// the exact instructions per timed batch as this function's inclusive cost.
+#[inline(never)]
+fn run_batch(
+    shared: &Shared,
+    client: &mut ClientState,
+    limits: &Limits,
+    buf: BytesMut,
+    out: &mut BytesMut,
+) -> usize {
+    batch_body(shared, client, limits, buf, out)
+}
+
+/// `run_batch` for the untimed checks, so they do not count in its profile.
+#[inline(never)]
+fn check_batch(
+    shared: &Shared,
+    client: &mut ClientState,
+    limits: &Limits,
+    buf: BytesMut,
+    out: &mut BytesMut,
+) -> usize {
+    batch_body(shared, client, limits, buf, out)
+}
+
+#[inline(always)]
+fn batch_body(
+    shared: &Shared,
+    client: &mut ClientState,
+    limits: &Limits,
+    mut buf: BytesMut,
+    out: &mut BytesMut,
+) -> usize {
+    out.clear();
+    let mut count = 0;
+    while let Some(args) = parse_request(&mut buf, limits).expect("valid input") {
+        let mut ctx = Ctx::new(shared, client);
+        let reply = dispatch(&mut ctx, &args);
+        encode(&reply, client.proto, out);
+        count += 1;
+    }
+    count
+}
+
 fn pipeline(c: &mut Criterion) {
     let shared = Shared::new(Config {
         restart_delay: Some(Duration::ZERO),
         ..Config::default()
     });
-    let addr: SocketAddr = ([127, 0, 0, 1], 6379).into();
-    let info = Arc::new(ClientInfo::new(1, addr, addr, 0));
-    let mut client = ClientState::new(info, true);
+    let mut client = new_client();
     let limits = Limits::default();
     let mut group = c.benchmark_group("pipeline");
     for n in [16usize, 128] {
@@ -50,15 +123,13 @@ fn pipeline(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("set_get_del", n), &input, |b, input| {
             let mut out = BytesMut::with_capacity(64 * n);
             b.iter(|| {
-                let mut buf = BytesMut::from(&input[..]);
-                out.clear();
-                let mut count = 0;
-                while let Some(args) = parse_request(&mut buf, &limits).expect("valid input") {
-                    let mut ctx = Ctx::new(&shared, &mut client);
-                    let reply = dispatch(&mut ctx, &args);
-                    encode(&reply, client.proto, &mut out);
-                    count += 1;
-                }
+                let count = run_batch(
+                    &shared,
+                    &mut client,
+                    &limits,
+                    BytesMut::from(&input[..]),
+                    &mut out,
+                );
                 assert_eq!(count, n);
                 black_box(&out);
             })
@@ -67,5 +138,94 @@ fn pipeline(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pipeline);
+/// A `cmd` benchmark: its name, the timed batch, and the batch that prepares the
+/// keyspace before each run.
+type Case<'a> = (&'static str, Vec<u8>, Option<&'a [u8]>);
+
+/// One command kind per benchmark; `setup` puts the keyspace in the state the command
+/// expects before each (untimed) batch.
+fn commands(c: &mut Criterion) {
+    let shared = Shared::new(Config {
+        restart_delay: Some(Duration::ZERO),
+        ..Config::default()
+    });
+    let mut client = new_client();
+    let mut setup_client = new_client();
+    let limits = Limits::default();
+    let mut out = BytesMut::with_capacity(64 * BATCH);
+
+    let mut prepare = |input: &[u8]| {
+        let mut buf = BytesMut::from(input);
+        while let Some(args) = parse_request(&mut buf, &limits).expect("valid input") {
+            dispatch(&mut Ctx::new(&shared, &mut setup_client), &args);
+        }
+    };
+    let load = per_key(1, |_| vec!["SCRIPT".into(), "LOAD".into(), RELEASE.into()]);
+    prepare(&load);
+    let sha = redlockd::scripting::sha1hex(RELEASE.as_bytes());
+    let acquire = per_key(BATCH, |k| {
+        ["SET", k, "token", "NX", "PX", "30000"]
+            .map(String::from)
+            .to_vec()
+    });
+    let release = per_key(BATCH, |k| vec!["DEL".into(), k.into()]);
+
+    let cases: Vec<Case> = vec![
+        ("set_nx_px", acquire.clone(), Some(&release)),
+        (
+            "get",
+            per_key(BATCH, |k| vec!["GET".into(), k.into()]),
+            Some(&acquire),
+        ),
+        ("del", release.clone(), Some(&acquire)),
+        (
+            "evalsha_release",
+            per_key(BATCH, |k| {
+                ["EVALSHA", &sha, "1", k, "token"]
+                    .map(String::from)
+                    .to_vec()
+            }),
+            Some(&acquire),
+        ),
+    ];
+    // Each case takes the path it is meant to measure (a lock acquired, a hit, a
+    // release that finds its token).
+    let expected: [&[u8]; 4] = [b"+OK\r\n", b"$5\r\ntoken\r\n", b":1\r\n", b":1\r\n"];
+    for ((name, input, before), reply) in cases.iter().zip(expected) {
+        if let Some(before) = before {
+            prepare(before);
+        }
+        check_batch(
+            &shared,
+            &mut client,
+            &limits,
+            BytesMut::from(&input[..]),
+            &mut out,
+        );
+        assert_eq!(&out[..], &reply.repeat(BATCH)[..], "{name}");
+    }
+    let mut group = c.benchmark_group("cmd");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    for (name, input, before) in &cases {
+        group.bench_function(*name, |b| {
+            b.iter_batched(
+                || {
+                    if let Some(before) = before {
+                        prepare(before);
+                    }
+                    BytesMut::from(&input[..])
+                },
+                |buf| {
+                    let count = run_batch(&shared, &mut client, &limits, buf, &mut out);
+                    assert_eq!(count, BATCH);
+                    black_box(&out);
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, pipeline, commands);
 criterion_main!(benches);

@@ -74,10 +74,19 @@ impl Clock {
 
     /// Monotonic milliseconds. Only differences mean anything.
     pub fn now_ms(&self) -> u64 {
+        self.now_ms_at(Instant::now())
+    }
+
+    /// `now_ms` for a reading of the real clock the caller already took (`at`), so a
+    /// command reads the system clock once for both its time and its duration stat.
+    /// A manual clock ignores `at` and reports its own time.
+    pub fn now_ms_at(&self, at: Instant) -> u64 {
         match &self.inner.source {
             // The real reading starts at the same offset as the manual one so that
             // deadlines are never near zero.
-            Source::Real { start } => MANUAL_MONO_START_MS + start.elapsed().as_millis() as u64,
+            Source::Real { start } => {
+                MANUAL_MONO_START_MS + at.saturating_duration_since(*start).as_millis() as u64
+            }
             Source::Manual(t) => t.lock().mono_ms,
         }
     }

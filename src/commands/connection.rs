@@ -323,7 +323,7 @@ fn client_line(ctx: &Ctx, c: &super::ClientInfo) -> String {
         now.saturating_sub(c.created_ms) / 1000,
         now.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000,
         c.db.load(Ordering::Relaxed),
-        c.last_cmd.lock(),
+        c.last_cmd(),
         c.resp.load(Ordering::Relaxed),
         text(&c.lib_name.lock()),
         text(&c.lib_ver.lock()),

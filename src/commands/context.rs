@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::{watch, Notify};
 
 /// Everything one server shares between its connections.
@@ -226,7 +227,9 @@ pub struct ClientInfo {
     pub name: Mutex<Option<Bytes>>,
     pub lib_name: Mutex<Option<Bytes>>,
     pub lib_ver: Mutex<Option<Bytes>>,
-    pub last_cmd: Mutex<&'static str>,
+    /// The last command run, as its `Spec::index` + 1 (0: none yet). An atomic rather
+    /// than a lock: it is written by every command and read only by CLIENT LIST.
+    last_cmd: AtomicUsize,
     pub db: AtomicUsize,
     pub resp: AtomicU8,
     /// Set to disconnect the client (CLIENT KILL, crash-restart, output limit).
@@ -251,7 +254,7 @@ impl ClientInfo {
             name: Mutex::new(None),
             lib_name: Mutex::new(None),
             lib_ver: Mutex::new(None),
-            last_cmd: Mutex::new("NULL"),
+            last_cmd: AtomicUsize::new(0),
             db: AtomicUsize::new(0),
             resp: AtomicU8::new(2),
             killed: AtomicBool::new(false),
@@ -261,9 +264,18 @@ impl ClientInfo {
         }
     }
 
-    pub fn touch(&self, cmd: &'static str, now_ms: u64) {
-        *self.last_cmd.lock() = cmd;
+    /// Records `spec` as the client's last command, run at `now_ms`.
+    pub fn touch(&self, spec: &table::Spec, now_ms: u64) {
+        self.last_cmd.store(spec.index + 1, Ordering::Relaxed);
         self.last_active_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// The name of the last command run ("NULL" before the first), for CLIENT LIST.
+    pub fn last_cmd(&self) -> &'static str {
+        match self.last_cmd.load(Ordering::Relaxed) {
+            0 => "NULL",
+            i => table::COMMANDS.get(i - 1).map_or("NULL", |s| s.name),
+        }
     }
 
     /// Disconnects the client at its next chance.
@@ -333,17 +345,33 @@ pub struct Ctx<'a> {
     pub client: &'a mut ClientState,
     pub now_ms: u64,
     pub in_script: bool,
+    /// The real-clock reading `now_ms` was taken from: the start of the command's
+    /// duration (INFO commandstats), so a command reads the system clock once to start.
+    started: Instant,
 }
 
 impl<'a> Ctx<'a> {
     pub fn new(shared: &'a Shared, client: &'a mut ClientState) -> Ctx<'a> {
-        let now_ms = shared.clock.now_ms();
+        let started = Instant::now();
         Ctx {
             shared,
             client,
-            now_ms,
+            now_ms: shared.clock.now_ms_at(started),
             in_script: false,
+            started,
         }
+    }
+
+    /// Reads the clock again: for a command that waited (for the keyspace gate) after
+    /// its context was made, so neither its time nor its duration includes the wait.
+    pub fn restart_clock(&mut self) {
+        self.started = Instant::now();
+        self.now_ms = self.shared.clock.now_ms_at(self.started);
+    }
+
+    /// When the command started on the real clock (see `started`).
+    pub(crate) fn started(&self) -> Instant {
+        self.started
     }
 
     /// The caller's selected database.

@@ -51,29 +51,39 @@ pub fn dispatch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     // The gate, and BUSY while a script runs past its limit.
     if spec.flags & flags::ALLOW_BUSY != 0 && scripting::bypasses_gate(spec.name, args) {
-        ctx.now_ms = ctx.shared.clock.now_ms();
+        ctx.restart_clock();
         return run(ctx, spec, args);
     }
     let gate = &ctx.shared.keyspace.gate;
     if spec.flags & flags::EXCLUSIVE != 0 {
-        // Scripts can run long: off the async workers, so they stay free to answer BUSY.
+        if may_run_inline() {
+            if let Some(_exclusive) = gate.try_write() {
+                ctx.restart_clock();
+                return run(ctx, spec, args);
+            }
+        }
+        // Contended: wait off the async workers, so they stay free to answer BUSY.
         off_runtime(|| {
             let _exclusive = match wait_gate(ctx.shared, |d| gate.try_write_for(d)) {
                 Ok(g) => g,
                 Err(busy) => return busy,
             };
-            ctx.now_ms = ctx.shared.clock.now_ms();
+            ctx.restart_clock();
             run(ctx, spec, args)
         })
     } else {
+        // Uncontended (the common case), the time `Ctx::new` read a moment ago stands:
+        // no second clock read. After a wait, the command's time is read again.
         let _shared = match gate.try_read() {
             Some(g) => g,
             None => match off_runtime(|| wait_gate(ctx.shared, |d| gate.try_read_for(d))) {
-                Ok(g) => g,
+                Ok(g) => {
+                    ctx.restart_clock();
+                    g
+                }
                 Err(busy) => return busy,
             },
         };
-        ctx.now_ms = ctx.shared.clock.now_ms();
         run(ctx, spec, args)
     }
 }
@@ -95,6 +105,28 @@ fn wait_gate<G>(
         if shared.scripts.is_busy(shared.clock.now_ms()) {
             return Err(Reply::error(errors::BUSY));
         }
+    }
+}
+
+/// Whether a script (or another EXCLUSIVE command) that got the gate at once may run
+/// on the calling async worker, instead of handing the worker to another thread with
+/// `block_in_place` first: that hand-off (a thread wake-up per script) cost more than a
+/// compare-and-delete script itself.
+///
+/// Why it is safe for BUSY and SCRIPT KILL: a script that runs long blocks only the
+/// worker it runs on. On a multi-thread runtime with at least two workers, the others
+/// keep polling the I/O driver and steal the tasks queued on the blocked worker, so
+/// other connections still run: SCRIPT KILL bypasses the gate, and commands waiting
+/// for the gate wait in `block_in_place` (they never got it at once), so they do not
+/// block a worker either and answer BUSY once the script passes its limit. With one
+/// worker nobody could steal, so the script is run through `block_in_place` as before.
+/// Outside a runtime or on a current-thread one, scripts always ran inline.
+fn may_run_inline() -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            h.metrics().num_workers() >= 2
+        }
+        _ => true,
     }
 }
 
@@ -133,7 +165,9 @@ fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
     (!ok).then(|| errors::wrong_arity(spec.name))
 }
 
-fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
+/// Runs a command already looked up and arity-checked: the script rule, the fence, then
+/// the handler, with its stats.
+pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     if ctx.in_script && spec.flags & flags::NOSCRIPT != 0 {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
@@ -143,8 +177,14 @@ fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             return e;
         }
     }
-    ctx.client.info.touch(spec.name, ctx.now_ms);
-    let started = Instant::now();
+    ctx.client.info.touch(spec, ctx.now_ms);
+    // A network command's duration starts at the clock reading its context already
+    // holds; a command called from a script times itself.
+    let started = if ctx.in_script {
+        Instant::now()
+    } else {
+        ctx.started()
+    };
     let reply = match (spec.handler)(ctx, args) {
         Ok(r) => r,
         Err(e) => e,
@@ -164,17 +204,10 @@ pub fn eq_ignore_case(arg: &[u8], word: &str) -> bool {
 /// Parses an argument as Redis's string2ll does: an optional '-', digits, no spaces,
 /// no '+', no leading zeros beyond "0".
 pub fn parse_i64(arg: &[u8]) -> Option<i64> {
-    if arg.is_empty() || arg.len() > 20 {
+    if arg.len() > 20 {
         return None;
     }
-    let digits = arg.strip_prefix(b"-").unwrap_or(arg);
-    if digits.is_empty() || (digits[0] == b'0' && arg.len() > 1) {
-        return None;
-    }
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(arg).ok()?.parse().ok()
+    crate::protocol::parse_int(arg)
 }
 
 /// `parse_i64` with Redis's error reply.

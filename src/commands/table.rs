@@ -7,6 +7,7 @@ use super::{
 };
 use bytes::Bytes;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::LazyLock;
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
@@ -195,10 +196,30 @@ pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
         .collect()
 });
 
-static BY_NAME: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
+/// FNV-1a, for the name table only. Every command runs one lookup, and SipHash (the
+/// default) was most of its cost. Collision attacks need inserts, and this table is
+/// fixed at startup, so a keyed hash buys nothing here.
+#[derive(Default)]
+struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type NameHash = BuildHasherDefault<NameHasher>;
+
+static BY_NAME: LazyLock<HashMap<&'static [u8], usize, NameHash>> = LazyLock::new(|| {
     COMMANDS
         .iter()
-        .map(|spec| (spec.name, spec.index))
+        .map(|spec| (spec.name.as_bytes(), spec.index))
         .collect()
 });
 
@@ -211,6 +232,25 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     let lower = &mut lower[..name.len()];
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
-    let name = std::str::from_utf8(lower).ok()?;
-    BY_NAME.get(name).map(|&i| &COMMANDS[i])
+    BY_NAME.get(&*lower).map(|&i| &COMMANDS[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_found_in_any_case() {
+        for spec in COMMANDS.iter() {
+            let upper = spec.name.to_ascii_uppercase();
+            assert_eq!(lookup(upper.as_bytes()).map(|s| s.index), Some(spec.index));
+            assert_eq!(
+                lookup(spec.name.as_bytes()).map(|s| s.index),
+                Some(spec.index)
+            );
+        }
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(b"").is_none());
+        assert!(lookup(&[b'g'; 40]).is_none());
+    }
 }

@@ -6,6 +6,7 @@ mod encode;
 pub mod errors;
 mod reply;
 
+pub(crate) use decode::parse_int;
 pub use decode::{parse_request, Limits, ProtocolError};
 pub use encode::encode;
 pub use reply::Reply;

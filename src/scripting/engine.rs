@@ -140,6 +140,13 @@ impl Vm {
         })
     }
 
+    /// The compiled function for `sha` (lowercase), if this VM has compiled it. Every
+    /// script compiled here is also in the script cache (both are filled together and
+    /// SCRIPT FLUSH drops both), so a hit needs no cache lookup.
+    pub fn compiled(&self, sha: &str) -> Option<Function> {
+        self.compiled.get(sha).cloned()
+    }
+
     /// The compiled function for a script, compiling it on first use.
     pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<Function, Reply> {
         if let Some(f) = self.compiled.get(sha) {
@@ -203,7 +210,7 @@ impl Vm {
                 .raw_set("ARGV", string_table(lua, call.argv)?)?;
             Ok(())
         };
-        if let Err(e) = set_args() {
+        if let Err(e) = unlimited(lua, set_args) {
             return Reply::error(format!("ERR Error running script: {}", error_text(&e)));
         }
         lua.set_app_data(RunSlot {
@@ -218,7 +225,7 @@ impl Vm {
         drop(guard);
         let killed = running.killed();
         match out {
-            Ok((true, v)) => convert::lua_to_reply(&v, resp3),
+            Ok((true, v)) => unlimited(lua, || convert::lua_to_reply(&v, resp3)),
             Ok((false, e)) => script_error(&e, sha, killed),
             Err(e) => {
                 let msg = if killed {
@@ -230,6 +237,28 @@ impl Vm {
             }
         }
     }
+}
+
+/// Runs `f`, our own calls into the Lua API (building KEYS/ARGV, converting replies
+/// both ways), with the VM's memory limit lifted.
+///
+/// Why: while a limit is set, mlua makes every string, table and `raw_set` a protected
+/// call (a fresh C closure plus `lua_pcall`, so that a refused allocation cannot
+/// longjmp through Rust); that was about half the instructions of a compare-and-delete
+/// EVALSHA. With no limit an allocation cannot fail (a real out-of-memory aborts the
+/// process), so mlua calls the API directly. What `f` allocates is bounded by the
+/// request or by a command's reply, both already in memory; the script's own code
+/// still runs under the limit, which is what stops a runaway script.
+fn unlimited<R>(lua: &Lua, f: impl FnOnce() -> R) -> R {
+    struct Restore<'a>(&'a Lua, usize);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.set_memory_limit(self.1);
+        }
+    }
+    let previous = lua.set_memory_limit(0).unwrap_or(MEMORY_LIMIT);
+    let _restore = Restore(lua, previous);
+    f()
 }
 
 /// A Lua array of strings (KEYS, ARGV).
@@ -506,8 +535,8 @@ fn guarded_setmetatable(lua: &Lua, protected: Table) -> mlua::Result<Function> {
 /// redis.pcall: an error comes back as `{err=...}`.
 fn pcall(lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
     match command(lua, &args)? {
-        Ok(r) => convert::reply_to_lua(lua, &r.0, r.1),
-        Err(text) => err_table(lua, text.as_bytes()),
+        Ok(r) => unlimited(lua, || convert::reply_to_lua(lua, &r.0, r.1)),
+        Err(text) => unlimited(lua, || err_table(lua, text.as_bytes())),
     }
 }
 
@@ -517,7 +546,7 @@ fn call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
         Ok((Reply::Error(e), _)) => Err(raise_reply(
             String::from_utf8_lossy(convert::trim_crlf(&e)).into_owned(),
         )),
-        Ok((r, resp3)) => convert::reply_to_lua(lua, &r, resp3),
+        Ok((r, resp3)) => unlimited(lua, || convert::reply_to_lua(lua, &r, resp3)),
         Err(text) => Err(raise_reply(text)),
     }
 }
@@ -557,7 +586,8 @@ fn command(lua: &Lua, args: &[Value]) -> mlua::Result<Result<(Reply, bool), Stri
     // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on its
     // thread, and nothing else uses the context while Lua runs.
     let ctx = unsafe { &mut *slot.ctx };
-    let reply = commands::execute(ctx, &argv);
+    // Looked up and arity-checked above: straight to the command's run.
+    let reply = commands::run(ctx, spec, &argv);
     if spec.flags & flags::WRITE != 0 && !reply.is_error() {
         slot.running.wrote.store(true, Ordering::SeqCst);
     }

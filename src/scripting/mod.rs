@@ -173,6 +173,23 @@ impl Scripts {
     /// Runs a script for EVAL / EVALSHA (and their _RO forms). The caller holds the
     /// keyspace gate exclusively, so the script is atomic.
     pub fn run(&self, ctx: &mut Ctx, source: Source, call: Call) -> Reply {
+        // EVALSHA of a script this VM has compiled (lock clients' steady state): one
+        // lookup, no allocation. Anything else takes the general path below.
+        if let Source::Sha(sha) = source {
+            let mut lower = [0u8; 40];
+            if sha.len() == lower.len() {
+                lower.copy_from_slice(sha);
+                lower.make_ascii_lowercase();
+                if let Ok(sha) = std::str::from_utf8(&lower) {
+                    let mut vm_slot = self.vm.lock();
+                    if let Some(vm) = vm_slot.as_mut() {
+                        if let Some(function) = vm.compiled(sha) {
+                            return self.execute(ctx, vm, &function, sha, call);
+                        }
+                    }
+                }
+            }
+        }
         let (sha, body) = match source {
             Source::Body(body) => (sha1hex(body), Some(body)),
             Source::Sha(sha) => {
@@ -210,8 +227,21 @@ impl Scripts {
                 }
             }
         };
+        self.execute(ctx, vm, &function, &sha, call)
+    }
+
+    /// Runs a compiled script, registered as the running script (BUSY, SCRIPT KILL).
+    fn execute(
+        &self,
+        ctx: &mut Ctx,
+        vm: &mut engine::Vm,
+        function: &mlua::Function,
+        sha: &str,
+        call: Call,
+    ) -> Reply {
         let running = Arc::new(Running {
-            started_ms: ctx.shared.clock.now_ms(),
+            // The caller read the clock just after taking the gate.
+            started_ms: ctx.now_ms,
             clock: ctx.shared.clock.clone(),
             busy_ms: self.busy_ms,
             killed: AtomicBool::new(false),
@@ -220,7 +250,7 @@ impl Scripts {
         });
         *self.running.lock() = Some(running.clone());
         let _clear = ClearRunning(&self.running);
-        vm.execute(ctx, &function, &sha, call, running)
+        vm.execute(ctx, function, sha, call, running)
     }
 }
 

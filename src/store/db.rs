@@ -60,11 +60,12 @@ impl Db {
 
     /// The slot for `key`, holding its shard's lock: occupied only by a live entry.
     /// The key is copied, so the stored key never pins a connection's read buffer.
+    /// It is copied once and moved, not cloned: cloning a `Bytes` made from a `Vec`
+    /// allocates its shared header, a second allocation per write.
     pub fn entry(&self, key: &[u8], now_ms: u64) -> MapEntry<'_, Bytes, Entry> {
-        let owned = Bytes::copy_from_slice(key);
-        match self.map.entry(owned.clone()) {
+        match self.map.entry(Bytes::copy_from_slice(key)) {
             MapEntry::Occupied(o) if o.get().is_expired(now_ms) => {
-                o.remove();
+                let (owned, _) = o.remove_entry();
                 self.map.entry(owned)
             }
             slot => slot,
