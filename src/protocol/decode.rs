@@ -1,15 +1,19 @@
 //! Request framing: RESP multibulk (`*N\r\n$len\r\n...`) decoded by the redis-protocol
 //! crate, and inline commands (`PING\r\n`), which that crate does not decode.
 //!
-//! We scan the frame's headers ourselves: that bounds every announced count and length
-//! (nothing is allocated for what a client merely announces), refuses nesting (requests
-//! are flat arrays of bulk strings), and waits for a complete frame, so a large request
-//! that arrives in many reads is not re-parsed from the start each time. Once the scan
-//! has validated a whole frame, the arguments are sliced out of it directly (no copy):
-//! handing the validated frame to the redis-protocol crate to parse a second time cost
-//! about as much as executing the command (unit tests compare both decoders).
+//! Before handing bytes to the crate we scan the frame's headers ourselves: that bounds
+//! every announced count and length (nothing is allocated for what a client merely
+//! announces), refuses nesting (requests are flat arrays of bulk strings), and means the
+//! crate is only called on a complete frame, so a large request that arrives in many
+//! reads is not re-parsed from the start each time.
+//!
+//! Cost, measured with callgrind: the crate's parse of an already validated frame is
+//! about 45% of the instructions of a GET (GET 4347 -> 2354 when the arguments were
+//! sliced from the scan instead). The crate is the framing DESIGN.md asks for; the
+//! number is here for whoever weighs that again.
 
 use bytes::{Bytes, BytesMut};
+use redis_protocol::resp2::{decode::decode_bytes_mut, types::BytesFrame};
 
 /// Longest header line or inline request without a newline (Redis's PROTO_INLINE_MAX_SIZE).
 const MAX_LINE: usize = 64 * 1024;
@@ -151,28 +155,23 @@ fn parse_multibulk(
         }
         pos += 2;
     }
-    // The frame is complete and well formed: slice the arguments out without copying.
-    let frame = buf.split_to(pos).freeze();
-    Ok(Some(bulk_args(&frame, eol + 2, count as usize)))
-}
-
-/// The `count` bulk strings of a frame the scan in `parse_multibulk` has validated,
-/// starting at `pos`. Every header there is `$<digits>\r\n`, with its data and CRLF
-/// inside the frame, so the walk only re-reads digits and cannot go out of bounds.
-fn bulk_args(frame: &Bytes, mut pos: usize, count: usize) -> Vec<Bytes> {
-    let mut args = Vec::with_capacity(count);
-    for _ in 0..count {
-        let mut at = pos + 1; // past '$'
-        let mut len = 0usize;
-        while frame[at] != b'\r' {
-            len = len * 10 + usize::from(frame[at] - b'0');
-            at += 1;
-        }
-        let start = at + 2;
-        args.push(frame.slice(start..start + len));
-        pos = start + len + 2;
-    }
-    args
+    // The frame is complete and well formed: the crate slices it out without copying.
+    let frame = match decode_bytes_mut(buf) {
+        Ok(Some((frame, amt, _))) if amt == pos => frame,
+        Ok(_) => return Err(ProtocolError::new("invalid multibulk frame")),
+        Err(e) => return Err(ProtocolError::new(e.to_string())),
+    };
+    let BytesFrame::Array(items) = frame else {
+        return Err(ProtocolError::new("invalid multibulk frame"));
+    };
+    items
+        .into_iter()
+        .map(|f| match f {
+            BytesFrame::BulkString(b) => Ok(b),
+            _ => Err(ProtocolError::new("invalid multibulk frame")),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
@@ -361,60 +360,6 @@ mod tests {
     }
 
     /// What the redis-protocol crate decodes from a frame our scan accepted.
-    fn crate_decode(input: &[u8]) -> Option<(Vec<Bytes>, usize)> {
-        use redis_protocol::resp2::{decode::decode_bytes_mut, types::BytesFrame};
-        let mut buf = BytesMut::from(input);
-        let (frame, amt, _) = decode_bytes_mut(&mut buf).ok()??;
-        let BytesFrame::Array(items) = frame else {
-            return None;
-        };
-        let args = items
-            .into_iter()
-            .map(|f| match f {
-                BytesFrame::BulkString(b) => Some(b),
-                _ => None,
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some((args, amt))
-    }
-
-    #[test]
-    fn multibulk_slicing_agrees_with_the_redis_protocol_crate() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-        let alphabet = b"*$-0123456789\r\nab";
-        let mut compared = 0;
-        for _ in 0..20_000 {
-            // Mostly well-formed frames with random damage, to hit both paths.
-            let mut input = Vec::new();
-            let n = rng.random_range(0..5);
-            input.extend_from_slice(format!("*{n}\r\n").as_bytes());
-            for _ in 0..n {
-                let len = rng.random_range(0..12);
-                input.extend_from_slice(format!("${len}\r\n").as_bytes());
-                input.extend((0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())]));
-                input.extend_from_slice(b"\r\n");
-            }
-            for _ in 0..rng.random_range(0..3) {
-                if !input.is_empty() {
-                    let i = rng.random_range(0..input.len());
-                    input[i] = alphabet[rng.random_range(0..alphabet.len())];
-                }
-            }
-            let mut buf = BytesMut::from(&input[..]);
-            if let Ok(Some(args)) = parse_request(&mut buf, &Limits::default()) {
-                if input[0] != b'*' || args.is_empty() {
-                    continue;
-                }
-                let consumed = input.len() - buf.len();
-                let (expected, amt) = crate_decode(&input).expect("the crate decodes it too");
-                assert_eq!((args, consumed), (expected, amt), "{input:?}");
-                compared += 1;
-            }
-        }
-        assert!(compared > 5_000, "only {compared} frames compared");
-    }
-
     #[test]
     fn counts_parse_like_string2ll() {
         assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
