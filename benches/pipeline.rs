@@ -138,6 +138,10 @@ fn pipeline(c: &mut Criterion) {
     group.finish();
 }
 
+/// A `cmd` benchmark: its name, the timed batch, and the batch that prepares the
+/// keyspace before each run.
+type Case<'a> = (&'static str, Vec<u8>, Option<&'a [u8]>);
+
 /// One command kind per benchmark; `setup` puts the keyspace in the state the command
 /// expects before each (untimed) batch.
 fn commands(c: &mut Criterion) {
@@ -166,7 +170,7 @@ fn commands(c: &mut Criterion) {
     });
     let release = per_key(BATCH, |k| vec!["DEL".into(), k.into()]);
 
-    let cases: Vec<(&str, Vec<u8>, Option<&[u8]>)> = vec![
+    let cases: Vec<Case> = vec![
         ("set_nx_px", acquire.clone(), Some(&release)),
         (
             "get",
