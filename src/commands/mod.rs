@@ -56,13 +56,7 @@ pub fn dispatch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     }
     let gate = &ctx.shared.keyspace.gate;
     if spec.flags & flags::EXCLUSIVE != 0 {
-        if may_run_inline() {
-            if let Some(_exclusive) = gate.try_write() {
-                ctx.restart_clock();
-                return run(ctx, spec, args);
-            }
-        }
-        // Contended: wait off the async workers, so they stay free to answer BUSY.
+        // Scripts can run long: off the async workers, so they stay free to answer BUSY.
         off_runtime(|| {
             let _exclusive = match wait_gate(ctx.shared, |d| gate.try_write_for(d)) {
                 Ok(g) => g,
@@ -105,28 +99,6 @@ fn wait_gate<G>(
         if shared.scripts.is_busy(shared.clock.now_ms()) {
             return Err(Reply::error(errors::BUSY));
         }
-    }
-}
-
-/// Whether a script (or another EXCLUSIVE command) that got the gate at once may run
-/// on the calling async worker, instead of handing the worker to another thread with
-/// `block_in_place` first: that hand-off (a thread wake-up per script) cost more than a
-/// compare-and-delete script itself.
-///
-/// Why it is safe for BUSY and SCRIPT KILL: a script that runs long blocks only the
-/// worker it runs on. On a multi-thread runtime with at least two workers, the others
-/// keep polling the I/O driver and steal the tasks queued on the blocked worker, so
-/// other connections still run: SCRIPT KILL bypasses the gate, and commands waiting
-/// for the gate wait in `block_in_place` (they never got it at once), so they do not
-/// block a worker either and answer BUSY once the script passes its limit. With one
-/// worker nobody could steal, so the script is run through `block_in_place` as before.
-/// Outside a runtime or on a current-thread one, scripts always ran inline.
-fn may_run_inline() -> bool {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            h.metrics().num_workers() >= 2
-        }
-        _ => true,
     }
 }
 
