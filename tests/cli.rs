@@ -37,18 +37,20 @@ fn spawn(args: &[&str]) -> Guard {
 /// port another test just found free.
 static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// `n` consecutive ports that are free right now.
+/// `n` consecutive ports that are free right now, taken below the kernel's ephemeral
+/// range (32768 and up on Linux): a port picked from that range can be handed to one of
+/// our own outgoing connections (the PING probes) before the server binds it.
 fn free_ports(n: u16) -> u16 {
-    for _ in 0..100 {
-        let first = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = first.local_addr().unwrap().port();
-        if base.checked_add(n).is_none() {
-            continue;
-        }
-        let rest: Vec<_> = (1..n)
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64)
+        ^ u64::from(std::process::id());
+    for attempt in 0..200u64 {
+        let base = 20_000 + ((seed + attempt * 7_919) % 12_000) as u16;
+        let all: Vec<_> = (0..n)
             .map(|i| TcpListener::bind(("127.0.0.1", base + i)))
             .collect();
-        if rest.iter().all(Result::is_ok) {
+        if all.iter().all(Result::is_ok) {
             return base;
         }
     }
