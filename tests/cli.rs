@@ -59,19 +59,26 @@ fn free_ports(n: u16) -> u16 {
 
 /// Sends PING until the node answers +PONG (bounded).
 fn wait_for_pong(port: u16) {
+    if let Err(e) = try_pong(port) {
+        panic!("{e}");
+    }
+}
+
+fn try_pong(port: u16) -> Result<(), String> {
     let deadline = Instant::now() + BOUND;
     loop {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
             s.set_read_timeout(Some(BOUND)).unwrap();
             s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
             let mut buf = [0u8; 7];
-            if let Err(e) = s.read_exact(&mut buf) {
-                panic!("port {port}: {e}");
-            }
+            s.read_exact(&mut buf)
+                .map_err(|e| format!("port {port}: {e}"))?;
             assert_eq!(&buf, b"+PONG\r\n");
-            return;
+            return Ok(());
         }
-        assert!(Instant::now() < deadline, "port {port} never answered");
+        if Instant::now() > deadline {
+            return Err(format!("port {port} never answered"));
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -127,14 +134,43 @@ fn a_node_answers_ping_and_stops_on_sigterm() {
 #[test]
 fn a_cluster_answers_on_consecutive_ports_and_stops_on_sigint() {
     let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
-    let base = free_ports(3);
-    let mut cluster = spawn(&["cluster", "--nodes", "3", "--base-port", &base.to_string()]);
-    for port in base..base + 3 {
-        wait_for_pong(port);
+    let log = std::env::temp_dir().join(format!("redlockd-cli-cluster-{}.log", std::process::id()));
+    // Another process may take one of the ports between the check and the bind; the
+    // cluster then exits with "cannot start a node", and only then is it tried again.
+    for attempt in 1..=3 {
+        let base = free_ports(3);
+        let mut cluster = Guard(
+            Command::new(BIN)
+                .args(["cluster", "--nodes", "3", "--base-port", &base.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("spawn redlockd"),
+        );
+        let answered = (base..base + 3).try_for_each(try_pong);
+        if let Err(e) = answered {
+            // A cluster that failed to bind exits at once; give it a moment to.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut exited = cluster.0.try_wait().ok().flatten();
+            while exited.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+                exited = cluster.0.try_wait().ok().flatten();
+            }
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let bind_failed =
+                exited.is_some_and(|s| !s.success()) && text.contains("cannot start a node");
+            if attempt < 3 && bind_failed {
+                continue;
+            }
+            panic!("{e}; cluster exit: {exited:?}; its log:\n{text}");
+        }
+        let _ = std::fs::remove_file(&log);
+        signal(&cluster.0, "-INT");
+        let status = wait_bounded(&mut cluster.0);
+        assert!(status.success(), "{status:?}");
+        return;
     }
-    signal(&cluster.0, "-INT");
-    let status = wait_bounded(&mut cluster.0);
-    assert!(status.success(), "{status:?}");
 }
 
 #[test]
