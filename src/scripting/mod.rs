@@ -11,6 +11,8 @@ mod cjson;
 mod convert;
 mod engine;
 mod numfmt;
+mod redis_api;
+mod sandbox;
 
 use crate::clock::Clock;
 use crate::commands::Ctx;
