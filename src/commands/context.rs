@@ -292,16 +292,13 @@ pub struct ClientState {
     /// 2 or 3, set by HELLO.
     pub proto: u8,
     pub authed: bool,
-    /// Subscribed channels and patterns (pub/sub); RESP2 clients with any are in
-    /// subscribed mode.
-    pub subscriptions: usize,
     /// Close the connection after this reply is written (QUIT, protocol errors).
     pub close_after_reply: bool,
     /// Set by BLPOP/BRPOP when they must wait: the connection awaits it before
     /// reading further requests, and sends the reply itself.
     pub blocked: Option<super::blocking::Blocked>,
-    /// The channels and patterns this client subscribes to (`subscriptions` is their
-    /// total, kept in step by the pub/sub commands).
+    /// The channels and patterns this client subscribes to; RESP2 clients with any are
+    /// in subscribed mode.
     pub pubsub: super::pubsub::ClientSubs,
 }
 
@@ -312,7 +309,6 @@ impl ClientState {
             db: 0,
             proto: 2,
             authed,
-            subscriptions: 0,
             close_after_reply: false,
             blocked: None,
             pubsub: Default::default(),
@@ -324,7 +320,12 @@ impl ClientState {
     }
 
     pub fn resp2_subscribed(&self) -> bool {
-        self.proto == 2 && self.subscriptions > 0
+        self.proto == 2 && self.subscriptions() > 0
+    }
+
+    /// Subscribed channels plus patterns.
+    pub fn subscriptions(&self) -> usize {
+        self.pubsub.channels.len() + self.pubsub.patterns.len()
     }
 
     pub fn set_proto(&mut self, proto: u8) {

@@ -190,12 +190,6 @@ fn frame(word: &'static str, name: Option<Bytes>, count: usize) -> Reply {
     ])
 }
 
-fn sync_count(ctx: &mut Ctx) -> usize {
-    let c = &mut ctx.client;
-    c.subscriptions = c.pubsub.channels.len() + c.pubsub.patterns.len();
-    c.subscriptions
-}
-
 fn subscribe_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind, word: &'static str) -> CmdResult {
     let Some(handle) = ctx.client.pubsub.handle.clone() else {
         return Err(Reply::error(format!(
@@ -213,7 +207,7 @@ fn subscribe_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind, word: &'static s
                 .or_default()
                 .insert(id, handle.clone());
         }
-        let count = sync_count(ctx);
+        let count = ctx.client.subscriptions();
         frames.push(frame(word, Some(name), count));
     }
     Ok(Reply::Multi(frames))
@@ -230,14 +224,14 @@ fn unsubscribe_generic(ctx: &mut Ctx, args: &[Bytes], kind: Kind, word: &'static
         kind.set(&mut ctx.client.pubsub).iter().cloned().collect()
     };
     if names.is_empty() {
-        return Ok(frame(word, None, sync_count(ctx)));
+        return Ok(frame(word, None, ctx.client.subscriptions()));
     }
     let mut frames = Vec::with_capacity(names.len());
     for name in names {
         if kind.set(&mut ctx.client.pubsub).remove(&name) {
             remove(kind.map(&ctx.shared.pubsub), &name, id);
         }
-        let count = sync_count(ctx);
+        let count = ctx.client.subscriptions();
         frames.push(frame(word, Some(name), count));
     }
     Ok(Reply::Multi(frames))
@@ -265,7 +259,6 @@ pub fn punsubscribe(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn unsubscribe_all(ctx: &mut Ctx) {
     let id = ctx.client.id();
     ctx.shared.pubsub.forget(id, &mut ctx.client.pubsub);
-    sync_count(ctx);
 }
 
 /// PUBLISH channel message -> number of receivers.

@@ -149,7 +149,7 @@ fn set_generic(
     deadline: Option<u64>,
 ) -> CmdResult {
     let now = ctx.now_ms;
-    let require_ttl = ctx.shared.fence.require_ttl();
+    let fence = &ctx.shared.fence;
     let slot = ctx.db().entry(key, now);
     let old = match &slot {
         Slot::Occupied(e) => Some(&e.get().value),
@@ -175,8 +175,8 @@ fn set_generic(
     match slot {
         Slot::Occupied(mut e) => {
             let keep = if o.keepttl { e.get().deadline_ms } else { None };
-            if o.keepttl && keep.is_none() && require_ttl {
-                return Err(ctx.shared.fence.check_has_ttl().unwrap_err());
+            if o.keepttl && keep.is_none() {
+                fence.check_has_ttl()?;
             }
             let entry = e.get_mut();
             entry.value = stored;
@@ -186,8 +186,8 @@ fn set_generic(
             }
         }
         Slot::Vacant(v) => {
-            if o.keepttl && require_ttl {
-                return Err(ctx.shared.fence.check_has_ttl().unwrap_err());
+            if o.keepttl {
+                fence.check_has_ttl()?;
             }
             if !matches!(deadline, Some(d) if d <= now) {
                 v.insert(Entry {
@@ -347,7 +347,7 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// Adds `delta` to the integer at `key` (0 if missing), keeping its TTL.
 fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let now = ctx.now_ms;
-    let require_ttl = ctx.shared.fence.require_ttl();
+    let fence = &ctx.shared.fence;
     match ctx.db().entry(key, now) {
         Slot::Occupied(mut e) => {
             let Value::Str(s) = &e.get().value else {
@@ -361,9 +361,7 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
             Ok(Reply::Integer(next))
         }
         Slot::Vacant(v) => {
-            if require_ttl {
-                return Err(ctx.shared.fence.check_has_ttl().unwrap_err());
-            }
+            fence.check_has_ttl()?;
             v.insert(Entry::new(Value::Str(Bytes::from(delta.to_string()))));
             Ok(Reply::Integer(delta))
         }
