@@ -297,3 +297,45 @@ async fn debug_clock_advance_expires_keys_over_the_wire() {
     assert_eq!(h.clock().wall_ms(), MANUAL_WALL_START_MS + 101 + 1000);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_client_past_maxclients_is_refused_and_the_others_keep_working() {
+    let h = start_with(|c| c.maxclients = 2).await;
+    let mut a = Raw::to(&h).await;
+    let mut b = Raw::to(&h).await;
+    assert_eq!(a.cmd(&["PING"]).await, "+PONG\r\n");
+    assert_eq!(b.cmd(&["PING"]).await, "+PONG\r\n");
+    let mut third = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let mut buf = vec![0u8; 128];
+    let n = tokio::time::timeout(TIMEOUT, tokio::io::AsyncReadExt::read(&mut third, &mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&buf[..n], b"-ERR max number of clients reached\r\n");
+    assert_eq!(a.cmd(&["PING"]).await, "+PONG\r\n");
+}
+
+/// With the real clock, the background sweeper (not a read) reclaims expired keys
+/// within about a second.
+#[tokio::test]
+async fn the_sweeper_reclaims_expired_keys_on_the_real_clock() {
+    let h = start_with(|c| c.clock = None).await;
+    let mut c = Raw::to(&h).await;
+    for i in 0..100 {
+        assert_eq!(
+            c.cmd(&["SET", &format!("k{i}"), "v", "PX", "20"]).await,
+            "+OK\r\n"
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        if c.cmd(&["DBSIZE"]).await == ":0\r\n" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expired keys still counted"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
