@@ -101,20 +101,21 @@ impl TestServer {
     /// The process dies: connections dropped, the port refuses connections (by the
     /// time this returns).
     pub async fn stop(&self) {
-        self.shared().set_net(NetState::Down);
-        self.wait_listening(false).await;
+        self.set_reachable(false).await;
     }
 
     /// The process boots again on the same port: empty keyspace, fence up. The port
     /// accepts connections when this returns.
     pub async fn start_again(&self) {
         self.shared().boot();
-        self.shared().set_net(NetState::Up);
-        self.wait_listening(true).await;
+        self.set_reachable(true).await;
     }
 
-    /// Waits (bounded) until the listener is bound or closed, as `up` says.
-    async fn wait_listening(&self, up: bool) {
+    /// Puts the node on or off the network and waits (bounded) until its listener is
+    /// bound or closed accordingly.
+    async fn set_reachable(&self, up: bool) {
+        let state = if up { NetState::Up } else { NetState::Down };
+        self.shared().set_net(state);
         let mut listening = self.shared().listening.subscribe();
         let _ =
             tokio::time::timeout(Duration::from_secs(5), listening.wait_for(|&l| l == up)).await;
@@ -145,14 +146,12 @@ impl TestServer {
     /// A network partition around this node: connections dropped and refused, but the
     /// node keeps its memory and keeps running.
     pub async fn isolate(&self) {
-        self.shared().set_net(NetState::Down);
-        self.wait_listening(false).await;
+        self.set_reachable(false).await;
     }
 
     /// Ends a partition; the port accepts connections when this returns.
     pub async fn heal(&self) {
-        self.shared().set_net(NetState::Up);
-        self.wait_listening(true).await;
+        self.set_reachable(true).await;
     }
 
     /// Stops the server and waits for it.
