@@ -64,20 +64,29 @@ fn wait_for_pong(port: u16) {
     }
 }
 
+/// A probe connection that is reset is tried again within the bound: once seen in CI
+/// on a loaded machine right after the nodes logged "listening", with the cluster
+/// still running (cause not found; see the issue note).
 fn try_pong(port: u16) -> Result<(), String> {
     let deadline = Instant::now() + BOUND;
+    let mut last = String::from("never connected");
     loop {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
             s.set_read_timeout(Some(BOUND)).unwrap();
-            s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
             let mut buf = [0u8; 7];
-            s.read_exact(&mut buf)
-                .map_err(|e| format!("port {port}: {e}"))?;
-            assert_eq!(&buf, b"+PONG\r\n");
-            return Ok(());
+            let answered = s
+                .write_all(b"*1\r\n$4\r\nPING\r\n")
+                .and_then(|()| s.read_exact(&mut buf));
+            match answered {
+                Ok(()) => {
+                    assert_eq!(&buf, b"+PONG\r\n");
+                    return Ok(());
+                }
+                Err(e) => last = e.to_string(),
+            }
         }
         if Instant::now() > deadline {
-            return Err(format!("port {port} never answered"));
+            return Err(format!("port {port} never answered: {last}"));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
