@@ -34,6 +34,8 @@ pub struct Shared {
     pub shutting_down: AtomicBool,
     /// Whether the node is reachable: test fault controls move it (pause, isolate...).
     pub net: watch::Sender<NetState>,
+    /// `net` as a plain atomic, read before every request (see `begin_request`).
+    net_now: AtomicU8,
     /// Whether the listener is bound (it follows `net` with a delay: tests wait on it).
     pub listening: watch::Sender<bool>,
     /// Hands out `ClientInfo::paused_ticket`s.
@@ -95,6 +97,7 @@ impl Shared {
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             net: watch::Sender::new(NetState::Up),
+            net_now: AtomicU8::new(NetState::Up as u8),
             listening: watch::Sender::new(true),
             pause_tickets: AtomicU64::new(0),
             pause_turn: Notify::new(),
@@ -138,11 +141,49 @@ impl Shared {
         }
     }
 
-    /// Moves the node to `state`; going `Down` drops every connection.
+    /// Moves the node to `state`; going `Down` drops every connection. Once this
+    /// returns, a node that is not `Up` executes nothing: a request that began before
+    /// has finished (bounded wait), and every later one sees the new state first.
     pub fn set_net(&self, state: NetState) {
+        self.net_now.store(state as u8, Ordering::SeqCst);
         self.net.send_replace(state);
         if state == NetState::Down {
             self.kill_clients();
+        }
+        if state != NetState::Up {
+            self.wait_for_requests_in_progress();
+        }
+    }
+
+    /// Marks `client` as executing a request, if the node is up; the guard clears the
+    /// mark. Paired with `set_net` (both sides store, then load, all SeqCst): either
+    /// the request sees the new state and does not run, or `set_net` sees the mark and
+    /// waits for the request to finish.
+    pub fn begin_request<'c>(&self, client: &'c ClientInfo) -> Result<Executing<'c>, NetState> {
+        client.executing.store(true, Ordering::SeqCst);
+        let state = match self.net_now.load(Ordering::SeqCst) {
+            // A connection the node dropped (going down, killed) never runs more, even
+            // if the node is back up before its task noticed.
+            _ if client.killed.load(Ordering::SeqCst) => NetState::Down,
+            s if s == NetState::Up as u8 => return Ok(Executing(client)),
+            s if s == NetState::Paused as u8 => NetState::Paused,
+            _ => NetState::Down,
+        };
+        client.executing.store(false, Ordering::SeqCst);
+        Err(state)
+    }
+
+    /// Waits (up to a second: a script may run long) until no connection is inside a
+    /// request. Requests run synchronously on a worker, so this waits microseconds.
+    fn wait_for_requests_in_progress(&self) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        while self
+            .clients
+            .iter()
+            .any(|c| c.executing.load(Ordering::SeqCst))
+            && Instant::now() < deadline
+        {
+            std::thread::yield_now();
         }
     }
 
@@ -241,6 +282,17 @@ pub struct ClientInfo {
     /// `Shared::pause_tickets`; 0: none). On resume, connections run their backlog in
     /// ticket order, so a paused node replays requests in the order they arrived.
     pub paused_ticket: AtomicU64,
+    /// Inside a request (see `Shared::begin_request`).
+    executing: AtomicBool,
+}
+
+/// A request in progress on a connection (see `Shared::begin_request`).
+pub struct Executing<'c>(&'c ClientInfo);
+
+impl Drop for Executing<'_> {
+    fn drop(&mut self) {
+        self.0.executing.store(false, Ordering::SeqCst);
+    }
 }
 
 impl ClientInfo {
@@ -261,6 +313,7 @@ impl ClientInfo {
             kill: Notify::new(),
             has_input: AtomicBool::new(false),
             paused_ticket: AtomicU64::new(0),
+            executing: AtomicBool::new(false),
         }
     }
 

@@ -71,7 +71,19 @@ async fn run(
             wait_for_turn(shared, &info).await;
             // Execute every complete request in the buffer, then write all replies at once.
             let mut close = false;
+            // Paused (or taken down) in the middle of the batch: the rest waits.
+            let mut held = false;
             loop {
+                // A node a fault control took off the network executes nothing more,
+                // not even requests already read (see `Shared::set_net`).
+                let executing = match shared.begin_request(&info) {
+                    Ok(e) => e,
+                    Err(NetState::Down) => return Ok(()),
+                    Err(_) => {
+                        held = true;
+                        break;
+                    }
+                };
                 match parse_request(&mut rbuf, &limits) {
                     Ok(None) => break,
                     Ok(Some(args)) if args.is_empty() => continue,
@@ -82,6 +94,7 @@ async fn run(
                         // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
                         // to oneself), and wait here if the command blocked.
                         shared.blocking.serve_ready(shared);
+                        drop(executing);
                         take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
                         if let Some(blocked) = client.blocked.take() {
                             if !write_out(stream, &mut wbuf, &info).await? {
@@ -109,11 +122,26 @@ async fn run(
             take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
             // A peer that went away still had its requests executed; that is all.
             let written = write_out(stream, &mut wbuf, &info).await;
-            info.has_input.store(false, Ordering::SeqCst);
-            if info.paused_ticket.swap(0, Ordering::SeqCst) != 0 {
-                shared.pause_turn.notify_waiters();
+            if held {
+                // The unexecuted rest is a paused backlog like any other: it keeps its
+                // place in the replay order (see `wait_for_turn`).
+                if info.paused_ticket.load(Ordering::SeqCst) == 0 {
+                    let ticket = shared.pause_tickets.fetch_add(1, Ordering::SeqCst) + 1;
+                    info.paused_ticket.store(ticket, Ordering::SeqCst);
+                }
+            } else {
+                info.has_input.store(false, Ordering::SeqCst);
+                if info.paused_ticket.swap(0, Ordering::SeqCst) != 0 {
+                    shared.pause_turn.notify_waiters();
+                }
             }
-            if !matches!(written, Ok(true)) || close || eof || info.killed.load(Ordering::SeqCst) {
+            if !matches!(written, Ok(true)) || close || info.killed.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            if held {
+                continue;
+            }
+            if eof {
                 return Ok(());
             }
         }
