@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use real_redis::{addrs, cluster, have_redis};
+use real_redis::{addrs, cluster};
 use redlockd::redlock::flock::{
     run_lock_command, LockArgs, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_NOT_FOUND,
     EXIT_UNAVAILABLE, EXIT_USAGE,
@@ -48,11 +48,9 @@ impl Drop for TempFile {
     }
 }
 
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_invocations_on_one_name_run_one_after_the_other() {
-    if !have_redis() {
-        return;
-    }
     let nodes = cluster(5);
     let file = TempFile::new("serial");
     let script = format!(
@@ -81,11 +79,9 @@ async fn two_invocations_on_one_name_run_one_after_the_other() {
     }
 }
 
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test]
 async fn the_command_exit_status_passes_through() {
-    if !have_redis() {
-        return;
-    }
     let nodes = cluster(5);
     let list = addrs(&nodes);
     assert_eq!(
@@ -104,11 +100,9 @@ async fn the_command_exit_status_passes_through() {
     );
 }
 
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test]
 async fn a_held_lock_is_not_acquired_within_wait() {
-    if !have_redis() {
-        return;
-    }
     let nodes = cluster(5);
     let list = addrs(&nodes);
     let holder = Redlock::new(list.clone(), RedlockOptions::default()).expect("client");
@@ -133,11 +127,9 @@ async fn a_held_lock_is_not_acquired_within_wait() {
     holder.release(&lock).await;
 }
 
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test]
 async fn unreachable_nodes_and_bad_usage_have_their_own_codes() {
-    if !have_redis() {
-        return;
-    }
     let mut nodes = cluster(3);
     let list = addrs(&nodes);
     for n in &mut nodes {
@@ -157,11 +149,9 @@ async fn unreachable_nodes_and_bad_usage_have_their_own_codes() {
     );
 }
 
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lock_stops_the_command() {
-    if !have_redis() {
-        return;
-    }
     let mut nodes = cluster(5);
     let mut a = args(&addrs(&nodes), "lost", &["sleep", "30"]);
     a.ttl = Duration::from_millis(600);
@@ -189,11 +179,9 @@ async fn a_lost_lock_stops_the_command() {
     );
 }
 
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
-    if !have_redis() {
-        return;
-    }
     let mut nodes = cluster(5);
     let mut a = args(
         &addrs(&nodes),

@@ -1087,8 +1087,21 @@ async fn script_kill_cannot_be_escaped_with_pcall() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_script_that_wrote_is_unkillable() {
     let (server, mut con) = start_default().await;
-    let script = "redis.call('set', 'w', '1') local t = redis.call('time') while true do end";
+    // The script says when it has written (a publish is not a write): SCRIPT KILL is
+    // refused only from then on, so waiting for "running" alone would race the write.
+    let client = redis::Client::open(format!("redis://{}", server.addr())).unwrap();
+    let mut wrote = client.get_async_pubsub().await.unwrap();
+    wrote.subscribe("wrote").await.unwrap();
+    let script =
+        "redis.call('set', 'w', '1') redis.call('publish', 'wrote', '1') while true do end";
     let looping = start_long_script(&server, script).await;
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::StreamExt::next(&mut wrote.on_message()),
+    )
+    .await
+    .expect("the script wrote")
+    .expect("a message");
     server.clock().advance(Duration::from_secs(6));
     assert_eq!(
         cmd(&mut con, &["SCRIPT", "KILL"]).await,

@@ -9,21 +9,6 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Whether redis-server is on PATH; tests print a note and return when it is not.
-pub fn have_redis() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !found {
-        eprintln!("note: redis-server not on PATH; skipping");
-    }
-    found
-}
-
 /// One redis-server process. Killed (and reaped) on drop.
 pub struct RedisNode {
     pub port: u16,
