@@ -15,6 +15,9 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 6379, env = "REDLOCKD_PORT")]
+    port: u16,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -33,8 +36,8 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct ClusterArgs {
-    /// How many nodes.
-    #[arg(long, default_value_t = 5, env = "REDLOCKD_NODES_COUNT")]
+    /// How many nodes. (No environment variable: REDLOCKD_NODES is `lock`'s node list.)
+    #[arg(long, default_value_t = 5)]
     nodes: u16,
     /// Port of the first node; the others follow.
     #[arg(long, default_value_t = 7001, env = "REDLOCKD_BASE_PORT")]
@@ -58,9 +61,6 @@ struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1", env = "REDLOCKD_BIND")]
     bind: IpAddr,
-    /// Port to listen on (0 picks a free one).
-    #[arg(long, default_value_t = 6379, env = "REDLOCKD_PORT")]
-    port: u16,
     /// Longest TTL a client may set; longer ones are refused. Also what the restart
     /// fence waits for. Durations: 1500, 1500ms, 30s, 2m.
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "REDLOCKD_MAX_TTL")]
@@ -121,14 +121,29 @@ impl ServerArgs {
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not for log files and pipes.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; any other parse error is bad
+            // usage: EX_USAGE (64), the code `redlockd lock` documents for it.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(redlockd::redlock::flock::EXIT_USAGE as u8)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     let log = match &cli.command {
         Some(Command::Cluster(c)) => c.server.log.clone(),
         // The lock command speaks on stderr only when something goes wrong.
@@ -156,7 +171,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cluster {
-            None => run_nodes(&cli.server, &[cli.server.port]).await,
+            None => run_nodes(&cli.server, &[cli.port]).await,
             Some(c) => {
                 let ports: Vec<u16> = (0..c.nodes)
                     .map(|i| c.base_port.checked_add(i))

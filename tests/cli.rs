@@ -216,3 +216,43 @@ fn a_restart_delay_shorter_than_max_ttl_is_refused_at_startup() {
         "{text}"
     );
 }
+
+#[test]
+fn bad_usage_exits_64_everywhere_and_help_exits_0() {
+    for args in [
+        &["lock", "--bogus"][..],
+        &["lock", "--ttl", "10s"][..],
+        &["cluster", "--port", "7000"][..],
+        &["--max-ttl", "5d"][..],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{args:?}");
+    }
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let mut child = Guard(
+        Command::new(BIN)
+            .args(["--port", "0", "--restart-delay", "0", "--log", "info"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // The first log line ("listening ...") is written at once; read it, then stop.
+    let mut stderr = child.0.stderr.take().unwrap();
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") && stderr.read(&mut byte).unwrap() == 1 {
+        line.push(byte[0]);
+    }
+    signal(&child.0, "-TERM");
+    wait_bounded(&mut child.0);
+    let text = String::from_utf8_lossy(&line);
+    assert!(text.contains("listening"), "{text:?}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
