@@ -41,7 +41,7 @@ fn check_password(ctx: &Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Rep
     }
 }
 
-/// AUTH [username] password
+/// `AUTH [username] password`
 pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if args.len() > 3 {
         return Err(errors::syntax());

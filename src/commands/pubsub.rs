@@ -272,7 +272,7 @@ pub fn publish(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Integer(n as i64))
 }
 
-/// PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | HELP
+/// `PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | HELP`
 pub fn pubsub(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let sub = &args[1];
     let ps = &ctx.shared.pubsub;

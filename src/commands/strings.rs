@@ -124,7 +124,7 @@ fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
     Ok(o)
 }
 
-/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`
 pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let o = parse_set_options(&args[3..])?;
     let deadline = match o.expire {
