@@ -10,14 +10,11 @@
 //! Run: cargo bench --bench pipeline -- --warm-up-time 1 --measurement-time 3
 
 use bytes::BytesMut;
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use redlockd::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
-use redlockd::protocol::{encode, parse_request, Limits};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use redlockd::inmem::Session;
 use redlockd::Config;
 use std::hint::black_box;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The release script lock clients send (redsync, redis-py's Lock...).
 const RELEASE: &str =
@@ -58,64 +55,33 @@ fn per_key(n: usize, cmd: impl Fn(&str) -> Vec<String>) -> Vec<u8> {
     out
 }
 
-fn new_client() -> ClientState {
-    let addr: SocketAddr = ([127, 0, 0, 1], 6379).into();
-    ClientState::new(Arc::new(ClientInfo::new(1, addr, addr, 0)), true)
-}
-
 /// What the connection task does with one read: every request decoded, dispatched and
-/// encoded into the write buffer. Returns how many requests ran. Not inlined, and not
-/// used for setup (see `prepare`), so `valgrind --tool=callgrind` on this binary gives
-/// the exact instructions per timed batch as this function's inclusive cost.
+/// encoded into the write buffer (`Session::feed`). Returns how many requests ran. Not
+/// inlined, and not used for setup (see `prepare`), so `valgrind --tool=callgrind` on
+/// this binary gives the exact instructions per timed batch as this function's
+/// inclusive cost.
 #[inline(never)]
-fn run_batch(
-    shared: &Shared,
-    client: &mut ClientState,
-    limits: &Limits,
-    buf: BytesMut,
-    out: &mut BytesMut,
-) -> usize {
-    batch_body(shared, client, limits, buf, out)
+fn run_batch(session: &mut Session, mut buf: BytesMut, out: &mut BytesMut) -> usize {
+    out.clear();
+    session.feed(&mut buf, out).expect("valid input")
 }
 
 /// `run_batch` for the untimed checks, so they do not count in its profile.
 #[inline(never)]
-fn check_batch(
-    shared: &Shared,
-    client: &mut ClientState,
-    limits: &Limits,
-    buf: BytesMut,
-    out: &mut BytesMut,
-) -> usize {
-    batch_body(shared, client, limits, buf, out)
+fn check_batch(session: &mut Session, mut buf: BytesMut, out: &mut BytesMut) -> usize {
+    out.clear();
+    session.feed(&mut buf, out).expect("valid input")
 }
 
-#[inline(always)]
-fn batch_body(
-    shared: &Shared,
-    client: &mut ClientState,
-    limits: &Limits,
-    mut buf: BytesMut,
-    out: &mut BytesMut,
-) -> usize {
-    out.clear();
-    let mut count = 0;
-    while let Some(args) = parse_request(&mut buf, limits).expect("valid input") {
-        let mut ctx = Ctx::new(shared, client);
-        let reply = dispatch(&mut ctx, &args);
-        encode(&reply, client.proto, out);
-        count += 1;
-    }
-    count
+fn new_session() -> Session {
+    Session::new(Config {
+        restart_delay: Some(Duration::ZERO),
+        ..Config::default()
+    })
 }
 
 fn pipeline(c: &mut Criterion) {
-    let shared = Shared::new(Config {
-        restart_delay: Some(Duration::ZERO),
-        ..Config::default()
-    });
-    let mut client = new_client();
-    let limits = Limits::default();
+    let mut session = new_session();
     let mut group = c.benchmark_group("pipeline");
     for n in [16usize, 128] {
         let input = batch(n);
@@ -123,13 +89,7 @@ fn pipeline(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("set_get_del", n), &input, |b, input| {
             let mut out = BytesMut::with_capacity(64 * n);
             b.iter(|| {
-                let count = run_batch(
-                    &shared,
-                    &mut client,
-                    &limits,
-                    BytesMut::from(&input[..]),
-                    &mut out,
-                );
+                let count = run_batch(&mut session, BytesMut::from(&input[..]), &mut out);
                 assert_eq!(count, n);
                 black_box(&out);
             })
@@ -145,24 +105,19 @@ type Case<'a> = (&'static str, Vec<u8>, Option<&'a [u8]>);
 /// One command kind per benchmark; `setup` puts the keyspace in the state the command
 /// expects before each (untimed) batch.
 fn commands(c: &mut Criterion) {
-    let shared = Shared::new(Config {
-        restart_delay: Some(Duration::ZERO),
-        ..Config::default()
-    });
-    let mut client = new_client();
-    let mut setup_client = new_client();
-    let limits = Limits::default();
+    let mut session = new_session();
     let mut out = BytesMut::with_capacity(64 * BATCH);
-
-    let mut prepare = |input: &[u8]| {
-        let mut buf = BytesMut::from(input);
-        while let Some(args) = parse_request(&mut buf, &limits).expect("valid input") {
-            dispatch(&mut Ctx::new(&shared, &mut setup_client), &args);
-        }
+    let mut scratch = BytesMut::new();
+    let mut prepare = |session: &mut Session, input: &[u8]| {
+        scratch.clear();
+        session
+            .feed(&mut BytesMut::from(input), &mut scratch)
+            .expect("valid input");
     };
-    let load = per_key(1, |_| vec!["SCRIPT".into(), "LOAD".into(), RELEASE.into()]);
-    prepare(&load);
-    let sha = redlockd::scripting::sha1hex(RELEASE.as_bytes());
+    let mut loaded = BytesMut::new();
+    session.call(&["SCRIPT", "LOAD", RELEASE], &mut loaded);
+    // "$40\r\n<sha>\r\n"
+    let sha = String::from_utf8(loaded[5..45].to_vec()).expect("a hex sha");
     let acquire = per_key(BATCH, |k| {
         ["SET", k, "token", "NX", "PX", "30000"]
             .map(String::from)
@@ -193,35 +148,31 @@ fn commands(c: &mut Criterion) {
     let expected: [&[u8]; 4] = [b"+OK\r\n", b"$5\r\ntoken\r\n", b":1\r\n", b":1\r\n"];
     for ((name, input, before), reply) in cases.iter().zip(expected) {
         if let Some(before) = before {
-            prepare(before);
+            prepare(&mut session, before);
         }
-        check_batch(
-            &shared,
-            &mut client,
-            &limits,
-            BytesMut::from(&input[..]),
-            &mut out,
-        );
+        check_batch(&mut session, BytesMut::from(&input[..]), &mut out);
         assert_eq!(&out[..], &reply.repeat(BATCH)[..], "{name}");
     }
     let mut group = c.benchmark_group("cmd");
     group.throughput(Throughput::Elements(BATCH as u64));
     for (name, input, before) in &cases {
         group.bench_function(*name, |b| {
-            b.iter_batched(
-                || {
+            // Untimed setup before each timed batch, in the same session.
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
                     if let Some(before) = before {
-                        prepare(before);
+                        prepare(&mut session, before);
                     }
-                    BytesMut::from(&input[..])
-                },
-                |buf| {
-                    let count = run_batch(&shared, &mut client, &limits, buf, &mut out);
+                    let buf = BytesMut::from(&input[..]);
+                    let start = Instant::now();
+                    let count = run_batch(&mut session, buf, &mut out);
+                    timed += start.elapsed();
                     assert_eq!(count, BATCH);
                     black_box(&out);
-                },
-                BatchSize::PerIteration,
-            )
+                }
+                timed
+            })
         });
     }
     group.finish();

@@ -80,7 +80,7 @@ impl Clock {
     /// `now_ms` for a reading of the real clock the caller already took (`at`), so a
     /// command reads the system clock once for both its time and its duration stat.
     /// A manual clock ignores `at` and reports its own time.
-    pub fn now_ms_at(&self, at: Instant) -> u64 {
+    pub(crate) fn now_ms_at(&self, at: Instant) -> u64 {
         match &self.inner.source {
             // The real reading starts at the same offset as the manual one so that
             // deadlines are never near zero.
@@ -97,7 +97,7 @@ impl Clock {
     }
 
     /// Wall time in microseconds since the Unix epoch (for TIME).
-    pub fn wall_us(&self) -> i64 {
+    pub(crate) fn wall_us(&self) -> i64 {
         match &self.inner.source {
             Source::Real { .. } => match SystemTime::now().duration_since(UNIX_EPOCH) {
                 Ok(d) => d.as_micros() as i64,
@@ -149,17 +149,12 @@ impl Clock {
     }
 
     /// Registers a hook run after every manual move (a no-op for the real clock).
-    pub fn on_advance(&self, hook: impl Fn() + Send + Sync + 'static) {
+    pub(crate) fn on_advance(&self, hook: impl Fn() + Send + Sync + 'static) {
         self.inner.on_advance.lock().push(Box::new(hook));
     }
 
-    /// Converts a Unix-ms instant into a monotonic deadline, at the current reading.
-    pub fn wall_to_mono(&self, unix_ms: i64) -> i64 {
-        self.now_ms() as i64 + (unix_ms - self.wall_ms())
-    }
-
     /// Converts a monotonic deadline into Unix ms, at the current reading.
-    pub fn mono_to_wall(&self, deadline_ms: u64) -> i64 {
+    pub(crate) fn mono_to_wall(&self, deadline_ms: u64) -> i64 {
         self.wall_ms() + (deadline_ms as i64 - self.now_ms() as i64)
     }
 

@@ -85,58 +85,109 @@ impl Config {
     }
 
     /// Checks the settings that can be wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_ttl.is_zero() {
-            return Err("max-ttl must be positive".into());
+            return Err(ConfigError::MaxTtlZero);
         }
         if let Some(d) = self.restart_delay {
             if !d.is_zero() && d < self.max_ttl {
-                return Err(format!(
-                    "restart-delay ({} ms) is shorter than max-ttl ({} ms): a restarted node could grant a lock another node still holds; use at least max-ttl, or 0 to disable the fence",
-                    d.as_millis(),
-                    self.max_ttl.as_millis()
-                ));
+                return Err(ConfigError::RestartDelayShorterThanMaxTtl {
+                    restart_delay: d,
+                    max_ttl: self.max_ttl,
+                });
             }
         }
         if self.databases == 0 {
-            return Err("databases must be at least 1".into());
+            return Err(ConfigError::NoDatabases);
         }
         if self.maxclients == 0 {
-            return Err("maxclients must be at least 1".into());
+            return Err(ConfigError::NoClients);
         }
         Ok(())
     }
 }
 
+/// A setting that cannot work (`Config::validate`; `Server::start` refuses it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    MaxTtlZero,
+    /// A restarted node could grant a lock another node still holds.
+    RestartDelayShorterThanMaxTtl {
+        restart_delay: Duration,
+        max_ttl: Duration,
+    },
+    NoDatabases,
+    NoClients,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::MaxTtlZero => f.write_str("max-ttl must be positive"),
+            ConfigError::RestartDelayShorterThanMaxTtl {
+                restart_delay,
+                max_ttl,
+            } => write!(
+                f,
+                "restart-delay ({} ms) is shorter than max-ttl ({} ms): a restarted node could grant a lock another node still holds; use at least max-ttl, or 0 to disable the fence",
+                restart_delay.as_millis(),
+                max_ttl.as_millis()
+            ),
+            ConfigError::NoDatabases => f.write_str("databases must be at least 1"),
+            ConfigError::NoClients => f.write_str("maxclients must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A duration flag that does not parse (see [`parse_duration`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationError {
+    input: String,
+    reason: String,
+}
+
+impl std::fmt::Display for DurationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid duration {:?}: {}", self.input, self.reason)
+    }
+}
+
+impl std::error::Error for DurationError {}
+
 /// Parses a duration: plain milliseconds (`1500`) or a number with a unit suffix
 /// (`1500ms`, `30s`, `2m`, `1h`). Integers only: lock timings do not need fractions and
 /// integers cannot be misread.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let err = |reason: &str| DurationError {
+        input: s.to_string(),
+        reason: reason.to_string(),
+    };
     let t = s.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits_end);
     if num.is_empty() {
-        return Err(format!(
-            "invalid duration {s:?}: expected a number with an optional unit (ms, s, m, h)"
+        return Err(err(
+            "expected a number with an optional unit (ms, s, m, h)",
         ));
     }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: number too large"))?;
+    let n: u64 = num.parse().map_err(|_| err("number too large"))?;
     let ms_per_unit: u64 = match unit.trim() {
         "" | "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
         other => {
-            return Err(format!(
-                "invalid duration {s:?}: unknown unit {other:?} (use ms, s, m or h)"
-            ))
+            return Err(err(&format!(
+                "unknown unit {other:?} (use ms, s, m or h)"
+            )))
         }
     };
     n.checked_mul(ms_per_unit)
         .map(Duration::from_millis)
-        .ok_or_else(|| format!("invalid duration {s:?}: too large"))
+        .ok_or_else(|| err("too large"))
 }
 
 #[cfg(test)]

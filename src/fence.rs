@@ -130,3 +130,104 @@ mod tests {
         assert!(f.check_ttl(30_001).is_err());
     }
 }
+
+/// The fence as commands meet it, on keys that exist while it is up (put there behind
+/// its back, as keys from before a restart would be): writes refused, reads and
+/// releases allowed.
+#[cfg(test)]
+mod with_commands {
+    use crate::config::Config;
+    use crate::inmem::Session;
+    use crate::store::{Entry, Value};
+    use bytes::{Bytes, BytesMut};
+    use std::time::Duration;
+
+    fn fenced() -> Session {
+        Session::new(Config {
+            restart_delay: Some(Duration::from_secs(31)),
+            ..Config::for_tests()
+        })
+    }
+
+    fn preload(s: &Session, key: &str, deadline_ms: Option<u64>) {
+        s.shared().keyspace.db(0).insert(
+            key.as_bytes(),
+            Entry {
+                value: Value::Str(Bytes::from_static(b"v")),
+                deadline_ms,
+            },
+        );
+    }
+
+    fn cmd(s: &mut Session, args: &[&str]) -> String {
+        let mut out = BytesMut::new();
+        s.call(args, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn writes_during_the_fence_get_tryagain_with_the_ms_left() {
+        let mut s = fenced();
+        preload(&s, "k", Some(s.clock().now_ms() + 10_000));
+        s.clock().advance(Duration::from_millis(1000));
+        let want = "-TRYAGAIN restart fence: this node restarted less than max-ttl ago and refuses writes for another 30000 ms\r\n";
+        for args in [
+            &["SET", "lock", "t", "NX", "PX", "1000"][..],
+            &["SETNX", "lock", "t"],
+            &["SETEX", "lock", "1", "t"],
+            &["PSETEX", "lock", "1", "t"],
+            &["INCR", "n"],
+            &["INCRBY", "n", "2"],
+            &["DECR", "n"],
+            &["DECRBY", "n", "2"],
+            &["EXPIRE", "k", "20"],
+            &["PEXPIRE", "k", "20000"],
+            &["EXPIREAT", "k", "1"],
+            &["PEXPIREAT", "k", "1"],
+            &["PERSIST", "k"],
+            &["MSET", "a", "1", "b", "2"],
+            &["RENAME", "k", "k2"],
+            &["GETEX", "k", "PX", "20000"],
+            &["GETEX", "k", "PERSIST"],
+        ] {
+            assert_eq!(cmd(&mut s, args), want, "{args:?}");
+        }
+        assert_eq!(cmd(&mut s, &["DBSIZE"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["PTTL", "k"]), ":9000\r\n");
+    }
+
+    #[test]
+    fn reads_releases_and_handshakes_work_during_the_fence() {
+        let mut s = fenced();
+        preload(&s, "k", Some(s.clock().now_ms() + 10_000));
+        preload(&s, "other", None);
+        assert_eq!(cmd(&mut s, &["PING"]), "+PONG\r\n");
+        assert!(cmd(&mut s, &["HELLO", "3"]).starts_with("%7\r\n"));
+        cmd(&mut s, &["HELLO", "2"]);
+        assert_eq!(cmd(&mut s, &["GET", "k"]), "$1\r\nv\r\n");
+        assert_eq!(cmd(&mut s, &["GETEX", "k"]), "$1\r\nv\r\n");
+        assert_eq!(cmd(&mut s, &["MGET", "k"]), "*1\r\n$1\r\nv\r\n");
+        assert_eq!(cmd(&mut s, &["EXISTS", "k"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["PTTL", "k"]), ":10000\r\n");
+        assert_eq!(cmd(&mut s, &["TTL", "k"]), ":10\r\n");
+        assert_eq!(cmd(&mut s, &["TYPE", "k"]), "+string\r\n");
+        assert!(cmd(&mut s, &["INFO"]).contains("fence_active:1\r\n"));
+        assert_eq!(cmd(&mut s, &["DEL", "k"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["GETDEL", "other"]), "$1\r\nv\r\n");
+        assert_eq!(cmd(&mut s, &["DBSIZE"]), ":0\r\n");
+    }
+
+    #[test]
+    fn require_ttl_refuses_keepttl_on_a_key_without_ttl() {
+        let mut s = Session::new(Config {
+            require_ttl: true,
+            ..Config::for_tests()
+        });
+        preload(&s, "old", None);
+        assert_eq!(
+            cmd(&mut s, &["SET", "old", "w", "KEEPTTL"]),
+            "-ERR this server runs with --require-ttl: every key needs a TTL (use PX, EX, PXAT or EXAT)\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["GET", "old"]), "$1\r\nv\r\n");
+    }
+}

@@ -1,19 +1,47 @@
 //! redlockd: a Redis-compatible lock server with monotonic TTLs and a restart fence,
 //! usable as a binary or in-process (tests start servers and clusters with a manual
 //! clock), plus a Redlock client for any Redis-compatible nodes.
+//!
+//! The public API:
+//! - [`Server`], [`ServerHandle`], [`Config`]: run a node in your process.
+//! - [`Clock`]: the real or a manual clock (`clock::MANUAL_WALL_START_MS`).
+//! - [`testing`]: `TestServer` / `TestCluster` with fault controls.
+//! - [`redlock`]: the Redlock client (and, with the `cli` feature, `redlockd lock`).
+//! - [`inmem`]: one session on an in-memory server, for benchmarks and fuzzing.
+//!
+//! Features: `server` (the server, `testing`, `inmem`), `client` (the Redlock client),
+//! `cli` (the `redlockd` binary and `redlock::flock`; implies both). All are on by
+//! default; `default-features = false, features = ["client"]` builds the client alone,
+//! without Lua, dashmap or clap.
 
+#[cfg(feature = "server")]
 pub mod clock;
-pub mod commands;
+#[cfg(feature = "server")]
+pub(crate) mod commands;
+#[cfg(feature = "server")]
 pub mod config;
-pub mod fence;
-pub mod glob;
-pub mod protocol;
+#[cfg(feature = "server")]
+pub(crate) mod fence;
+#[cfg(feature = "server")]
+pub(crate) mod glob;
+#[cfg(feature = "server")]
+pub mod inmem;
+#[cfg(feature = "server")]
+pub(crate) mod protocol;
+#[cfg(feature = "client")]
 pub mod redlock;
-pub mod scripting;
-pub mod server;
-pub mod store;
+#[cfg(feature = "server")]
+pub(crate) mod scripting;
+#[cfg(feature = "server")]
+mod server;
+#[cfg(feature = "server")]
+pub(crate) mod store;
+#[cfg(feature = "server")]
 pub mod testing;
 
+#[cfg(feature = "server")]
 pub use clock::Clock;
-pub use config::Config;
+#[cfg(feature = "server")]
+pub use config::{Config, ConfigError, DurationError};
+#[cfg(feature = "server")]
 pub use server::{Server, ServerHandle};

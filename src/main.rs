@@ -204,10 +204,7 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
     }
     if ports.len() > 1 {
         let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
-        let fence = handles[0]
-            .shared()
-            .fence
-            .remaining_ms(handles[0].clock().now_ms());
+        let fence = handles[0].fence_remaining().as_millis();
         println!("redlockd cluster: {} nodes", handles.len());
         for a in &addrs {
             println!("  redis://{a}");
@@ -220,7 +217,6 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
         }
         println!("Ctrl-C stops all nodes.");
     }
-    announce_fence_end(&handles[0]);
     let mut stopped = Box::pin(async {
         // Any node stopping (SHUTDOWN) stops the process, like a crash would.
         let waits = handles.iter_mut().map(|h| Box::pin(h.stopped()));
@@ -235,20 +231,6 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
         h.shutdown().await;
     }
     Ok(())
-}
-
-/// Says when the restart fence lifts, so whoever started the node knows when locks
-/// can be taken. Every node of a cluster boots at the same moment, so one is enough.
-fn announce_fence_end(handle: &ServerHandle) {
-    let shared = handle.shared().clone();
-    let until = shared.fence.until_ms();
-    if until == 0 {
-        return;
-    }
-    tokio::spawn(async move {
-        shared.clock.sleep_until(until).await;
-        tracing::info!("restart fence lifted: accepting locks");
-    });
 }
 
 /// Waits for the first of several futures.

@@ -353,10 +353,10 @@ async fn blocked_client_times_out_on_the_server_clock() {
     wait_blocked(&h, 1).await;
     h.clock().advance(Duration::from_millis(1999));
     r.expect_silence(20).await;
-    assert_eq!(h.shared().blocking.blocked_clients(), 1);
+    assert_eq!(h.blocked_clients(), 1);
     h.clock().advance(Duration::from_millis(1));
     r.expect("*-1\r\n").await;
-    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+    assert_eq!(h.blocked_clients(), 0);
 }
 
 #[tokio::test]
@@ -469,7 +469,7 @@ async fn blpop_on_several_keys_wakes_on_any() {
     // Served once: a later push to another of its keys stays in the list.
     q::<i64>(&mut c, &["RPUSH", "k1", "w"]).await.unwrap();
     assert_eq!(q::<i64>(&mut c, &["LLEN", "k1"]).await.unwrap(), 1);
-    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+    assert_eq!(h.blocked_clients(), 0);
 }
 
 #[tokio::test]
@@ -515,7 +515,7 @@ async fn client_kill_ends_a_blocked_client() {
         1
     );
     assert!(r.read_to_close().await.is_empty());
-    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+    assert_eq!(h.blocked_clients(), 0);
 }
 
 #[tokio::test]
@@ -589,5 +589,5 @@ async fn concurrent_pushes_and_waiters_lose_and_duplicate_nothing() {
         q::<i64>(&mut c, &["EXISTS", "q", "other"]).await.unwrap(),
         0
     );
-    assert_eq!(h.shared().blocking.blocked_clients(), 0);
+    assert_eq!(h.blocked_clients(), 0);
 }

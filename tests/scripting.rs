@@ -70,7 +70,7 @@ fn bulk(s: &str) -> Value {
 }
 
 fn sha1(s: &str) -> String {
-    redlockd::scripting::sha1hex(s.as_bytes())
+    sha1_smol::Sha1::from(s).digest().to_string()
 }
 
 /// Replaces the script sha in an error with SHA, so expectations stay readable.
@@ -1025,7 +1025,7 @@ async fn start_long_script(
     let mut c = connect(server, false).await;
     let task = tokio::spawn(async move { eval(&mut c, script, &[], &[]).await });
     for _ in 0..2000 {
-        if server.shared().scripts.is_running() {
+        if server.script_running() {
             return task;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;

@@ -1,23 +1,21 @@
-//! Bytes -> argument vectors -> dispatch on a fresh server state with a manual clock:
-//! SET options, EXPIRE options, everything in the table; never panics.
+//! Bytes -> argument vectors -> the in-memory door on a fresh server with a manual
+//! clock: SET options, EXPIRE options, everything in the table; never panics, and every
+//! command gets a reply.
 //!
 //! Input: lines (split on '\n'), each a command whose arguments are split on ' '. A line
 //! starting with 0xff moves the clock instead: the next byte is milliseconds x 100, the
 //! one after it a wall-clock jump in seconds (signed).
 #![no_main]
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use redlockd::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
-use redlockd::protocol::encode;
+use redlockd::inmem::Session;
 use redlockd::{Clock, Config};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 fuzz_target!(|data: &[u8]| {
     let clock = Clock::manual();
-    let shared = Shared::new(Config {
+    let mut session = Session::new(Config {
         port: 0,
         databases: 2,
         max_ttl: Duration::from_secs(30),
@@ -34,11 +32,7 @@ fuzz_target!(|data: &[u8]| {
         enable_debug_command: false,
         ..Config::default()
     });
-    let addr: SocketAddr = ([127, 0, 0, 1], 1).into();
-    let info = Arc::new(ClientInfo::new(1, addr, addr, clock.now_ms()));
-    shared.clients.insert(1, info.clone());
-    let mut client = ClientState::new(info, shared.config.requirepass.is_none());
-    let mut out = bytes::BytesMut::new();
+    let mut out = BytesMut::new();
     for line in data.split(|&b| b == b'\n') {
         if line.first() == Some(&0xff) {
             let ms = *line.get(1).unwrap_or(&0) as u64 * 100;
@@ -47,21 +41,12 @@ fuzz_target!(|data: &[u8]| {
             clock.jump_wall(jump);
             continue;
         }
-        let args: Vec<Bytes> = line
-            .split(|&b| b == b' ')
-            .filter(|a| !a.is_empty())
-            .map(Bytes::copy_from_slice)
-            .collect();
+        let args: Vec<&[u8]> = line.split(|&b| b == b' ').filter(|a| !a.is_empty()).collect();
         if args.is_empty() {
             continue;
         }
-        let mut ctx = Ctx::new(&shared, &mut client);
-        let reply = dispatch(&mut ctx, &args);
         out.clear();
-        encode(&reply, client.proto, &mut out);
+        session.call(&args, &mut out);
         assert!(!out.is_empty());
-        if client.close_after_reply {
-            client.close_after_reply = false;
-        }
     }
 });

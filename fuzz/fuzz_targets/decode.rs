@@ -4,7 +4,7 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use redlockd::protocol::{parse_request, Limits};
+use redlockd::inmem::{parse_request, Limits};
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits {
@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
                 break;
             }
             Err(e) => {
-                assert!(e.0.starts_with("Protocol error: "), "{e}");
+                assert!(e.to_string().starts_with("Protocol error: "), "{e}");
                 break;
             }
         }

@@ -14,6 +14,7 @@
 //! `signal` runs after the pushing command has released the key's shard lock.
 
 use super::Shared;
+use crate::protocol::Reply;
 use crate::store::Value;
 use bytes::Bytes;
 use dashmap::mapref::entry::Entry as Slot;
@@ -35,6 +36,13 @@ pub enum Side {
 pub struct Served {
     pub key: Bytes,
     pub value: Bytes,
+}
+
+impl Served {
+    /// BLPOP's reply: the key and the element.
+    pub fn into_reply(self) -> Reply {
+        Reply::Array(vec![Reply::Bulk(self.key), Reply::Bulk(self.value)])
+    }
 }
 
 /// One blocked client, registered under each of its keys.

@@ -4,7 +4,7 @@
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::fence::Fence;
-use crate::protocol::{errors, Reply};
+use crate::protocol::Reply;
 use crate::store::{Db, Keyspace};
 use bytes::Bytes;
 use dashmap::DashMap;
@@ -444,10 +444,5 @@ impl<'a> Ctx<'a> {
     pub fn deadline_at_wall(&self, unix_ms: i64) -> Result<u64, Reply> {
         let ttl = unix_ms.saturating_sub(self.shared.clock.wall_ms());
         self.deadline_after(ttl.max(-(self.now_ms as i64)))
-    }
-
-    /// Redis's `-WRONGTYPE` as an `Err`.
-    pub fn wrongtype<T>() -> Result<T, Reply> {
-        Err(errors::wrongtype())
     }
 }

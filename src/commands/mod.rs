@@ -1,6 +1,6 @@
 //! Commands: the table (name -> spec), the context a handler runs in, and dispatch.
-//! The network and Lua's redis.call both go through `execute`: one implementation of
-//! every command.
+//! The network, Lua's redis.call and the in-memory door all reach a command through
+//! `run`: one implementation of every command.
 
 pub mod connection;
 pub mod context;
@@ -114,18 +114,6 @@ fn off_runtime<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 // -- end gate + BUSY --
-
-/// Runs one command with the checks every caller shares (lookup, arity, the fence,
-/// script rules). Lua's redis.call comes here directly, already holding the gate.
-pub fn execute(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
-    let Some(spec) = lookup(&args[0]) else {
-        return errors::unknown_command(&args[0], &args[1..]);
-    };
-    if let Some(err) = check_arity(spec, args) {
-        return err;
-    }
-    run(ctx, spec, args)
-}
 
 fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
     let n = args.len() as i32;

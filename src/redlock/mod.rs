@@ -16,6 +16,7 @@
 //! `-TRYAGAIN` restart fence) counts as one failed vote: never as a hang.
 
 mod conn;
+#[cfg(feature = "cli")]
 pub mod flock;
 mod watchdog;
 

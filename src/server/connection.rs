@@ -264,10 +264,6 @@ impl Drop for WaitGuard<'_> {
     }
 }
 
-fn served_reply(s: Served) -> Reply {
-    Reply::Array(vec![Reply::Bulk(s.key), Reply::Bulk(s.value)])
-}
-
 /// Waits for a blocked BLPOP/BRPOP: an element (its reply), its timeout on the server
 /// clock (a null array), or the end of the connection (`None`). Pipelined requests
 /// are read but not run until the wait ends, as in Redis.
@@ -300,14 +296,14 @@ async fn wait_blocked(
         }
         tokio::select! {
             served = &mut rx => {
-                return Ok(Some(served.map_or(Reply::NullArray, served_reply)));
+                return Ok(Some(served.map_or(Reply::NullArray, Served::into_reply)));
             }
             _ = &mut timeout => {
                 if shared.blocking.unblock(&guard.waiter) {
                     return Ok(Some(Reply::NullArray));
                 }
                 // Served just as the timeout fired: the element is already sent.
-                return Ok(Some(rx.try_recv().map_or(Reply::NullArray, served_reply)));
+                return Ok(Some(rx.try_recv().map_or(Reply::NullArray, Served::into_reply)));
             }
             _ = info.kill.notified() => return Ok(None),
             n = stream.read_buf(rbuf), if rbuf.len() < BLOCKED_READ_LIMIT => {

@@ -31,6 +31,7 @@ impl Server {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::new(config));
         log_fence(&shared, addr);
+        announce_fence_end(&shared);
         install_manual_sweep(&shared);
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&shared)));
@@ -62,6 +63,23 @@ fn log_fence(shared: &Shared, addr: SocketAddr) {
             "listening; restart fence up: writes get TRYAGAIN for the next {left} ms"
         );
     }
+}
+
+/// Logs when the restart fence lifts, so whoever started the node knows when locks
+/// can be taken.
+fn announce_fence_end(shared: &Arc<Shared>) {
+    let until = shared.fence.until_ms();
+    if shared.fence.remaining_ms(shared.clock.now_ms()) == 0 {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    let clock = shared.clock.clone();
+    tokio::spawn(async move {
+        clock.sleep_until(until).await;
+        if weak.upgrade().is_some_and(|s| !s.shutting_down.load(Ordering::SeqCst)) {
+            tracing::info!("restart fence lifted: accepting locks");
+        }
+    });
 }
 
 /// With a manual clock, expired keys are reclaimed inside every `advance`, so a test
@@ -198,8 +216,22 @@ impl ServerHandle {
         &self.shared.clock
     }
 
-    /// The server's shared state (keyspace, fence, clients).
-    pub fn shared(&self) -> &Arc<Shared> {
+    /// How long the restart fence still refuses writes (zero once it has lifted).
+    pub fn fence_remaining(&self) -> Duration {
+        Duration::from_millis(self.shared.fence.remaining_ms(self.shared.clock.now_ms()))
+    }
+
+    /// Whether a script is running right now (tests wait for one to start).
+    pub fn script_running(&self) -> bool {
+        self.shared.scripts.is_running()
+    }
+
+    /// Clients blocked in BLPOP and the like (INFO's `blocked_clients`).
+    pub fn blocked_clients(&self) -> usize {
+        self.shared.blocking.blocked_clients()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 

@@ -55,14 +55,14 @@ pub async fn err(c: &mut redis::aio::MultiplexedConnection, args: &[&str]) -> St
 /// a test advances the manual clock only once the BLPOP deadline is fixed.
 pub async fn wait_blocked(h: &ServerHandle, n: usize) {
     for _ in 0..2000 {
-        if h.shared().blocking.blocked_clients() == n {
+        if h.blocked_clients() == n {
             return;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     panic!(
         "expected {n} blocked clients, have {}",
-        h.shared().blocking.blocked_clients()
+        h.blocked_clients()
     );
 }
 

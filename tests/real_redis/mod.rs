@@ -188,7 +188,7 @@ pub async fn fake_node(kind: Fake) -> String {
                         Ok(_) => {}
                     }
                     while let Ok(Some(_args)) =
-                        redlockd::protocol::parse_request(&mut buf, &Default::default())
+                        redlockd::inmem::parse_request(&mut buf, &Default::default())
                     {
                         if let Fake::TryAgain = kind {
                             let reply = b"-TRYAGAIN fence: 900 ms left\r\n";
