@@ -1,90 +1,458 @@
-//! The `cjson` library Redis ships (lua-cjson 2.1 with its defaults), written here
-//! because mlua does not bundle it: `encode`, `decode` and `null`.
+//! The `cjson` library Redis ships (lua-cjson 2.1.0), written here because mlua does
+//! not bundle it: `encode`, `decode`, `null`, `new`, and the settings Redis exposes
+//! (`encode_sparse_array`, `encode_max_depth`, `decode_max_depth`,
+//! `encode_number_precision`, `encode_keep_buffer`, `encode_invalid_numbers`,
+//! `decode_invalid_numbers`). Decoding lives in `cjson_decode.rs`.
 //!
-//! Defaults kept: numbers with `%.14g`, NaN/Inf refused, `/` escaped as `\/`, a table
-//! is an array when every key is a positive integer and it is not excessively sparse
-//! (max key > 2 x count and > 10 is an error), an empty table encodes as `{}`, nesting
-//! is limited to 1000. JSON null decodes to `cjson.null` (a NULL light userdata).
-//! Errors are returned as text; the engine's shim raises them at the caller's line.
+//! The settings belong to one module table (as the C closures share one config), so a
+//! setting a script changes stays until SCRIPT FLUSH resets the VM, as in Redis;
+//! `cjson.new()` gives a table with its own defaults. Redis's cjson has no
+//! `decode_array_with_array_mt` (that is OpenResty's fork), so neither has this one.
 
+use super::args::{arg_error, check_integer};
+use super::cjson_decode;
+use super::engine::raise_lua;
 use super::numfmt;
-use mlua::{LightUserData, Lua, Table, Value};
+use mlua::{LightUserData, Lua, MultiValue, Table, Value};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
-const MAX_DEPTH: usize = 1000;
+/// One module table's settings, with lua-cjson's defaults.
+#[derive(Clone)]
+pub(super) struct Config {
+    sparse_convert: bool,
+    sparse_ratio: i64,
+    sparse_safe: i64,
+    encode_max_depth: i64,
+    pub(super) decode_max_depth: i64,
+    /// 0: refuse NaN/Inf, 1: write them ("nan", "inf"), 2: write null.
+    encode_invalid_numbers: usize,
+    number_precision: i64,
+    keep_buffer: bool,
+    pub(super) decode_invalid_numbers: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            sparse_convert: false,
+            sparse_ratio: 2,
+            sparse_safe: 10,
+            encode_max_depth: 1000,
+            decode_max_depth: 1000,
+            encode_invalid_numbers: 0,
+            number_precision: 14,
+            keep_buffer: true,
+            decode_invalid_numbers: true,
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Config>>;
 
 /// `cjson.null`.
 pub fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
 }
 
+/// A cjson module table with its own settings.
 pub fn table(lua: &Lua) -> mlua::Result<Table> {
+    let cfg: Shared = Arc::new(Mutex::new(Config::default()));
     let t = lua.create_table()?;
+    let c = cfg.clone();
     t.set(
         "encode",
-        lua.create_function(|lua, v: mlua::MultiValue| {
-            let v = v.into_iter().next().unwrap_or(Value::Nil);
+        lua.create_function(move |lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(arg_error(lua, 1, "encode", "expected 1 argument"));
+            }
+            let cfg = c.lock().clone();
             let mut out = Vec::new();
-            Ok(match encode(&v, 0, &mut out) {
-                Ok(()) => (Some(lua.create_string(&out)?), None),
-                Err(e) => (None, Some(e)),
-            })
+            encode(lua, &cfg, &args[0], &mut out)?;
+            lua.create_string(&out)
         })?,
     )?;
+    let c = cfg.clone();
     t.set(
         "decode",
-        lua.create_function(|lua, v: mlua::MultiValue| {
-            let v = v.into_iter().next().unwrap_or(Value::Nil);
-            let Value::String(s) = v else {
-                let got = if v.is_nil() {
-                    "no value"
-                } else {
-                    v.type_name()
-                };
-                return Ok((
-                    Value::Nil,
-                    Some(format!(
-                        "bad argument #1 to 'decode' (string expected, got {got})"
-                    )),
-                ));
-            };
-            let bytes = s.as_bytes().to_vec();
-            let mut p = Parser {
-                lua,
-                s: &bytes,
-                pos: 0,
-            };
-            Ok(match p.document() {
-                Ok(v) => (v, None),
-                Err(DecodeError::Lua(e)) => return Err(e),
-                Err(DecodeError::Syntax(e)) => (Value::Nil, Some(e)),
-            })
+        lua.create_function(move |lua, args: MultiValue| {
+            let cfg = c.lock().clone();
+            cjson_decode::decode(lua, &cfg, &args)
         })?,
     )?;
+    let c = cfg.clone();
+    t.set(
+        "encode_sparse_array",
+        lua.create_function(move |lua, args: MultiValue| {
+            let name = "encode_sparse_array";
+            arg_count(lua, &args, 3, name)?;
+            let mut cfg = c.lock();
+            let mut convert = cfg.sparse_convert as usize;
+            let convert_out = enum_option(lua, &args, 0, name, &mut convert, BOOL_OPTIONS)?;
+            cfg.sparse_convert = convert == 1;
+            let ratio = int_option(lua, &args, 1, name, &mut cfg.sparse_ratio, 0, i32::MAX)?;
+            let safe = int_option(lua, &args, 2, name, &mut cfg.sparse_safe, 0, i32::MAX)?;
+            Ok((convert_out, ratio, safe))
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.set(
+        "encode_max_depth",
+        lua.create_function(move |lua, args: MultiValue| {
+            let name = "encode_max_depth";
+            arg_count(lua, &args, 1, name)?;
+            int_option(
+                lua,
+                &args,
+                0,
+                name,
+                &mut c.lock().encode_max_depth,
+                1,
+                i32::MAX,
+            )
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.set(
+        "decode_max_depth",
+        lua.create_function(move |lua, args: MultiValue| {
+            let name = "decode_max_depth";
+            arg_count(lua, &args, 1, name)?;
+            int_option(
+                lua,
+                &args,
+                0,
+                name,
+                &mut c.lock().decode_max_depth,
+                1,
+                i32::MAX,
+            )
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.set(
+        "encode_number_precision",
+        lua.create_function(move |lua, args: MultiValue| {
+            let name = "encode_number_precision";
+            arg_count(lua, &args, 1, name)?;
+            int_option(lua, &args, 0, name, &mut c.lock().number_precision, 1, 14)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.set(
+        "encode_keep_buffer",
+        lua.create_function(move |lua, args: MultiValue| {
+            let name = "encode_keep_buffer";
+            arg_count(lua, &args, 1, name)?;
+            let mut cfg = c.lock();
+            let mut keep = cfg.keep_buffer as usize;
+            let out = enum_option(lua, &args, 0, name, &mut keep, BOOL_OPTIONS)?;
+            // Only the buffer's lifetime changes in C; output is the same.
+            cfg.keep_buffer = keep == 1;
+            Ok(out)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.set(
+        "encode_invalid_numbers",
+        lua.create_function(move |lua, args: MultiValue| {
+            let name = "encode_invalid_numbers";
+            arg_count(lua, &args, 1, name)?;
+            let options: &[&str] = &["off", "on", "null"];
+            enum_option(
+                lua,
+                &args,
+                0,
+                name,
+                &mut c.lock().encode_invalid_numbers,
+                options,
+            )
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.set(
+        "decode_invalid_numbers",
+        lua.create_function(move |lua, args: MultiValue| {
+            let name = "decode_invalid_numbers";
+            arg_count(lua, &args, 1, name)?;
+            let mut cfg = c.lock();
+            let mut on = cfg.decode_invalid_numbers as usize;
+            let out = enum_option(lua, &args, 0, name, &mut on, BOOL_OPTIONS)?;
+            cfg.decode_invalid_numbers = on == 1;
+            Ok(out)
+        })?,
+    )?;
+    t.set("new", lua.create_function(|lua, ()| table(lua))?)?;
     t.set("null", null())?;
+    t.set("_NAME", "cjson")?;
+    t.set("_VERSION", "2.1.0")?;
     Ok(t)
 }
 
-fn encode(v: &Value, depth: usize, out: &mut Vec<u8>) -> Result<(), String> {
+const BOOL_OPTIONS: &[&str] = &["off", "on"];
+
+/// `json_arg_init`: at most `max` arguments.
+fn arg_count(lua: &Lua, args: &MultiValue, max: usize, name: &str) -> mlua::Result<()> {
+    if args.len() > max {
+        return Err(arg_error(lua, max + 1, name, "found too many arguments"));
+    }
+    Ok(())
+}
+
+/// `json_integer_option`: sets from argument `i` unless nil, returns the setting. C
+/// blames argument #1 for a value out of range, whichever it was; kept.
+fn int_option(
+    lua: &Lua,
+    args: &MultiValue,
+    i: usize,
+    name: &str,
+    setting: &mut i64,
+    min: i32,
+    max: i32,
+) -> mlua::Result<i64> {
+    let args: Vec<Value> = args.iter().cloned().collect();
+    if !matches!(args.get(i), None | Some(Value::Nil)) {
+        // C stores the checked integer in an int.
+        let value = check_integer(lua, &args, i, name)? as i32;
+        if !(min <= value && value <= max) {
+            let msg = format!("expected integer between {min} and {max}");
+            return Err(arg_error(lua, 1, name, &msg));
+        }
+        *setting = value as i64;
+    }
+    Ok(*setting)
+}
+
+/// `json_enum_option` with `bool_true == 1`: a boolean, or one of `options` by name;
+/// returns a boolean for settings 0 and 1, else the option's name.
+fn enum_option(
+    lua: &Lua,
+    args: &MultiValue,
+    i: usize,
+    name: &str,
+    setting: &mut usize,
+    options: &[&str],
+) -> mlua::Result<Value> {
+    match args.get(i) {
+        None | Some(Value::Nil) => {}
+        Some(Value::Boolean(b)) => *setting = *b as usize,
+        Some(v) => {
+            let text = match v {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Integer(n) => numfmt::lua_number(*n as f64).into_bytes(),
+                Value::Number(n) => numfmt::lua_number(*n).into_bytes(),
+                other => {
+                    let msg = format!("string expected, got {}", other.type_name());
+                    return Err(arg_error(lua, i + 1, name, &msg));
+                }
+            };
+            match options.iter().position(|o| o.as_bytes() == text.as_slice()) {
+                Some(p) => *setting = p,
+                None => {
+                    let msg = format!("invalid option '{}'", String::from_utf8_lossy(&text));
+                    return Err(arg_error(lua, i + 1, name, &msg));
+                }
+            }
+        }
+    }
+    Ok(if *setting <= 1 {
+        Value::Boolean(*setting == 1)
+    } else {
+        Value::String(lua.create_string(options[*setting])?)
+    })
+}
+
+/// Lua's type name as C's `lua_typename` gives it (light userdata is "userdata").
+fn c_type_name(v: &Value) -> &'static str {
     match v {
+        Value::LightUserData(_) => "userdata",
+        other => other.type_name(),
+    }
+}
+
+fn exception(lua: &Lua, v: &Value, reason: &str) -> mlua::Error {
+    raise_lua(
+        lua,
+        &format!("Cannot serialise {}: {reason}", c_type_name(v)),
+    )
+}
+
+/// Lua 5.1's C stack limit: C's lua_checkstack refuses to nest deeper than this allows.
+const MAX_C_STACK: usize = 8000;
+
+/// A table being written: an array with its length and the next index, or an object
+/// with its pairs (in `next` order) and the next pair.
+enum Frame {
+    Array(Table, usize, usize),
+    Object(Vec<(Value, Value)>, usize),
+}
+
+/// Writes `root` as JSON. Iterative (an explicit stack of open tables), so nesting as
+/// deep as the settings allow cannot overflow Rust's stack.
+fn encode(lua: &Lua, cfg: &Config, root: &Value, out: &mut Vec<u8>) -> mlua::Result<()> {
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut depth: i64 = 0;
+    // Lua stack slots C would hold: the argument, then per open table its element
+    // (array) or key and value (object).
+    let mut held: usize = 1;
+    let mut next = Some(root.clone());
+    loop {
+        if let Some(v) = next.take() {
+            match &v {
+                Value::Table(t) => {
+                    depth += 1;
+                    if depth > cfg.encode_max_depth || held + 3 > MAX_C_STACK {
+                        return Err(raise_lua(
+                            lua,
+                            &format!("Cannot serialise, excessive nesting ({depth})"),
+                        ));
+                    }
+                    match array_length(lua, cfg, t, &v)? {
+                        Some(len) if len > 0 => {
+                            out.push(b'[');
+                            held += 1;
+                            stack.push(Frame::Array(t.clone(), len, 0));
+                        }
+                        _ => {
+                            out.push(b'{');
+                            held += 2;
+                            let pairs = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
+                            stack.push(Frame::Object(pairs, 0));
+                        }
+                    }
+                }
+                scalar => encode_scalar(lua, cfg, scalar, out)?,
+            }
+        }
+        let Some(frame) = stack.last_mut() else {
+            return Ok(());
+        };
+        match frame {
+            Frame::Array(t, len, i) => {
+                if *i == *len {
+                    out.push(b']');
+                    held -= 1;
+                } else {
+                    if *i > 0 {
+                        out.push(b',');
+                    }
+                    *i += 1;
+                    next = Some(t.raw_get(*i)?);
+                    continue;
+                }
+            }
+            Frame::Object(pairs, i) => {
+                if *i == pairs.len() {
+                    out.push(b'}');
+                    held -= 2;
+                } else {
+                    if *i > 0 {
+                        out.push(b',');
+                    }
+                    let (k, v) = &pairs[*i];
+                    *i += 1;
+                    encode_key(lua, cfg, k, out)?;
+                    next = Some(v.clone());
+                    continue;
+                }
+            }
+        }
+        stack.pop();
+        depth -= 1;
+    }
+}
+
+fn encode_scalar(lua: &Lua, cfg: &Config, v: &Value, out: &mut Vec<u8>) -> mlua::Result<()> {
+    match v {
+        Value::String(s) => encode_string(&s.as_bytes(), out),
+        Value::Integer(i) => encode_number(lua, cfg, v, *i as f64, out)?,
+        Value::Number(n) => encode_number(lua, cfg, v, *n, out)?,
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
-        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Integer(i) => out.extend_from_slice(numfmt::lua_number(*i as f64).as_bytes()),
-        Value::Number(n) => {
-            if !n.is_finite() {
-                return Err("Cannot serialise number: must not be NaN or Inf".into());
-            }
-            out.extend_from_slice(numfmt::lua_number(*n).as_bytes())
+        other => return Err(exception(lua, other, "type not supported")),
+    }
+    Ok(())
+}
+
+/// An object key and its colon: numbers are written as numbers inside quotes.
+fn encode_key(lua: &Lua, cfg: &Config, k: &Value, out: &mut Vec<u8>) -> mlua::Result<()> {
+    match k {
+        Value::Integer(i) => {
+            out.push(b'"');
+            encode_number(lua, cfg, k, *i as f64, out)?;
+            out.extend_from_slice(b"\":");
         }
-        Value::String(s) => encode_string(&s.as_bytes(), out),
-        Value::Table(t) => encode_table(t, depth + 1, out)?,
+        Value::Number(n) => {
+            out.push(b'"');
+            encode_number(lua, cfg, k, *n, out)?;
+            out.extend_from_slice(b"\":");
+        }
+        Value::String(s) => {
+            encode_string(&s.as_bytes(), out);
+            out.push(b':');
+        }
         other => {
-            return Err(format!(
-                "Cannot serialise {}: type not supported",
-                other.type_name()
+            return Err(exception(
+                lua,
+                other,
+                "table key must be a number or string",
             ))
         }
     }
+    Ok(())
+}
+
+/// `lua_array_length`: Some(max key) when every key is an integer >= 1 and the table
+/// is not excessively sparse; None for an object.
+fn array_length(lua: &Lua, cfg: &Config, t: &Table, v: &Value) -> mlua::Result<Option<usize>> {
+    let mut max: i64 = 0;
+    let mut items: i64 = 0;
+    for pair in t.pairs::<Value, Value>() {
+        let (k, _) = pair?;
+        let k = match k {
+            Value::Integer(i) => i as f64,
+            Value::Number(n) => n,
+            _ => return Ok(None),
+        };
+        if k == 0.0 || k.floor() != k || k < 1.0 {
+            return Ok(None);
+        }
+        // C keeps the max in an int.
+        if k > max as f64 {
+            max = numfmt::c_trunc(k) as i32 as i64;
+        }
+        items += 1;
+    }
+    if cfg.sparse_ratio > 0 && max > items * cfg.sparse_ratio && max > cfg.sparse_safe {
+        if !cfg.sparse_convert {
+            return Err(exception(lua, v, "excessively sparse array"));
+        }
+        return Ok(None);
+    }
+    Ok(Some(max.max(0) as usize))
+}
+
+fn encode_number(
+    lua: &Lua,
+    cfg: &Config,
+    v: &Value,
+    n: f64,
+    out: &mut Vec<u8>,
+) -> mlua::Result<()> {
+    match cfg.encode_invalid_numbers {
+        0 if !n.is_finite() => return Err(exception(lua, v, "must not be NaN or Inf")),
+        1 if n.is_nan() => {
+            out.extend_from_slice(b"nan");
+            return Ok(());
+        }
+        2 if !n.is_finite() => {
+            out.extend_from_slice(b"null");
+            return Ok(());
+        }
+        _ => {}
+    }
+    out.extend_from_slice(numfmt::fmt_g(n, cfg.number_precision as usize).as_bytes());
     Ok(())
 }
 
@@ -107,309 +475,4 @@ fn encode_string(s: &[u8], out: &mut Vec<u8>) {
         }
     }
     out.push(b'"');
-}
-
-fn encode_table(t: &Table, depth: usize, out: &mut Vec<u8>) -> Result<(), String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("Cannot serialise, excessive nesting ({depth})"));
-    }
-    // Array detection as lua-cjson's lua_array_length.
-    let mut max = 0usize;
-    let mut count = 0usize;
-    let mut is_array = true;
-    let mut pairs = Vec::new();
-    for pair in t.pairs::<Value, Value>() {
-        let (k, v) = pair.map_err(|e| e.to_string())?;
-        if is_array {
-            let idx = match &k {
-                Value::Integer(i) if *i >= 1 => Some(*i as usize),
-                Value::Number(n) if *n >= 1.0 && n.fract() == 0.0 => Some(*n as usize),
-                _ => None,
-            };
-            match idx {
-                Some(i) => {
-                    max = max.max(i);
-                    count += 1;
-                }
-                None => is_array = false,
-            }
-        }
-        pairs.push((k, v));
-    }
-    if is_array && max > 0 {
-        if max > count * 2 && max > 10 {
-            return Err("Cannot serialise table: excessively sparse array".into());
-        }
-        out.push(b'[');
-        for i in 1..=max {
-            if i > 1 {
-                out.push(b',');
-            }
-            let v: Value = t.raw_get(i).map_err(|e| e.to_string())?;
-            encode(&v, depth, out)?;
-        }
-        out.push(b']');
-        return Ok(());
-    }
-    out.push(b'{');
-    for (n, (k, v)) in pairs.iter().enumerate() {
-        if n > 0 {
-            out.push(b',');
-        }
-        match k {
-            Value::String(s) => encode_string(&s.as_bytes(), out),
-            Value::Integer(i) => encode_string(numfmt::lua_number(*i as f64).as_bytes(), out),
-            Value::Number(x) => encode_string(numfmt::lua_number(*x).as_bytes(), out),
-            _ => return Err("Cannot serialise table: key must be a number or string".into()),
-        }
-        out.push(b':');
-        encode(v, depth, out)?;
-    }
-    out.push(b'}');
-    Ok(())
-}
-
-enum DecodeError {
-    Syntax(String),
-    Lua(mlua::Error),
-}
-
-impl From<mlua::Error> for DecodeError {
-    fn from(e: mlua::Error) -> Self {
-        DecodeError::Lua(e)
-    }
-}
-
-struct Parser<'a> {
-    lua: &'a Lua,
-    s: &'a [u8],
-    pos: usize,
-}
-
-impl Parser<'_> {
-    fn document(&mut self) -> Result<Value, DecodeError> {
-        let v = self.value(0)?;
-        self.skip_ws();
-        if self.pos < self.s.len() {
-            return Err(self.expected("the end"));
-        }
-        Ok(v)
-    }
-
-    fn skip_ws(&mut self) {
-        while self
-            .s
-            .get(self.pos)
-            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
-        {
-            self.pos += 1;
-        }
-    }
-
-    /// lua-cjson's message: what was expected, what token was found, 1-based position.
-    fn expected(&self, what: &str) -> DecodeError {
-        let found = match self.s.get(self.pos) {
-            None => "the end",
-            Some(b'{') => "'{'",
-            Some(b'}') => "'}'",
-            Some(b'[') => "'['",
-            Some(b']') => "']'",
-            Some(b',') => "comma",
-            Some(b':') => "colon",
-            Some(b'"') => "string",
-            Some(b'-' | b'0'..=b'9') => "number",
-            _ => "invalid token",
-        };
-        DecodeError::Syntax(format!(
-            "Expected {what} but found {found} at character {}",
-            self.pos + 1
-        ))
-    }
-
-    fn value(&mut self, depth: usize) -> Result<Value, DecodeError> {
-        self.skip_ws();
-        match self.s.get(self.pos) {
-            Some(b'{') => self.object(depth + 1),
-            Some(b'[') => self.array(depth + 1),
-            Some(b'"') => Ok(Value::String(self.lua.create_string(self.string()?)?)),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(b't') if self.s[self.pos..].starts_with(b"true") => {
-                self.pos += 4;
-                Ok(Value::Boolean(true))
-            }
-            Some(b'f') if self.s[self.pos..].starts_with(b"false") => {
-                self.pos += 5;
-                Ok(Value::Boolean(false))
-            }
-            Some(b'n') if self.s[self.pos..].starts_with(b"null") => {
-                self.pos += 4;
-                Ok(null())
-            }
-            _ => Err(self.expected("value")),
-        }
-    }
-
-    fn nesting(&self, depth: usize) -> Result<(), DecodeError> {
-        if depth > MAX_DEPTH {
-            return Err(DecodeError::Syntax(format!(
-                "Found too many nested data structures ({depth}) at character {}",
-                self.pos + 1
-            )));
-        }
-        Ok(())
-    }
-
-    fn array(&mut self, depth: usize) -> Result<Value, DecodeError> {
-        self.nesting(depth)?;
-        self.pos += 1;
-        let t = self.lua.create_table()?;
-        self.skip_ws();
-        if self.s.get(self.pos) == Some(&b']') {
-            self.pos += 1;
-            return Ok(Value::Table(t));
-        }
-        let mut i = 1;
-        loop {
-            let v = self.value(depth)?;
-            t.raw_set(i, v)?;
-            i += 1;
-            self.skip_ws();
-            match self.s.get(self.pos) {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Value::Table(t));
-                }
-                _ => return Err(self.expected("comma or array end")),
-            }
-        }
-    }
-
-    fn object(&mut self, depth: usize) -> Result<Value, DecodeError> {
-        self.nesting(depth)?;
-        self.pos += 1;
-        let t = self.lua.create_table()?;
-        self.skip_ws();
-        if self.s.get(self.pos) == Some(&b'}') {
-            self.pos += 1;
-            return Ok(Value::Table(t));
-        }
-        loop {
-            self.skip_ws();
-            if self.s.get(self.pos) != Some(&b'"') {
-                return Err(self.expected("object key string"));
-            }
-            let k = self.string()?;
-            self.skip_ws();
-            if self.s.get(self.pos) != Some(&b':') {
-                return Err(self.expected("colon"));
-            }
-            self.pos += 1;
-            let v = self.value(depth)?;
-            t.raw_set(self.lua.create_string(k)?, v)?;
-            self.skip_ws();
-            match self.s.get(self.pos) {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(Value::Table(t));
-                }
-                _ => return Err(self.expected("comma or object end")),
-            }
-        }
-    }
-
-    fn number(&mut self) -> Result<Value, DecodeError> {
-        let start = self.pos;
-        while self
-            .s
-            .get(self.pos)
-            .is_some_and(|c| c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E'))
-        {
-            self.pos += 1;
-        }
-        let text = std::str::from_utf8(&self.s[start..self.pos]).unwrap_or("");
-        match text.parse::<f64>() {
-            Ok(n) => Ok(Value::Number(n)),
-            Err(_) => {
-                self.pos = start;
-                Err(self.expected("value"))
-            }
-        }
-    }
-
-    fn string(&mut self) -> Result<Vec<u8>, DecodeError> {
-        let start = self.pos;
-        self.pos += 1;
-        let mut out = Vec::new();
-        loop {
-            let Some(&c) = self.s.get(self.pos) else {
-                self.pos = start;
-                return Err(DecodeError::Syntax(format!(
-                    "Expected value but found unexpected end of string at character {}",
-                    self.pos + 1
-                )));
-            };
-            self.pos += 1;
-            match c {
-                b'"' => return Ok(out),
-                b'\\' => {
-                    let Some(&e) = self.s.get(self.pos) else {
-                        continue;
-                    };
-                    self.pos += 1;
-                    match e {
-                        b'"' | b'\\' | b'/' => out.push(e),
-                        b'b' => out.push(0x08),
-                        b'f' => out.push(0x0c),
-                        b'n' => out.push(b'\n'),
-                        b'r' => out.push(b'\r'),
-                        b't' => out.push(b'\t'),
-                        b'u' => {
-                            let cp = self.unicode_escape().ok_or_else(|| {
-                                DecodeError::Syntax(format!(
-                                    "Expected value but found invalid unicode escape code at character {}",
-                                    start + 1
-                                ))
-                            })?;
-                            let mut buf = [0u8; 4];
-                            out.extend_from_slice(cp.encode_utf8(&mut buf).as_bytes());
-                        }
-                        _ => {
-                            return Err(DecodeError::Syntax(format!(
-                                "Expected value but found invalid escape code at character {}",
-                                start + 1
-                            )))
-                        }
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-    }
-
-    fn hex4(&mut self) -> Option<u32> {
-        let h = self.s.get(self.pos..self.pos + 4)?;
-        let v = u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?;
-        self.pos += 4;
-        Some(v)
-    }
-
-    /// `\uXXXX`, with a surrogate pair when the first is a high surrogate.
-    fn unicode_escape(&mut self) -> Option<char> {
-        let hi = self.hex4()?;
-        if (0xD800..0xDC00).contains(&hi) {
-            if self.s.get(self.pos..self.pos + 2) != Some(b"\\u") {
-                return None;
-            }
-            self.pos += 2;
-            let lo = self.hex4()?;
-            if !(0xDC00..0xE000).contains(&lo) {
-                return None;
-            }
-            char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
-        } else {
-            char::from_u32(hi)
-        }
-    }
 }

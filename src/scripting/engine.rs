@@ -11,7 +11,7 @@
 use super::convert;
 use super::redis_api::{call, log, pcall, setresp, sha1hex};
 use super::sandbox::{guarded_rawset, guarded_setmetatable, random, SETUP};
-use super::{bit, cjson, Call, Running};
+use super::{bit, cjson, cmsgpack, lstruct, Call, Running};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -110,7 +110,9 @@ impl Vm {
                 Ok(())
             })?,
         )?;
-        imp.set("cjson", raising_table(&lua, cjson::table(&lua)?)?)?;
+        imp.set("cjson", cjson::table(&lua)?)?;
+        imp.set("cmsgpack", cmsgpack::table(&lua)?)?;
+        imp.set("struct", lstruct::table(&lua)?)?;
         imp.set("bit", raising_table(&lua, bit::table(&lua)?)?)?;
         imp.set("version", VERSION)?;
         imp.set("version_num", version_num(VERSION))?;

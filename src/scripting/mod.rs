@@ -6,10 +6,14 @@
 //! is never contended. A per-server VM also keeps servers that share a process (tests,
 //! clusters) from seeing each other's state or random seeds.
 
+mod args;
 mod bit;
 mod cjson;
+mod cjson_decode;
+mod cmsgpack;
 mod convert;
 mod engine;
+mod lstruct;
 mod numfmt;
 mod redis_api;
 mod sandbox;

@@ -197,11 +197,14 @@ for _, name in ipairs({'assert', 'error', 'ipairs', 'pairs', 'next', 'rawequal',
                        'collectgarbage', 'getmetatable', '_VERSION'}) do
   R[name] = _G[name]
 end
-local G = setmetatable({}, {__index = R, __newindex = ro_newindex, __metatable = false})
-protected[G] = true
-setmetatable(R, {__index = function(_, k)
+local function no_global(_, k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-end})
+end
+-- getmetatable(_G) gives a read-only table, as Redis's (whose _G metatable is read-only).
+local G = setmetatable({}, {__index = R, __newindex = ro_newindex,
+                            __metatable = readonly({__index = no_global})})
+protected[G] = true
+setmetatable(R, {__index = no_global})
 R._G = G
 -- rawset and setmetatable: guarded versions are added from Rust.
 R.pcall = function(...) return after_pcall(pcall(...)) end
@@ -244,6 +247,8 @@ m.randomseed = imp.randomseed
 R.math = readonly(m)
 R.cjson = readonly(imp.cjson)
 R.bit = readonly(imp.bit)
+R.cmsgpack = readonly(imp.cmsgpack)
+R.struct = readonly(imp.struct)
 R.redis = readonly(redis)
 
 local handler = imp.handler
