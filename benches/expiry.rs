@@ -19,8 +19,12 @@ fn filled() -> Session {
         let key = format!("lock:{i}");
         let ttl = if i % 2 == 0 { "100" } else { "10000" };
         input.extend_from_slice(
-            format!("*5\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$5\r\ntoken\r\n$2\r\nPX\r\n${}\r\n{ttl}\r\n", key.len(), ttl.len())
-                .as_bytes(),
+            format!(
+                "*5\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$5\r\ntoken\r\n$2\r\nPX\r\n${}\r\n{ttl}\r\n",
+                key.len(),
+                ttl.len()
+            )
+            .as_bytes(),
         );
         if input.len() > 1 << 20 {
             session.feed(&mut input, &mut out).expect("valid input");

@@ -169,9 +169,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits_end);
     if num.is_empty() {
-        return Err(err(
-            "expected a number with an optional unit (ms, s, m, h)",
-        ));
+        return Err(err("expected a number with an optional unit (ms, s, m, h)"));
     }
     let n: u64 = num.parse().map_err(|_| err("number too large"))?;
     let ms_per_unit: u64 = match unit.trim() {
@@ -179,11 +177,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        other => {
-            return Err(err(&format!(
-                "unknown unit {other:?} (use ms, s, m or h)"
-            )))
-        }
+        other => return Err(err(&format!("unknown unit {other:?} (use ms, s, m or h)"))),
     };
     n.checked_mul(ms_per_unit)
         .map(Duration::from_millis)

@@ -14,7 +14,6 @@
 //! assert_eq!(&out[..], b"$-1\r\n+PONG\r\n");
 //! ```
 
-use crate::commands::blocking::Served;
 use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
 use crate::config::Config;
 use crate::protocol::{encode, Reply};
@@ -62,7 +61,11 @@ impl Session {
     /// to `out`; an incomplete request stays in `input`. Returns how many ran. On a
     /// protocol error the error reply is appended, as a connection would send it
     /// before closing, and the error returned.
-    pub fn feed(&mut self, input: &mut BytesMut, out: &mut BytesMut) -> Result<usize, ProtocolError> {
+    pub fn feed(
+        &mut self,
+        input: &mut BytesMut,
+        out: &mut BytesMut,
+    ) -> Result<usize, ProtocolError> {
         let mut ran = 0;
         loop {
             match parse_request(input, &self.limits) {
@@ -107,7 +110,7 @@ impl Session {
             reply = if self.shared.blocking.unblock(&blocked.waiter) {
                 Reply::NullArray
             } else {
-                blocked.rx.try_recv().map_or(Reply::NullArray, Served::into_reply)
+                blocked.rx.try_recv().unwrap_or(Reply::NullArray)
             };
         }
         encode(&reply, self.client.proto, out);

@@ -1,21 +1,23 @@
-//! Clients blocked in BLPOP / BRPOP, and how a push reaches them.
+//! Clients blocked in BLPOP / BRPOP / BLMOVE / BZPOPMIN / BZPOPMAX, and how a write
+//! reaches them.
 //!
 //! As in Redis, a push never hands an element over itself: it marks its key "ready"
 //! (only when someone waits on that key), and once the command (or the whole script)
 //! has finished, `serve_ready` gives the waiting clients their elements in FIFO order.
 //! A script that pushes therefore wakes its waiters after it ends, as Redis does.
 //!
-//! The server pops on the waiter's behalf and sends the element through a oneshot
+//! The server pops on the waiter's behalf and sends the reply through a oneshot
 //! channel, so an element is never seen by anyone else between the pop and the
 //! hand-over. A waiter whose connection has gone (the send fails) gets nothing: the
 //! element goes back where it came from and the next waiter is served.
 //!
-//! Lock order: a key's shard lock, then a waiter's sender lock, then the registry.
-//! `signal` runs after the pushing command has released the key's shard lock.
+//! Lock order: the keyspace gate, a key's shard lock, then a waiter's sender lock, then
+//! the registry. `signal` runs after the writing command has released the key's shard
+//! lock.
 
-use super::Shared;
-use crate::protocol::Reply;
-use crate::store::Value;
+use super::{CmdResult, Ctx, Shared};
+use crate::protocol::{errors, Reply};
+use crate::store::{Entry, Value};
 use bytes::Bytes;
 use dashmap::mapref::entry::Entry as Slot;
 use parking_lot::Mutex;
@@ -24,24 +26,31 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
-/// Which end of the list a waiter pops from.
+/// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
     Left,
     Right,
 }
 
-/// What a served waiter receives: the key it was served from and the element.
-#[derive(Debug)]
-pub struct Served {
-    pub key: Bytes,
-    pub value: Bytes,
+/// What a blocked command takes once its key has something.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pop {
+    /// BLPOP / BRPOP: an element from this end of a list.
+    List(Side),
+    /// BZPOPMIN / BZPOPMAX: the lowest (or highest) member of a sorted set.
+    ZSet { max: bool },
+    /// BLMOVE / BRPOPLPUSH: an element from `from` of the list, pushed at `to` of `dst`.
+    Move { from: Side, to: Side, dst: Bytes },
 }
 
-impl Served {
-    /// BLPOP's reply: the key and the element.
-    pub fn into_reply(self) -> Reply {
-        Reply::Array(vec![Reply::Bulk(self.key), Reply::Bulk(self.value)])
+impl Pop {
+    /// Whether this waiter can be served from `value`.
+    fn serves(&self, value: &Value) -> bool {
+        matches!(
+            (self, value),
+            (Pop::List(_) | Pop::Move { .. }, Value::List(_)) | (Pop::ZSet { .. }, Value::ZSet(_))
+        )
     }
 }
 
@@ -49,17 +58,18 @@ impl Served {
 pub struct Waiter {
     db: usize,
     keys: Vec<Bytes>,
-    side: Side,
+    pop: Pop,
     /// Taken by whoever ends the wait first: `serve_ready` (sending the element while
     /// holding this lock) or `unblock` (timeout, disconnect). Whoever takes it removes
     /// the waiter from the registry, so each waiter is removed and counted once.
-    tx: Mutex<Option<oneshot::Sender<Served>>>,
+    tx: Mutex<Option<oneshot::Sender<Reply>>>,
 }
 
-/// What BLPOP leaves in `ClientState::blocked` for the connection to wait on.
+/// What a blocking command leaves in `ClientState::blocked` for the connection to wait
+/// on: the reply arrives through `rx`.
 pub struct Blocked {
     pub waiter: Arc<Waiter>,
-    pub rx: oneshot::Receiver<Served>,
+    pub rx: oneshot::Receiver<Reply>,
     /// On the server clock; `None` waits forever (timeout 0).
     pub deadline_ms: Option<u64>,
 }
@@ -105,14 +115,14 @@ impl Blocking {
         &self,
         db: usize,
         keys: Vec<Bytes>,
-        side: Side,
+        pop: Pop,
         deadline_ms: Option<u64>,
     ) -> Blocked {
         let (tx, rx) = oneshot::channel();
         let waiter = Arc::new(Waiter {
             db,
             keys,
-            side,
+            pop,
             tx: Mutex::new(Some(tx)),
         });
         let mut reg = self.waiters.lock();
@@ -175,9 +185,10 @@ impl Blocking {
         self.blocked.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Serves waiters on every ready key, oldest waiter first, until the key is empty
-    /// or nobody waits on it. Runs after a command, outside the keyspace gate; takes
-    /// the gate's shared side so it never interleaves with a script.
+    /// Serves waiters on every ready key, oldest waiter first, until the key has
+    /// nothing for them or nobody waits on it. Runs after a command, outside the
+    /// keyspace gate; takes the gate exclusively, so that a move (BLMOVE) between two
+    /// keys is seen by nobody half done, and nothing interleaves with a script.
     pub fn serve_ready(&self, shared: &Shared) {
         // Runs after every command: a plain load keeps the common case (nothing
         // ready) from writing a cache line that every connection shares.
@@ -186,7 +197,7 @@ impl Blocking {
         }
         while self.any_ready.swap(false, Ordering::SeqCst) {
             let batch = std::mem::take(&mut *self.ready.lock());
-            let _gate = shared.keyspace.gate.read();
+            let _gate = shared.keyspace.gate.write();
             let now = shared.clock.now_ms();
             for (db, key) in batch {
                 self.serve_key(shared, db, &key, now);
@@ -194,55 +205,43 @@ impl Blocking {
         }
     }
 
+    /// The oldest waiter on `key` that its current value can serve.
+    fn first_servable(&self, db: usize, key: &Bytes, value: &Value) -> Option<Arc<Waiter>> {
+        let reg = self.waiters.lock();
+        let queue = reg.get(&(db, key.clone()))?;
+        queue.iter().find(|w| w.pop.serves(value)).cloned()
+    }
+
     fn serve_key(&self, shared: &Shared, db_index: usize, key: &Bytes, now: u64) {
         let db = shared.keyspace.db(db_index);
-        let Some(mut entry) = db.get_mut(key, now) else {
-            return;
-        };
-        let Value::List(list) = &mut entry.value else {
-            return;
-        };
-        while !list.is_empty() {
-            let front = self
-                .waiters
-                .lock()
-                .get(&(db_index, key.clone()))
-                .and_then(|q| q.front().cloned());
-            let Some(waiter) = front else {
-                break;
+        loop {
+            let Some(entry) = db.get(key, now) else {
+                return;
             };
-            let mut slot = waiter.tx.lock();
-            let Some(tx) = slot.take() else {
+            let waiter = self.first_servable(db_index, key, &entry.value);
+            drop(entry);
+            let Some(waiter) = waiter else {
+                return;
+            };
+            // The gate is held exclusively and the value can serve this waiter, so
+            // there is something to take.
+            let Some((reply, undo)) = take_for(db, key, &waiter.pop, now) else {
+                return;
+            };
+            let taken = waiter.tx.lock().take();
+            let Some(tx) = taken else {
                 // Timed out or disconnected a moment ago; `unblock` removes it.
-                drop(slot);
+                undo(db, now);
                 self.drop_from_queue(db_index, key, &waiter);
                 continue;
             };
-            let value = match waiter.side {
-                Side::Left => list.pop_front(),
-                Side::Right => list.pop_back(),
-            };
-            // The list is non-empty (loop condition), so there is an element.
-            let Some(value) = value else { break };
-            if let Err(back) = tx.send(Served {
-                key: key.clone(),
-                value,
-            }) {
-                // The waiter's connection is gone: the element stays in the list.
-                match waiter.side {
-                    Side::Left => list.push_front(back.value),
-                    Side::Right => list.push_back(back.value),
-                }
-            }
-            drop(slot);
             self.forget(&waiter);
-        }
-        if list.is_empty() {
-            drop(entry);
-            if let Slot::Occupied(o) = db.entry(key, now) {
-                if matches!(&o.get().value, Value::List(l) if l.is_empty()) {
-                    o.remove();
-                }
+            if tx.send(reply).is_err() {
+                // The waiter's connection is gone: the element goes back.
+                undo(db, now);
+            } else if let Pop::Move { dst, .. } = &waiter.pop {
+                // The moved element may be what a waiter on `dst` waits for.
+                self.signal(db_index, dst);
             }
         }
     }
@@ -257,4 +256,148 @@ impl Blocking {
             }
         }
     }
+}
+
+/// Puts an element back (or removes a moved one) when its waiter has gone.
+type Undo = Box<dyn FnOnce(&crate::store::Db, u64)>;
+
+/// Pops `side` of the list at `key`, removing the key when it empties.
+fn pop_list(db: &crate::store::Db, key: &[u8], side: Side, now: u64) -> Option<Bytes> {
+    let Slot::Occupied(mut e) = db.entry(key, now) else {
+        return None;
+    };
+    let Value::List(list) = &mut e.get_mut().value else {
+        return None;
+    };
+    let value = match side {
+        Side::Left => list.pop_front(),
+        Side::Right => list.pop_back(),
+    };
+    if list.is_empty() {
+        e.remove();
+    }
+    value
+}
+
+/// Pushes `value` at `side` of the list at `key`, creating it; false (nothing done)
+/// when `key` holds another type.
+fn push_list(db: &crate::store::Db, key: &[u8], side: Side, value: Bytes, now: u64) -> bool {
+    match db.entry(key, now) {
+        Slot::Occupied(mut e) => {
+            let Value::List(list) = &mut e.get_mut().value else {
+                return false;
+            };
+            match side {
+                Side::Left => list.push_front(value),
+                Side::Right => list.push_back(value),
+            }
+        }
+        Slot::Vacant(v) => {
+            v.insert(Entry::new(Value::List(VecDeque::from([value]))));
+        }
+    }
+    true
+}
+
+/// Takes what `pop` wants from `key` (holding the gate exclusively): the waiter's
+/// reply and how to undo it. `None` when the key has nothing for it.
+fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(Reply, Undo)> {
+    match pop {
+        Pop::List(side) => {
+            let side = *side;
+            let value = pop_list(db, key, side, now)?;
+            let reply = Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value.clone())]);
+            let key = key.clone();
+            let undo: Undo = Box::new(move |db, now| {
+                push_list(db, &key, side, value, now);
+            });
+            Some((reply, undo))
+        }
+        Pop::ZSet { max } => {
+            let Slot::Occupied(mut e) = db.entry(key, now) else {
+                return None;
+            };
+            let Value::ZSet(z) = &mut e.get_mut().value else {
+                return None;
+            };
+            let (member, score) = z.pop(*max)?;
+            if z.is_empty() {
+                e.remove();
+            }
+            let reply = Reply::Array(vec![
+                Reply::Bulk(key.clone()),
+                Reply::Bulk(Bytes::copy_from_slice(&member)),
+                Reply::Double(score),
+            ]);
+            let key = key.clone();
+            let undo: Undo = Box::new(move |db, now| match db.entry(&key, now) {
+                Slot::Occupied(mut e) => {
+                    if let Value::ZSet(z) = &mut e.get_mut().value {
+                        z.insert(&member, score);
+                    }
+                }
+                Slot::Vacant(v) => {
+                    let mut z = crate::store::ZSet::new();
+                    z.insert(&member, score);
+                    v.insert(Entry::new(Value::ZSet(z)));
+                }
+            });
+            Some((reply, undo))
+        }
+        Pop::Move { from, to, dst } => {
+            let noop: Undo = Box::new(|_, _| {});
+            if db
+                .get(dst, now)
+                .is_some_and(|e| !matches!(e.value, Value::List(_)))
+            {
+                // As Redis: the waiter gets WRONGTYPE and the element stays.
+                return Some((errors::wrongtype(), noop));
+            }
+            let value = pop_list(db, key, *from, now)?;
+            push_list(db, dst, *to, value.clone(), now);
+            let (src, dst, from, to) = (key.clone(), dst.clone(), *from, *to);
+            let undo: Undo = Box::new(move |db, now| {
+                if let Some(v) = pop_list(db, &dst, to, now) {
+                    push_list(db, &src, from, v, now);
+                }
+            });
+            Some((Reply::Bulk(value), undo))
+        }
+    }
+}
+
+/// The shared body of every blocking pop: try each key in order (a key someone
+/// already waits on is only type-checked, so the newcomer queues behind them, FIFO);
+/// inside a script or transaction answer `nonblocking` instead of blocking; else
+/// register the wait (the connection sends the reply when it ends).
+///
+/// `try_pop(ctx, key, take)` type-checks `key` and, when `take`, pops from it.
+pub fn pop_or_block(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    pop: Pop,
+    timeout_ms: u64,
+    nonblocking: Reply,
+    mut try_pop: impl FnMut(&Ctx, &Bytes, bool) -> Result<Option<Reply>, Reply>,
+) -> CmdResult {
+    let db = ctx.client.db;
+    for key in keys {
+        let queued = !ctx.in_script && ctx.shared.blocking.has_waiters(db, key);
+        if let Some(reply) = try_pop(ctx, key, !queued)? {
+            return Ok(reply);
+        }
+    }
+    if ctx.in_script {
+        return Ok(nonblocking);
+    }
+    let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
+    let owned = keys.iter().map(|k| Bytes::copy_from_slice(k)).collect();
+    let blocked = ctx.shared.blocking.block(db, owned, pop, deadline);
+    // A write that ran before the registration found nobody waiting: look again.
+    for key in keys {
+        ctx.shared.blocking.signal(db, key);
+    }
+    ctx.client.blocked = Some(blocked);
+    // Not sent: the connection replies when the wait ends.
+    Ok(Reply::NullArray)
 }

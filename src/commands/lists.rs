@@ -6,7 +6,7 @@
 //! wakes them after the command ends, timeouts on the server clock, and inside a
 //! script they never block. Like Redis, an empty list is never kept.
 
-use super::blocking::Side;
+use super::blocking::{pop_or_block, Pop, Side};
 use super::hashes::parse_float;
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -275,7 +275,7 @@ pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// A blocking timeout in seconds (fractions allowed) as Redis 7.0 reads it: rounded up
 /// to whole milliseconds; 0 means forever. Values too large for a millisecond count
 /// are reported as negative, as Redis's overflowing conversion does.
-fn parse_timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
+pub(super) fn parse_timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
     let secs = parse_float(arg)
         .ok_or_else(|| Reply::error("ERR timeout is not a float or out of range"))?;
     let ms = (secs * 1000.0).ceil();
@@ -287,42 +287,26 @@ fn parse_timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
     Ok(ms as u64)
 }
 
-/// BLPOP / BRPOP key... timeout. Pops from the first non-empty key, else blocks: the
-/// handler registers a waiter in `ctx.client.blocked` and the connection awaits it.
+/// BLPOP / BRPOP key... timeout. Pops from the first non-empty key, else blocks (see
+/// blocking.rs).
 fn bpop(ctx: &mut Ctx, args: &[Bytes], side: Side) -> CmdResult {
     let timeout_ms = parse_timeout_ms(&args[args.len() - 1])?;
     let keys = &args[1..args.len() - 1];
-    let db = ctx.client.db;
-    for key in keys {
-        // Someone already waits here: queue behind them (FIFO) instead of taking
-        // the element they are about to be served.
-        if !ctx.in_script && ctx.shared.blocking.has_waiters(db, key) {
-            read(ctx, key, |_| ())?;
-            continue;
-        }
-        if let Some(Some(value)) = modify(ctx, key, |l| pop_side(l, side))? {
-            return Ok(Reply::Array(vec![
-                Reply::Bulk(key.clone()),
-                Reply::Bulk(value),
-            ]));
-        }
-    }
-    if ctx.in_script {
-        // Scripts (and transactions) never block: the non-blocking answer.
-        return Ok(Reply::NullArray);
-    }
-    let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));
-    let owned = keys.iter().map(|k| copy(k)).collect();
-    let blocked = ctx.shared.blocking.block(db, owned, side, deadline);
-    // A push that ran before the registration found nobody waiting: look again.
-    for key in keys {
-        if matches!(read(ctx, key, |l| !l.is_empty()), Ok(Some(true))) {
-            ctx.shared.blocking.signal(db, key);
-        }
-    }
-    ctx.client.blocked = Some(blocked);
-    // Not sent: the connection replies when the wait ends.
-    Ok(Reply::NullArray)
+    pop_or_block(
+        ctx,
+        keys,
+        Pop::List(side),
+        timeout_ms,
+        Reply::NullArray,
+        |ctx, key, take| {
+            if !take {
+                return read(ctx, key, |_| ()).map(|_| None);
+            }
+            Ok(modify(ctx, key, |l| pop_side(l, side))?
+                .flatten()
+                .map(|value| Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)])))
+        },
+    )
 }
 
 pub fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

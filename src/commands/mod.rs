@@ -16,6 +16,10 @@ pub mod blocking;
 pub mod hashes;
 pub mod lists;
 pub mod pubsub;
+mod scan;
+pub mod sets;
+pub mod zranges;
+pub mod zsets;
 
 pub use context::{ClientInfo, ClientState, Ctx, NetState, Shared};
 pub use table::{lookup, Spec};

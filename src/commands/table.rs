@@ -2,8 +2,8 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    connection, debug, expire, hashes, keys, lists, pubsub, scripting, server, strings, CmdResult,
-    Ctx,
+    connection, debug, expire, hashes, keys, lists, pubsub, scripting, server, sets, strings,
+    zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -122,6 +122,7 @@ const ROWS: &[Row] = &[
     ("keys", 2, READONLY, 0, 0, 0, keys::keys),
     ("scan", -2, READONLY, 0, 0, 0, keys::scan),
     ("rename", 3, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, keys::rename),
+    ("object", -2, READONLY, 2, 2, 1, keys::object),
     // expiry
     ("expire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::expire),
     ("pexpire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::pexpire),
@@ -161,6 +162,49 @@ const ROWS: &[Row] = &[
     ("lmove", 5, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, lists::lmove),
     ("blpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::blpop),
     ("brpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::brpop),
+    // sorted sets (semaphores, fair locks)
+    ("zadd", -4, WRITE | FENCED | FAST, 1, 1, 1, zsets::zadd),
+    ("zincrby", 4, WRITE | FENCED | FAST, 1, 1, 1, zsets::zincrby),
+    ("zrem", -3, WRITE | FAST, 1, 1, 1, zsets::zrem),
+    ("zcard", 2, READONLY | FAST, 1, 1, 1, zsets::zcard),
+    ("zscore", 3, READONLY | FAST, 1, 1, 1, zsets::zscore),
+    ("zmscore", -3, READONLY | FAST, 1, 1, 1, zsets::zmscore),
+    ("zrank", -3, READONLY | FAST, 1, 1, 1, zsets::zrank),
+    ("zrevrank", -3, READONLY | FAST, 1, 1, 1, zsets::zrevrank),
+    ("zcount", 4, READONLY | FAST, 1, 1, 1, zranges::zcount),
+    ("zlexcount", 4, READONLY | FAST, 1, 1, 1, zranges::zlexcount),
+    ("zrange", -4, READONLY, 1, 1, 1, zranges::zrange),
+    ("zrangebyscore", -4, READONLY, 1, 1, 1, zranges::zrangebyscore),
+    ("zrevrange", -4, READONLY, 1, 1, 1, zranges::zrevrange),
+    ("zrevrangebyscore", -4, READONLY, 1, 1, 1, zranges::zrevrangebyscore),
+    ("zrangebylex", -4, READONLY, 1, 1, 1, zranges::zrangebylex),
+    ("zrevrangebylex", -4, READONLY, 1, 1, 1, zranges::zrevrangebylex),
+    ("zremrangebyscore", 4, WRITE, 1, 1, 1, zranges::zremrangebyscore),
+    ("zremrangebyrank", 4, WRITE, 1, 1, 1, zranges::zremrangebyrank),
+    ("zremrangebylex", 4, WRITE, 1, 1, 1, zranges::zremrangebylex),
+    ("zpopmin", -2, WRITE | FAST, 1, 1, 1, zsets::zpopmin),
+    ("zpopmax", -2, WRITE | FAST, 1, 1, 1, zsets::zpopmax),
+    ("bzpopmin", -3, WRITE | FAST | BLOCKING | NOSCRIPT, 1, -2, 1, zsets::bzpopmin),
+    ("bzpopmax", -3, WRITE | FAST | BLOCKING | NOSCRIPT, 1, -2, 1, zsets::bzpopmax),
+    ("zrandmember", -2, READONLY, 1, 1, 1, zsets::zrandmember),
+    ("zscan", -3, READONLY, 1, 1, 1, zsets::zscan),
+    // sets; commands over several keys hold the gate exclusively (atomic)
+    ("sadd", -3, WRITE | FENCED | FAST, 1, 1, 1, sets::sadd),
+    ("srem", -3, WRITE | FAST, 1, 1, 1, sets::srem),
+    ("scard", 2, READONLY | FAST, 1, 1, 1, sets::scard),
+    ("sismember", 3, READONLY | FAST, 1, 1, 1, sets::sismember),
+    ("smismember", -3, READONLY | FAST, 1, 1, 1, sets::smismember),
+    ("smembers", 2, READONLY, 1, 1, 1, sets::smembers),
+    ("spop", -2, WRITE | FAST, 1, 1, 1, sets::spop),
+    ("srandmember", -2, READONLY, 1, 1, 1, sets::srandmember),
+    ("smove", 4, WRITE | FENCED | FAST | EXCLUSIVE, 1, 2, 1, sets::smove),
+    ("sscan", -3, READONLY, 1, 1, 1, sets::sscan),
+    ("sinter", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sinter),
+    ("sunion", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sunion),
+    ("sdiff", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sdiff),
+    ("sinterstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sinterstore),
+    ("sunionstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sunionstore),
+    ("sdiffstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sdiffstore),
     // pub/sub
     ("subscribe", -2, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::subscribe),
     ("unsubscribe", -1, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::unsubscribe),

@@ -78,15 +78,10 @@ fn bulk(out: &mut BytesMut, b: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-/// Doubles as Redis prints them: `inf`, `-inf`, `nan`, integers without a fraction.
+/// Doubles as Redis 7.0 prints them (`%.17g`): `inf`, `-inf`, integers without a
+/// fraction, `0.10000000000000001`.
 pub(crate) fn format_double(d: f64) -> String {
-    if d.is_infinite() {
-        if d > 0.0 { "inf" } else { "-inf" }.to_string()
-    } else if d.is_nan() {
-        "nan".to_string()
-    } else {
-        format!("{d}")
-    }
+    super::numfmt::fmt_g(d, 17)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 mod decode;
 mod encode;
 pub mod errors;
+pub mod numfmt;
 mod reply;
 
 pub(crate) use decode::parse_int;

@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-
 /// A server's scripting state: the script cache EVALSHA reads, the VM, and the script
 /// running now (what BUSY and SCRIPT KILL look at).
 pub struct Scripts {

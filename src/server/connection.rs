@@ -1,6 +1,6 @@
 //! One task per connection: read, execute every complete request, write once.
 
-use crate::commands::blocking::{Blocked, Served, Waiter};
+use crate::commands::blocking::{Blocked, Waiter};
 use crate::commands::pubsub::{Message, Subscriber};
 use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, NetState, Shared};
 use crate::protocol::{encode, parse_request, Limits, Reply};
@@ -264,7 +264,7 @@ impl Drop for WaitGuard<'_> {
     }
 }
 
-/// Waits for a blocked BLPOP/BRPOP: an element (its reply), its timeout on the server
+/// Waits for a blocked command (BLPOP, BZPOPMIN...): its reply when served, its timeout on the server
 /// clock (a null array), or the end of the connection (`None`). Pipelined requests
 /// are read but not run until the wait ends, as in Redis.
 async fn wait_blocked(
@@ -296,14 +296,14 @@ async fn wait_blocked(
         }
         tokio::select! {
             served = &mut rx => {
-                return Ok(Some(served.map_or(Reply::NullArray, Served::into_reply)));
+                return Ok(Some(served.unwrap_or(Reply::NullArray)));
             }
             _ = &mut timeout => {
                 if shared.blocking.unblock(&guard.waiter) {
                     return Ok(Some(Reply::NullArray));
                 }
                 // Served just as the timeout fired: the element is already sent.
-                return Ok(Some(rx.try_recv().map_or(Reply::NullArray, Served::into_reply)));
+                return Ok(Some(rx.try_recv().unwrap_or(Reply::NullArray)));
             }
             _ = info.kill.notified() => return Ok(None),
             n = stream.read_buf(rbuf), if rbuf.len() < BLOCKED_READ_LIMIT => {

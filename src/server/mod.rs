@@ -76,7 +76,10 @@ fn announce_fence_end(shared: &Arc<Shared>) {
     let clock = shared.clock.clone();
     tokio::spawn(async move {
         clock.sleep_until(until).await;
-        if weak.upgrade().is_some_and(|s| !s.shutting_down.load(Ordering::SeqCst)) {
+        if weak
+            .upgrade()
+            .is_some_and(|s| !s.shutting_down.load(Ordering::SeqCst))
+        {
             tracing::info!("restart fence lifted: accepting locks");
         }
     });

@@ -2,7 +2,11 @@
 //! every access and an active sweeper. Knows nothing of the network or of commands.
 
 mod db;
+mod set;
 mod value;
+mod zset;
 
 pub use db::{Db, Keyspace};
+pub use set::Set;
 pub use value::{Entry, Value};
+pub use zset::{LexBound, ScoreBound, ZSet};

@@ -1,3 +1,4 @@
+use super::{Set, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 
@@ -7,6 +8,8 @@ pub enum Value {
     Str(Bytes),
     Hash(HashMap<Bytes, Bytes>),
     List(VecDeque<Bytes>),
+    Set(Set),
+    ZSet(ZSet),
 }
 
 impl Value {
@@ -16,6 +19,33 @@ impl Value {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
+        }
+    }
+
+    /// What OBJECT ENCODING answers, as Redis 7.0 would for the same commands.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Str(s) => {
+                if s.len() <= 20 && crate::protocol::parse_int(s).is_some() {
+                    "int"
+                } else if s.len() <= 44 {
+                    "embstr"
+                } else {
+                    "raw"
+                }
+            }
+            Value::Hash(h) => {
+                if h.len() <= 128 && h.iter().all(|(k, v)| k.len() <= 64 && v.len() <= 64) {
+                    "listpack"
+                } else {
+                    "hashtable"
+                }
+            }
+            Value::List(_) => "quicklist",
+            Value::Set(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
         }
     }
 }

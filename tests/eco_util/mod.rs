@@ -60,10 +60,7 @@ pub async fn wait_blocked(h: &ServerHandle, n: usize) {
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    panic!(
-        "expected {n} blocked clients, have {}",
-        h.blocked_clients()
-    );
+    panic!("expected {n} blocked clients, have {}", h.blocked_clients());
 }
 
 /// A raw connection: hand-written RESP in, exact bytes out.

@@ -1,0 +1,107 @@
+//! BZPOPMIN / BZPOPMAX: the same blocking machinery as BLPOP (FIFO among waiters, woken
+//! after the writing command or script ends, timeouts on the server clock).
+
+mod eco_util;
+
+use eco_util::*;
+use std::time::Duration;
+
+#[tokio::test]
+async fn bzpopmin_pops_at_once_when_a_member_exists() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.cmd(&["ZADD", "z", "2", "b", "1", "a"], ":2\r\n").await;
+    r.cmd(
+        &["BZPOPMIN", "nokey", "z", "0"],
+        "*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\n1\r\n",
+    )
+    .await;
+    r.cmd(
+        &["BZPOPMAX", "z", "0"],
+        "*3\r\n$1\r\nz\r\n$1\r\nb\r\n$1\r\n2\r\n",
+    )
+    .await;
+    r.cmd(&["SET", "s", "v"], "+OK\r\n").await;
+    r.cmd(
+        &["BZPOPMIN", "s", "0"],
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    )
+    .await;
+    r.cmd(&["BZPOPMIN", "z", "-1"], "-ERR timeout is negative\r\n")
+        .await;
+}
+
+#[tokio::test]
+async fn bzpopmin_waiters_are_served_first_come_first_served() {
+    let h = start().await;
+    let mut first = Raw::connect(&h).await;
+    first.send(&["BZPOPMIN", "z", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut second = Raw::connect(&h).await;
+    second.send(&["BZPOPMAX", "z", "0"]).await;
+    wait_blocked(&h, 2).await;
+    let mut c = Raw::connect(&h).await;
+    c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"], ":3\r\n")
+        .await;
+    first
+        .expect("*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\n1\r\n")
+        .await;
+    second
+        .expect("*3\r\n$1\r\nz\r\n$1\r\nc\r\n$1\r\n3\r\n")
+        .await;
+    c.cmd(&["ZRANGE", "z", "0", "-1"], "*1\r\n$1\r\nb\r\n")
+        .await;
+}
+
+#[tokio::test]
+async fn a_zadd_inside_a_script_wakes_the_waiter_after_the_script() {
+    let h = start().await;
+    let mut w = Raw::connect(&h).await;
+    w.hello3().await;
+    w.send(&["BZPOPMIN", "z", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut c = Raw::connect(&h).await;
+    c.cmd(
+        &[
+            "EVAL",
+            "redis.call('zadd', KEYS[1], 5, 'm'); return redis.call('zcard', KEYS[1])",
+            "1",
+            "z",
+        ],
+        ":1\r\n",
+    )
+    .await;
+    // RESP3: the score is a double.
+    w.expect("*3\r\n$1\r\nz\r\n$1\r\nm\r\n,5\r\n").await;
+}
+
+#[tokio::test]
+async fn a_list_push_does_not_wake_a_sorted_set_waiter() {
+    let h = start().await;
+    let mut zw = Raw::connect(&h).await;
+    zw.send(&["BZPOPMIN", "k", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut lw = Raw::connect(&h).await;
+    lw.send(&["BLPOP", "k", "0"]).await;
+    wait_blocked(&h, 2).await;
+    let mut c = Raw::connect(&h).await;
+    c.cmd(&["RPUSH", "k", "x"], ":1\r\n").await;
+    // The list waiter, though second, is the one a list can serve.
+    lw.expect("*2\r\n$1\r\nk\r\n$1\r\nx\r\n").await;
+    zw.expect_silence(20).await;
+    c.cmd(&["ZADD", "k", "1", "m"], ":1\r\n").await;
+    zw.expect("*3\r\n$1\r\nk\r\n$1\r\nm\r\n$1\r\n1\r\n").await;
+}
+
+#[tokio::test]
+async fn bzpopmax_times_out_on_the_server_clock() {
+    let h = start().await;
+    let mut r = Raw::connect(&h).await;
+    r.send(&["BZPOPMAX", "z", "1.5"]).await;
+    wait_blocked(&h, 1).await;
+    h.clock().advance(Duration::from_millis(1499));
+    r.expect_silence(20).await;
+    h.clock().advance(Duration::from_millis(1));
+    r.expect("*-1\r\n").await;
+    assert_eq!(h.blocked_clients(), 0);
+}
