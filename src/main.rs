@@ -184,6 +184,8 @@ fn main() -> ExitCode {
             }
         }
     });
+    // Dropping the runtime would wait for a worker still inside a script forever.
+    runtime.shutdown_timeout(Duration::from_millis(100));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -227,10 +229,41 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
         _ = &mut stopped => {}
     }
     drop(stopped);
-    for h in handles {
-        h.shutdown().await;
+    // Bounded: a client stuck in a script that ignores the kill (a long C call such as
+    // a backtracking string.find) must not keep the process alive.
+    let all = futures_join_all(handles.into_iter().map(|h| Box::pin(h.shutdown())));
+    if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
+        tracing::warn!("clients still busy after {SHUTDOWN_GRACE:?}; exiting anyway");
     }
     Ok(())
+}
+
+/// How long SIGTERM / SHUTDOWN waits for clients and scripts before the process exits.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Waits for all of several futures.
+async fn futures_join_all<F: std::future::Future<Output = ()> + Unpin>(
+    futs: impl Iterator<Item = F>,
+) {
+    let mut futs: Vec<Option<F>> = futs.map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in futs.iter_mut() {
+            if let Some(f) = slot {
+                if std::pin::Pin::new(f).poll(cx).is_ready() {
+                    *slot = None;
+                } else {
+                    pending = true;
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
 }
 
 /// Waits for the first of several futures.

@@ -19,6 +19,11 @@ pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 pub const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+/// A panic caught while a command or script ran (no Redis equivalent: Redis would crash).
+pub const INTERNAL_PANIC: &str =
+    "ERR internal error while running this command (logged); the server keeps running";
+pub const INTERNAL_SCRIPT_PANIC: &str =
+    "ERR internal error while running this script (logged); the Lua engine was reset";
 // -- end scripting --
 
 pub fn syntax() -> Reply {

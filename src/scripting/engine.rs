@@ -11,7 +11,7 @@
 use super::convert;
 use super::redis_api::{call, log, pcall, setresp, sha1hex};
 use super::sandbox::{guarded_rawset, guarded_setmetatable, random, SETUP};
-use super::{bit, cjson, cmsgpack, lstruct, Call, Running};
+use super::{bit, cjson, cmsgpack, lstruct, Call, Running, ScriptMeta};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -49,8 +49,21 @@ pub struct Vm {
     env: Table,
     /// Lua: `function(f) return xpcall(f, handler) end`.
     runner: Function,
-    /// Compile cache by sha1.
-    compiled: HashMap<String, Function>,
+    /// Compiled functions, by slot number. They live in a Lua table, not as Rust-held
+    /// `Function`s: mlua keeps every Rust-held value on one auxiliary Lua stack of at
+    /// most ~8,000 slots, and ran out (a panic) after ~7,900 distinct scripts.
+    functions: Table,
+    /// sha1 -> the slot in `functions` and the cache entry's bookkeeping.
+    compiled: HashMap<String, Compiled>,
+    /// Slots of forgotten (evicted) scripts, reused before the table grows.
+    free_slots: Vec<i64>,
+    /// The highest slot handed out.
+    slots_used: i64,
+}
+
+struct Compiled {
+    slot: i64,
+    meta: Arc<ScriptMeta>,
 }
 
 /// What redis.call needs during a run, stored in the VM's app data for the run only.
@@ -121,7 +134,12 @@ impl Vm {
         let protected: Table = parts.get("protected")?;
         globals.raw_set("rawset", guarded_rawset(&lua, protected.clone())?)?;
         globals.raw_set("setmetatable", guarded_setmetatable(&lua, protected)?)?;
-        lua.set_hook(
+        // A global hook, not `set_hook`: Lua 5.1 copies the hook into every coroutine a
+        // script creates, and mlua's per-thread hook finds no callback registered for
+        // such a coroutine and removes itself there, so a loop inside
+        // `coroutine.wrap` could never be killed. The global hook's callback serves
+        // every thread.
+        lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             |lua, _| {
                 if let Some(slot) = lua.app_data_ref::<RunSlot>() {
@@ -137,22 +155,55 @@ impl Vm {
             globals,
             env: parts.get("G")?,
             runner: parts.get("run")?,
+            functions: lua.create_table()?,
             compiled: HashMap::new(),
+            free_slots: Vec::new(),
+            slots_used: 0,
             lua,
         })
     }
 
-    /// The compiled function for `sha` (lowercase), if this VM has compiled it. Every
-    /// script compiled here is also in the script cache (both are filled together and
-    /// SCRIPT FLUSH drops both), so a hit needs no cache lookup.
-    pub fn compiled(&self, sha: &str) -> Option<Function> {
-        self.compiled.get(sha).cloned()
+    /// The compiled function for `sha` (lowercase) and its cache bookkeeping, if this
+    /// VM has compiled it. Every script compiled here is also in the script cache (both
+    /// are filled together; eviction and SCRIPT FLUSH drop both), so a hit needs no
+    /// cache lookup.
+    pub fn compiled(&self, sha: &str) -> Option<(Function, &Arc<ScriptMeta>)> {
+        let c = self.compiled.get(sha)?;
+        let f = self.functions.raw_get::<Function>(c.slot).ok()?;
+        Some((f, &c.meta))
+    }
+
+    /// Drops an evicted script's function (Lua's collector frees it).
+    pub fn forget(&mut self, sha: &str) {
+        if let Some(c) = self.compiled.remove(sha) {
+            if self.functions.raw_set(c.slot, Value::Nil).is_ok() {
+                self.free_slots.push(c.slot);
+            }
+        }
+    }
+
+    /// Bytes the VM holds now.
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// A full garbage collection, with the limit lifted so that it cannot fail. Lua 5.1
+    /// has no emergency collection: after a script dies at the memory limit, its
+    /// garbage would otherwise stay counted and make every later allocation (the next
+    /// compile included) fail.
+    pub fn collect_garbage(&self) {
+        let _ = unlimited(&self.lua, || self.lua.gc_collect());
     }
 
     /// The compiled function for a script, compiling it on first use.
-    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<Function, Reply> {
-        if let Some(f) = self.compiled.get(sha) {
-            return Ok(f.clone());
+    pub fn compile(
+        &mut self,
+        sha: &str,
+        body: &[u8],
+        meta: &Arc<ScriptMeta>,
+    ) -> Result<Function, Reply> {
+        if let Some((f, _)) = self.compiled(sha) {
+            return Ok(f);
         }
         let f = self
             .lua
@@ -171,7 +222,22 @@ impl Vm {
                     msg.replace(['\r', '\n'], " ")
                 ))
             })?;
-        self.compiled.insert(sha.to_string(), f.clone());
+        let slot = match self.free_slots.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots_used += 1;
+                self.slots_used
+            }
+        };
+        unlimited(&self.lua, || self.functions.raw_set(slot, f.clone()))
+            .map_err(|e| Reply::error(format!("ERR Error compiling script: {e}")))?;
+        self.compiled.insert(
+            sha.to_string(),
+            Compiled {
+                slot,
+                meta: meta.clone(),
+            },
+        );
         Ok(f)
     }
 
@@ -187,13 +253,17 @@ impl Vm {
         let saved_db = ctx.client.db;
         let saved_in_script = ctx.in_script;
         ctx.in_script = true;
-        let reply = self.execute_inner(ctx, f, sha, call, running);
+        // A panic (in a command run by redis.call, or in mlua) still restores the
+        // caller's state; the caller then drops this VM (see `Scripts::run`).
+        let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.execute_inner(ctx, f, sha, call, running)
+        }));
         ctx.in_script = saved_in_script;
         // SELECT inside a script does not change the caller's database (as Redis).
         if ctx.client.db != saved_db {
             ctx.client.select(saved_db);
         }
-        reply
+        reply.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 
     fn execute_inner(

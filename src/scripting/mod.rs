@@ -24,19 +24,57 @@ use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Scripts created by EVAL beyond this many are evicted, least recently used first;
+/// those loaded with SCRIPT LOAD stay until SCRIPT FLUSH. This is Redis 7.4's rule (and
+/// its number): clients that inline values into script text create a new script per
+/// call, and without a bound each one stays compiled forever.
+pub const EVAL_SCRIPTS_KEPT: usize = 500;
+
+/// After a script that failed, or that left the VM this large, the VM collects its
+/// garbage; if a full collection cannot bring it under `MEMORY_LIMIT / 2`, the VM is
+/// dropped and built again on next use (the cache of script bodies survives).
+const RECLAIM_ABOVE: usize = 32 * 1024 * 1024;
 
 /// A server's scripting state: the script cache EVALSHA reads, the VM, and the script
 /// running now (what BUSY and SCRIPT KILL look at).
 pub struct Scripts {
-    /// sha1 (lowercase hex) -> script body. Authoritative for EVALSHA / SCRIPT EXISTS.
-    cache: RwLock<HashMap<String, Bytes>>,
-    /// Created on first use and dropped by SCRIPT FLUSH (Redis resets its VM there too).
+    /// sha1 (lowercase hex) -> script. Authoritative for EVALSHA / SCRIPT EXISTS.
+    cache: RwLock<Cache>,
+    /// Created on first use and dropped by SCRIPT FLUSH (Redis resets its VM there too),
+    /// or after a panic while it ran (rebuilt on next use).
     vm: Mutex<Option<engine::Vm>>,
     running: Mutex<Option<Arc<Running>>>,
+    /// Advances on every script run: the LRU clock of EVAL scripts.
+    tick: AtomicU64,
     busy_ms: u64,
     seed: Option<u64>,
+}
+
+#[derive(Default)]
+struct Cache {
+    scripts: HashMap<String, Cached>,
+    /// How many of `scripts` came from EVAL (and can be evicted).
+    evictable: usize,
+    /// Evicted since start (INFO's `evicted_scripts`).
+    evicted: u64,
+}
+
+struct Cached {
+    body: Bytes,
+    meta: Arc<ScriptMeta>,
+}
+
+/// A cached script's eviction bookkeeping, shared with the VM's compiled entry so that
+/// the EVALSHA fast path marks a use without a cache lookup.
+pub struct ScriptMeta {
+    /// Created by EVAL and not since loaded with SCRIPT LOAD.
+    evictable: AtomicBool,
+    /// `Scripts::tick` at the last run.
+    last_used: AtomicU64,
 }
 
 /// The script executing now. Shared with the Lua hook (kill flag) and with connections
@@ -91,9 +129,10 @@ pub struct Call<'a> {
 impl Scripts {
     pub fn new(busy_ms: u64, seed: Option<u64>) -> Scripts {
         Scripts {
-            cache: RwLock::new(HashMap::new()),
+            cache: RwLock::new(Cache::default()),
             vm: Mutex::new(None),
             running: Mutex::new(None),
+            tick: AtomicU64::new(0),
             busy_ms,
             seed,
         }
@@ -131,30 +170,44 @@ impl Scripts {
         }
     }
 
-    /// SCRIPT LOAD: compiles (so a syntax error is reported now) and caches.
+    /// SCRIPT LOAD: compiles (so a syntax error is reported now) and caches. A script
+    /// that EVAL created is kept from now on, as in Redis.
     pub fn load(&self, body: &Bytes) -> Reply {
         let sha = sha1hex(body);
-        let mut vm = self.vm.lock();
-        let vm = match self.vm_or_create(&mut vm) {
-            Ok(vm) => vm,
-            Err(e) => return e,
-        };
-        if let Err(e) = vm.compile(&sha, body) {
-            return e;
+        let mut vm_slot = self.vm.lock();
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), Reply> {
+            let vm = self.vm_or_create(&mut vm_slot)?;
+            let meta = self.meta_for(&sha, false);
+            vm.compile(&sha, body, &meta)?;
+            self.remember(vm, &sha, body, meta, false);
+            Ok(())
+        }));
+        match outcome {
+            Ok(Ok(())) => Reply::bulk(sha),
+            Ok(Err(e)) => e,
+            Err(panic) => engine_panicked(&mut vm_slot, &panic),
         }
-        self.cache.write().insert(sha.clone(), body.clone());
-        Reply::bulk(sha)
     }
 
     /// SCRIPT EXISTS for one sha (any case, as Redis).
     pub fn exists(&self, sha: &[u8]) -> bool {
         let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-        self.cache.read().contains_key(&sha)
+        self.cache.read().scripts.contains_key(&sha)
+    }
+
+    /// How many scripts are cached, and how many EVAL scripts were evicted so far.
+    pub fn counts(&self) -> (usize, u64) {
+        let cache = self.cache.read();
+        (cache.scripts.len(), cache.evicted)
     }
 
     /// SCRIPT FLUSH: forgets every script and resets the VM.
     pub fn flush(&self) {
-        self.cache.write().clear();
+        let evicted = self.cache.read().evicted;
+        *self.cache.write() = Cache {
+            evicted,
+            ..Cache::default()
+        };
         *self.vm.lock() = None;
     }
 
@@ -174,9 +227,91 @@ impl Scripts {
             .ok_or_else(|| Reply::error("ERR Lua VM unavailable"))
     }
 
+    /// The bookkeeping of a cached script, or a fresh one for a script about to be
+    /// compiled (`evictable`: it comes from EVAL).
+    fn meta_for(&self, sha: &str, evictable: bool) -> Arc<ScriptMeta> {
+        if let Some(c) = self.cache.read().scripts.get(sha) {
+            return c.meta.clone();
+        }
+        Arc::new(ScriptMeta {
+            evictable: AtomicBool::new(evictable),
+            last_used: AtomicU64::new(self.tick.load(Ordering::Relaxed)),
+        })
+    }
+
+    /// Caches a script just compiled in `vm`. SCRIPT LOAD (`evictable` false) makes an
+    /// EVAL script permanent; a new EVAL script may evict the least recently used one.
+    fn remember(
+        &self,
+        vm: &mut engine::Vm,
+        sha: &str,
+        body: &Bytes,
+        meta: Arc<ScriptMeta>,
+        evictable: bool,
+    ) {
+        let mut cache = self.cache.write();
+        let cache = &mut *cache;
+        match cache.scripts.get(sha) {
+            Some(c) => {
+                if !evictable && c.meta.evictable.swap(false, Ordering::Relaxed) {
+                    cache.evictable -= 1;
+                }
+                return;
+            }
+            None => {
+                cache.scripts.insert(
+                    sha.to_string(),
+                    Cached {
+                        body: body.clone(),
+                        meta,
+                    },
+                );
+                if !evictable {
+                    return;
+                }
+                cache.evictable += 1;
+            }
+        }
+        while cache.evictable > EVAL_SCRIPTS_KEPT {
+            let oldest = cache
+                .scripts
+                .iter()
+                .filter(|(s, c)| c.meta.evictable.load(Ordering::Relaxed) && s.as_str() != sha)
+                .min_by_key(|(_, c)| c.meta.last_used.load(Ordering::Relaxed))
+                .map(|(s, _)| s.clone());
+            let Some(oldest) = oldest else { break };
+            cache.scripts.remove(&oldest);
+            cache.evictable -= 1;
+            cache.evicted += 1;
+            vm.forget(&oldest);
+        }
+    }
+
     /// Runs a script for EVAL / EVALSHA (and their _RO forms). The caller holds the
     /// keyspace gate exclusively, so the script is atomic.
+    ///
+    /// A panic anywhere below (a command run by redis.call, mlua, our conversions) is
+    /// caught here: the caller gets an error, the panic is logged, and the VM is
+    /// dropped so the next script gets a fresh one (the cache of bodies survives, so
+    /// EVALSHA keeps working).
     pub fn run(&self, ctx: &mut Ctx, source: Source, call: Call) -> Reply {
+        let mut vm_slot = self.vm.lock();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            self.run_locked(ctx, &mut vm_slot, source, call)
+        }));
+        match outcome {
+            Ok(reply) => reply,
+            Err(panic) => engine_panicked(&mut vm_slot, &panic),
+        }
+    }
+
+    fn run_locked(
+        &self,
+        ctx: &mut Ctx,
+        vm_slot: &mut Option<engine::Vm>,
+        source: Source,
+        call: Call,
+    ) -> Reply {
         // EVALSHA of a script this VM has compiled (lock clients' steady state): one
         // lookup, no allocation. Anything else takes the general path below.
         if let Source::Sha(sha) = source {
@@ -185,64 +320,67 @@ impl Scripts {
                 lower.copy_from_slice(sha);
                 lower.make_ascii_lowercase();
                 if let Ok(sha) = std::str::from_utf8(&lower) {
-                    let mut vm_slot = self.vm.lock();
                     if let Some(vm) = vm_slot.as_mut() {
-                        if let Some(function) = vm.compiled(sha) {
-                            return self.execute(ctx, vm, &function, sha, call);
+                        if let Some((function, meta)) = vm.compiled(sha) {
+                            self.touch(meta);
+                            return self.execute(ctx, vm_slot, &function, sha, call);
                         }
                     }
                 }
             }
         }
         let (sha, body) = match source {
-            Source::Body(body) => (sha1hex(body), Some(body)),
+            Source::Body(body) => (sha1hex(body), body.clone()),
             Source::Sha(sha) => {
                 let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-                if !self.cache.read().contains_key(&sha) {
-                    return Reply::error(errors::NOSCRIPT);
-                }
-                (sha, None)
-            }
-        };
-        let mut vm_slot = self.vm.lock();
-        let vm = match self.vm_or_create(&mut vm_slot) {
-            Ok(vm) => vm,
-            Err(e) => return e,
-        };
-        let function = match body {
-            Some(body) => match vm.compile(&sha, body) {
-                Ok(f) => {
-                    self.cache
-                        .write()
-                        .entry(sha.clone())
-                        .or_insert_with(|| body.clone());
-                    f
-                }
-                Err(e) => return e,
-            },
-            None => {
-                let cached = self.cache.read().get(&sha).cloned();
+                let cached = self.cache.read().scripts.get(&sha).map(|c| c.body.clone());
                 let Some(body) = cached else {
                     return Reply::error(errors::NOSCRIPT);
                 };
-                match vm.compile(&sha, &body) {
-                    Ok(f) => f,
-                    Err(e) => return e,
-                }
+                (sha, body)
             }
         };
-        self.execute(ctx, vm, &function, &sha, call)
+        let vm = match self.vm_or_create(vm_slot) {
+            Ok(vm) => vm,
+            Err(e) => return e,
+        };
+        let function = match vm.compiled(&sha) {
+            Some((f, meta)) => {
+                self.touch(meta);
+                f
+            }
+            None => {
+                let meta = self.meta_for(&sha, true);
+                self.touch(&meta);
+                let f = match vm.compile(&sha, &body, &meta) {
+                    Ok(f) => f,
+                    Err(e) => return e,
+                };
+                self.remember(vm, &sha, &body, meta, true);
+                f
+            }
+        };
+        self.execute(ctx, vm_slot, &function, &sha, call)
+    }
+
+    fn touch(&self, meta: &ScriptMeta) {
+        let now = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+        meta.last_used.store(now, Ordering::Relaxed);
     }
 
     /// Runs a compiled script, registered as the running script (BUSY, SCRIPT KILL).
+    /// Afterwards, reclaims what a failed or large script left behind.
     fn execute(
         &self,
         ctx: &mut Ctx,
-        vm: &mut engine::Vm,
+        vm_slot: &mut Option<engine::Vm>,
         function: &mlua::Function,
         sha: &str,
         call: Call,
     ) -> Reply {
+        let Some(vm) = vm_slot.as_mut() else {
+            return Reply::error("ERR Lua VM unavailable");
+        };
         let running = Arc::new(Running {
             // The caller read the clock just after taking the gate.
             started_ms: ctx.now_ms,
@@ -254,8 +392,35 @@ impl Scripts {
         });
         *self.running.lock() = Some(running.clone());
         let _clear = ClearRunning(&self.running);
-        vm.execute(ctx, function, sha, call, running)
+        let reply = vm.execute(ctx, function, sha, call, running);
+        if reply.is_error() || vm.used_memory() > RECLAIM_ABOVE {
+            vm.collect_garbage();
+            if vm.used_memory() > engine::MEMORY_LIMIT / 2 {
+                tracing::warn!(
+                    used_bytes = vm.used_memory(),
+                    "the Lua VM still holds too much memory after a full collection; building a new one"
+                );
+                *vm_slot = None;
+            }
+        }
+        reply
     }
+}
+
+/// What a caught panic leaves: no VM (a fresh one is built for the next script), a
+/// log line with the panic's message, and an error for the caller.
+fn engine_panicked(
+    vm_slot: &mut Option<engine::Vm>,
+    panic: &Box<dyn std::any::Any + Send>,
+) -> Reply {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    tracing::error!("panic while running a script (the Lua VM is rebuilt for the next one): {msg}");
+    *vm_slot = None;
+    Reply::error(errors::INTERNAL_SCRIPT_PANIC)
 }
 
 /// Clears the running-script slot however the run ends.

@@ -191,8 +191,9 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     drop(listener);
     shared.listening.send_replace(false);
     shared.kill_clients();
-    // Connections end at their next await once killed; bound the wait anyway.
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+    // Connections end at their next await once killed; bound the wait anyway (one
+    // stuck in a long C call inside a script cannot be stopped).
+    let _ = tokio::time::timeout(Duration::from_millis(300), async {
         while connections.join_next().await.is_some() {}
     })
     .await;

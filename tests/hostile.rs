@@ -1,0 +1,355 @@
+//! Hostile input (issue 15): what an attacker can send must not wedge the server. Each
+//! test is one case of the issue, bounded and on loopback only.
+
+mod common;
+
+use common::{resp, start, Raw};
+use redlockd::scripting::sha1hex;
+use std::time::{Duration, Instant};
+
+/// Waits (bounded) until `done` holds, polling every millisecond.
+async fn wait_until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < bound, "{what}: not within {bound:?}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    started.elapsed()
+}
+
+const KILLED: &str = "-ERR Script killed by user with SCRIPT KILL...";
+
+/// Loops that run inside coroutines: Lua 5.1 keeps the instruction hook per coroutine,
+/// so each must still reach the kill check.
+const COROUTINE_LOOPS: &[&str] = &[
+    "coroutine.wrap(function() while true do end end)()",
+    "local co = coroutine.create(function() while true do end end) return coroutine.resume(co)",
+    "coroutine.wrap(function() coroutine.wrap(function() while true do end end)() end)()",
+    "coroutine.wrap(function() while true do pcall(function() while true do end end) end end)()",
+    "local co = coroutine.wrap(function() while true do coroutine.yield() end end) while true do co() end",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loop_inside_a_coroutine_is_killed_by_script_kill_within_100_ms() {
+    let server = start().await;
+    let mut admin = Raw::to(&server).await;
+    for script in COROUTINE_LOOPS {
+        let mut looping = Raw::to(&server).await;
+        looping.send(&resp(&["EVAL", script, "0"])).await;
+        let scripts = &server.shared().scripts;
+        wait_until("script starts", Duration::from_secs(10), || {
+            scripts.is_running()
+        })
+        .await;
+        assert_eq!(admin.cmd(&["SCRIPT", "KILL"]).await, "+OK\r\n", "{script}");
+        let took = wait_until("script stops", Duration::from_secs(10), || {
+            !scripts.is_running()
+        })
+        .await;
+        let reply = looping.reply().await;
+        assert!(reply.starts_with(KILLED), "{script}: {reply}");
+        assert!(took < Duration::from_millis(100), "{script}: took {took:?}");
+        assert_eq!(admin.cmd(&["PING"]).await, "+PONG\r\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_nosave_stops_a_server_whose_script_loops_in_a_coroutine() {
+    let mut server = start().await;
+    let mut looping = Raw::to(&server).await;
+    looping
+        .send(&resp(&["EVAL", COROUTINE_LOOPS[0], "0"]))
+        .await;
+    let scripts = &server.shared().scripts;
+    wait_until("script starts", Duration::from_secs(10), || {
+        scripts.is_running()
+    })
+    .await;
+    // Past busy_script_time (manual clock): SHUTDOWN NOSAVE is one of the two commands
+    // still served.
+    server.clock().advance(Duration::from_secs(6));
+    let mut admin = Raw::to(&server).await;
+    assert!(admin.cmd(&["GET", "k"]).await.starts_with("-BUSY "));
+    let sent = Instant::now();
+    admin.send(&resp(&["SHUTDOWN", "NOSAVE"])).await;
+    tokio::time::timeout(Duration::from_secs(1), server.stopped())
+        .await
+        .expect("the server stops within 1 s");
+    assert!(sent.elapsed() < Duration::from_secs(1));
+}
+
+/// 50,000 distinct scripts (clients that inline values into the script text): no
+/// panic, and the cache keeps only the 500 most recently used EVAL scripts.
+#[tokio::test(flavor = "multi_thread")]
+async fn fifty_thousand_distinct_scripts_run_and_the_cache_stays_bounded() {
+    let server = start().await;
+    let mut c = Raw::to(&server).await;
+    const N: usize = 50_000;
+    const BATCH: usize = 500;
+    for start in (0..N).step_by(BATCH) {
+        let mut out = Vec::new();
+        for i in start..start + BATCH {
+            out.extend(resp(&["EVAL", &format!("return {i}"), "0"]));
+        }
+        c.send(&out).await;
+        for i in start..start + BATCH {
+            assert_eq!(c.reply().await, format!(":{i}\r\n"));
+        }
+    }
+    let scripts = &server.shared().scripts;
+    assert_eq!(scripts.counts(), (500, (N - 500) as u64));
+    let first = sha1hex(b"return 0");
+    let last = sha1hex(format!("return {}", N - 1).as_bytes());
+    assert_eq!(
+        c.cmd(&["SCRIPT", "EXISTS", &first, &last]).await,
+        "*2\r\n:0\r\n:1\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["EVALSHA", &first, "0"]).await,
+        "-NOSCRIPT No matching script. Please use EVAL.\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["EVALSHA", &last, "0"]).await,
+        format!(":{}\r\n", N - 1)
+    );
+    // SCRIPT LOAD keeps every script (as Redis): past the ~8,000 values mlua can hold
+    // from Rust, which is where the old cache panicked.
+    let mut out = Vec::new();
+    for i in 0..10_000 {
+        out.extend(resp(&["SCRIPT", "LOAD", &format!("return 'l{i}'")]));
+    }
+    c.send(&out).await;
+    for _ in 0..10_000 {
+        assert!(c.reply().await.starts_with("$40\r\n"));
+    }
+    let loaded = sha1hex(b"return 'l0'");
+    assert_eq!(c.cmd(&["EVALSHA", &loaded, "0"]).await, "$2\r\nl0\r\n");
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]).await, "+OK\r\n");
+    assert_eq!(scripts.counts().0, 0);
+    assert_eq!(c.cmd(&["EVAL", "return 7", "0"]).await, ":7\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_scripts_are_evicted_least_recently_used_first() {
+    let server = start().await;
+    let mut c = Raw::to(&server).await;
+    let body = |i: usize| format!("return {i}");
+    let sha = |i: usize| sha1hex(body(i).as_bytes());
+    assert_eq!(
+        c.cmd(&["SCRIPT", "LOAD", "return 'kept'"]).await,
+        redlockd_bulk(&sha1hex(b"return 'kept'"))
+    );
+    for i in 0..500 {
+        assert_eq!(c.cmd(&["EVAL", &body(i), "0"]).await, format!(":{i}\r\n"));
+    }
+    // Script 0 is used again (by EVALSHA), so 1 is now the least recently used.
+    assert_eq!(c.cmd(&["EVALSHA", &sha(0), "0"]).await, ":0\r\n");
+    assert_eq!(c.cmd(&["EVAL", &body(500), "0"]).await, ":500\r\n");
+    assert_eq!(
+        c.cmd(&["SCRIPT", "EXISTS", &sha(0), &sha(1), &sha(2), &sha(500)])
+            .await,
+        "*4\r\n:1\r\n:0\r\n:1\r\n:1\r\n"
+    );
+    // SCRIPT LOAD of an EVAL script makes it permanent.
+    assert_eq!(
+        c.cmd(&["SCRIPT", "LOAD", &body(2)]).await,
+        redlockd_bulk(&sha(2))
+    );
+    for i in 1000..1600 {
+        assert_eq!(c.cmd(&["EVAL", &body(i), "0"]).await, format!(":{i}\r\n"));
+    }
+    assert_eq!(
+        c.cmd(&[
+            "SCRIPT",
+            "EXISTS",
+            &sha(2),
+            &sha1hex(b"return 'kept'"),
+            &sha(0)
+        ])
+        .await,
+        "*3\r\n:1\r\n:1\r\n:0\r\n"
+    );
+}
+
+fn redlockd_bulk(s: &str) -> String {
+    format!("${}\r\n{s}\r\n", s.len())
+}
+
+/// The issue's script: a table of ten million tables dies at the memory limit, and
+/// every script after it must still compile and run.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_script_hits_the_memory_limit_the_next_script_compiles_and_runs() {
+    let server = start().await;
+    let mut c = Raw::to(&server).await;
+    for round in 0..3 {
+        let reply = c
+            .cmd(&[
+                "EVAL",
+                "local t = {} for i = 1, 1e7 do t[i] = {} end return #t",
+                "0",
+            ])
+            .await;
+        assert!(reply.contains("not enough memory"), "{reply}");
+        let fresh = format!("return {round} + 1");
+        assert_eq!(
+            c.cmd(&["EVAL", &fresh, "0"]).await,
+            format!(":{}\r\n", round + 1)
+        );
+        let loaded = format!("return 'loaded {round}'");
+        assert_eq!(
+            c.cmd(&["SCRIPT", "LOAD", &loaded]).await,
+            redlockd_bulk(&sha1hex(loaded.as_bytes()))
+        );
+    }
+}
+
+// The real binary: SIGTERM and SHUTDOWN NOSAVE end the process within 1 s even while a
+// script runs, one that loops in a coroutine or one stuck in a single long C call.
+
+mod binary {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
+
+    /// Kills the child if a test fails before it stopped.
+    struct Node(Child, u16);
+
+    impl Drop for Node {
+        fn drop(&mut self) {
+            if let Ok(None) = self.0.try_wait() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+
+    /// A node on a free port below the ephemeral range, answering PING.
+    fn spawn_node() -> Node {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() as u64)
+            ^ u64::from(std::process::id());
+        for attempt in 0..50u64 {
+            let port = 20_000 + ((seed + attempt * 7_919) % 12_000) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+                continue;
+            }
+            let child = Command::new(BIN)
+                .args(["--port", &port.to_string(), "--restart-delay", "0"])
+                .args(["--busy-script-time", "50ms", "--log", "error"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redlockd");
+            let mut node = Node(child, port);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if node.0.try_wait().unwrap().is_some() {
+                    break; // lost the port to someone else: try another
+                }
+                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                    if command(&mut s, "*1\r\n$4\r\nPING\r\n") == "+PONG\r\n" {
+                        return node;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = node.0.kill();
+        }
+        panic!("no node started");
+    }
+
+    /// Sends raw bytes and reads one line-sized reply.
+    fn command(s: &mut TcpStream, raw: &str) -> String {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(raw.as_bytes()).unwrap();
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    /// Starts `script` on its own connection and waits until others get BUSY.
+    fn start_script(node: &Node, script: &str) -> TcpStream {
+        let mut looping = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
+        let eval = super::resp(&["EVAL", script, "0"]);
+        looping.write_all(&eval).unwrap();
+        let mut probe = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let reply = command(&mut probe, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+            if reply.starts_with("-BUSY") {
+                return looping;
+            }
+            assert!(Instant::now() < deadline, "never BUSY: {reply}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits (bounded) for a clean exit.
+    fn wait_exit(node: &mut Node) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = node.0.try_wait().unwrap() {
+                assert!(status.success(), "{status:?}");
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "process did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn sigterm(node: &Node) {
+        // SAFETY: kill(2) on our own child's pid.
+        let r = unsafe { libc::kill(node.0.id() as i32, libc::SIGTERM) };
+        assert_eq!(r, 0);
+    }
+
+    /// Exponential backtracking inside one call of Lua's C matcher.
+    const BACKTRACKING: &str =
+        "return string.find(string.rep('a', 40), string.rep('a*', 40) .. 'b')";
+
+    #[test]
+    fn sigterm_ends_the_process_within_1s_while_a_coroutine_loops() {
+        let mut node = spawn_node();
+        let _looping = start_script(&node, super::COROUTINE_LOOPS[0]);
+        let sent = Instant::now();
+        sigterm(&node);
+        wait_exit(&mut node);
+        let took = sent.elapsed();
+        assert!(took < Duration::from_secs(1), "took {took:?}");
+    }
+
+    #[test]
+    fn sigterm_ends_the_process_within_1s_during_a_long_c_call() {
+        let mut node = spawn_node();
+        let _looping = start_script(&node, BACKTRACKING);
+        let sent = Instant::now();
+        sigterm(&node);
+        wait_exit(&mut node);
+        let took = sent.elapsed();
+        assert!(took < Duration::from_secs(1), "took {took:?}");
+    }
+
+    #[test]
+    fn shutdown_nosave_ends_the_process_within_1s_while_scripts_run() {
+        for script in [super::COROUTINE_LOOPS[0], BACKTRACKING] {
+            let mut node = spawn_node();
+            let _looping = start_script(&node, script);
+            let mut admin = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
+            let sent = Instant::now();
+            admin
+                .write_all(&super::resp(&["SHUTDOWN", "NOSAVE"]))
+                .unwrap();
+            wait_exit(&mut node);
+            let took = sent.elapsed();
+            assert!(took < Duration::from_secs(1), "{script}: took {took:?}");
+        }
+    }
+}
