@@ -149,11 +149,12 @@ fn resident_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-fn info_memory(_ctx: &Ctx, out: &mut String) {
+fn info_memory(ctx: &Ctx, out: &mut String) {
     let rss = resident_bytes();
+    let (scripts, _) = ctx.shared.scripts.counts();
     let _ = write!(
         out,
-        "used_memory:{rss}\r\nused_memory_human:{:.2}M\r\nused_memory_rss:{rss}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
+        "used_memory:{rss}\r\nused_memory_human:{:.2}M\r\nused_memory_rss:{rss}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
         rss as f64 / (1024.0 * 1024.0)
     );
 }
@@ -172,6 +173,8 @@ fn info_stats(ctx: &Ctx, out: &mut String) {
         s.rejected_connections.load(Ordering::Relaxed),
         s.expired_keys.load(Ordering::Relaxed),
     );
+    let (_, evicted_scripts) = ctx.shared.scripts.counts();
+    let _ = write!(out, "evicted_scripts:{evicted_scripts}\r\n");
 
     let _ = write!(
         out,

@@ -3,7 +3,7 @@
 use crate::commands::blocking::{Blocked, Waiter};
 use crate::commands::pubsub::{Message, Subscriber};
 use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, NetState, Shared};
-use crate::protocol::{encode, parse_request, Limits, Reply};
+use crate::protocol::{encode, errors, parse_request, Limits, Reply};
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -89,7 +89,7 @@ async fn run(
                     Ok(Some(args)) if args.is_empty() => continue,
                     Ok(Some(args)) => {
                         let mut ctx = Ctx::new(shared, client);
-                        let mut reply = dispatch(&mut ctx, &args);
+                        let mut reply = dispatch_caught(&mut ctx, &args);
                         // Wake BLPOP waiters on keys this command pushed to, queue
                         // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
                         // to oneself), and wait here if the command blocked.
@@ -174,6 +174,29 @@ async fn run(
                 }
             }
             _ = info.kill.notified() => return Ok(()),
+        }
+    }
+}
+
+/// Runs one request; a panic inside it is logged and answered with an error instead
+/// of ending the connection's task. Locks held by the command are released on the
+/// way out (guards drop while unwinding; parking_lot's locks are not poisoned), and
+/// scripting rebuilds its VM itself (`Scripts::run`).
+fn dispatch_caught(ctx: &mut Ctx, args: &[bytes::Bytes]) -> Reply {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(ctx, args))) {
+        Ok(reply) => reply,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            tracing::error!(
+                client = ctx.client.id(),
+                command = %String::from_utf8_lossy(&args[0]),
+                "panic while running a command: {msg}"
+            );
+            Reply::error(errors::INTERNAL_PANIC)
         }
     }
 }
