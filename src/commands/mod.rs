@@ -2,6 +2,7 @@
 //! The network, Lua's redis.call and the in-memory door all reach a command through
 //! `run`: one implementation of every command.
 
+pub mod cas;
 pub mod connection;
 pub mod context;
 pub mod debug;

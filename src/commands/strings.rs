@@ -1,5 +1,7 @@
-//! String commands: SET and its relatives, GET, GETDEL, GETEX, MGET, MSET, INCR family.
+//! String commands: SET (with Redis 8.4's IF* conditions, see cas.rs) and its
+//! relatives, GET, GETDEL, GETEX, MGET, MSET, INCR family.
 
+use super::cas::Cond;
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Value};
@@ -84,6 +86,8 @@ pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 struct SetOptions<'a> {
     nx: bool,
     xx: bool,
+    /// IFEQ / IFNE / IFDEQ / IFDNE (Redis 8.4): exclusive with NX, XX and each other.
+    cond: Option<Cond<'a>>,
     get: bool,
     keepttl: bool,
     /// The expire keyword and its value, parsed after all options (as Redis does, so
@@ -96,10 +100,17 @@ fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
     let mut i = 0;
     while i < args.len() {
         let a = &args[i];
-        if eq_ignore_case(a, "nx") && !o.xx {
+        let no_cond = o.cond.is_none();
+        if eq_ignore_case(a, "nx") && !o.xx && no_cond {
             o.nx = true;
-        } else if eq_ignore_case(a, "xx") && !o.nx {
+        } else if eq_ignore_case(a, "xx") && !o.nx && no_cond {
             o.xx = true;
+        } else if Cond::is_keyword(a) && !o.nx && !o.xx && no_cond {
+            let Some(value) = args.get(i + 1) else {
+                return Err(errors::syntax());
+            };
+            o.cond = Cond::parse(a, value);
+            i += 1;
         } else if eq_ignore_case(a, "get") {
             o.get = true;
         } else if eq_ignore_case(a, "keepttl") && o.expire.is_none() {
@@ -161,6 +172,13 @@ fn set_generic(
         _ => None,
     };
     let exists = old.is_some();
+    let cond_fails = match (o.cond, old) {
+        (None, _) => false,
+        (Some(c), None) => !c.holds_when_missing(),
+        (Some(c), Some(Value::Str(s))) => !c.holds(s),
+        // A condition compares a string: another type is WRONGTYPE, as in Redis 8.4.
+        (Some(_), Some(_)) => return Err(errors::wrongtype()),
+    };
     let reply_skipped = || {
         if o.get {
             old_value.clone().map_or(Reply::Null, Reply::Bulk)
@@ -168,7 +186,7 @@ fn set_generic(
             Reply::Null
         }
     };
-    if (o.nx && exists) || (o.xx && !exists) {
+    if (o.nx && exists) || (o.xx && !exists) || cond_fails {
         return Ok(reply_skipped());
     }
     let stored = Value::Str(Bytes::copy_from_slice(value));

@@ -2,7 +2,7 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    connection, debug, expire, hashes, keys, lists, pubsub, scripting, server, sets, strings,
+    cas, connection, debug, expire, hashes, keys, lists, pubsub, scripting, server, sets, strings,
     zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
@@ -114,6 +114,10 @@ const ROWS: &[Row] = &[
     ("decr", 2, WRITE | FENCED | FAST, 1, 1, 1, strings::decr),
     ("incrby", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::incrby),
     ("decrby", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::decrby),
+    // native compare-and-delete (releases: not fenced)
+    ("delex", -2, WRITE | FAST, 1, 1, 1, cas::delex),
+    ("delifeq", 3, WRITE | FAST, 1, 1, 1, cas::delifeq),
+    ("digest", 2, READONLY | FAST, 1, 1, 1, cas::digest_cmd),
     // keys
     ("del", -2, WRITE, 1, -1, 1, keys::del),
     ("unlink", -2, WRITE | FAST, 1, -1, 1, keys::del),
