@@ -1,5 +1,6 @@
 //! List commands: LPUSH/RPUSH(X), LPOP/RPOP (with count), LLEN, LRANGE, LINDEX, LREM,
-//! LTRIM, LMOVE, and the blocking BLPOP/BRPOP.
+//! LTRIM, LSET, LINSERT, LPOS, LMOVE, RPOPLPUSH, and the blocking BLPOP/BRPOP, BLMOVE and
+//! BRPOPLPUSH.
 //!
 //! python-redis-lock signals a release by pushing to a list that waiters BLPOP, so the
 //! blocking pops follow Redis exactly: FIFO among waiters, a push (also from a script)
@@ -252,24 +253,205 @@ fn parse_side(arg: &[u8]) -> Result<Side, Reply> {
     }
 }
 
-/// LMOVE source destination LEFT|RIGHT LEFT|RIGHT: runs holding the gate exclusively
+/// Moves one element from `from` of `src` to `to` of `dst` (both type-checked first,
+/// as Redis does); `None` when `src` is missing. Callers hold the gate exclusively
 /// (table flag), so nobody sees the element in neither list.
-pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let from = parse_side(&args[3])?;
-    let to = parse_side(&args[4])?;
-    let (src, dst) = (&args[1], &args[2]);
-    if read(ctx, src, |l| l.is_empty())?.is_none() {
-        return Ok(Reply::Null);
+fn move_one(
+    ctx: &Ctx,
+    src: &[u8],
+    dst: &[u8],
+    from: Side,
+    to: Side,
+) -> Result<Option<Bytes>, Reply> {
+    if read(ctx, src, |_| ())?.is_none() {
+        return Ok(None);
     }
     let dst_exists = read(ctx, dst, |_| ())?.is_some();
     if !dst_exists && src != dst {
         ctx.shared.fence.check_has_ttl()?;
     }
     let Some(Some(value)) = modify(ctx, src, |l| pop_side(l, from))? else {
-        return Ok(Reply::Null);
+        return Ok(None);
     };
     push(ctx, dst, std::slice::from_ref(&value), to, false)?;
-    Ok(Reply::Bulk(value))
+    Ok(Some(value))
+}
+
+/// LMOVE source destination LEFT|RIGHT LEFT|RIGHT
+pub fn lmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let from = parse_side(&args[3])?;
+    let to = parse_side(&args[4])?;
+    Ok(move_one(ctx, &args[1], &args[2], from, to)?.map_or(Reply::Null, Reply::Bulk))
+}
+
+/// RPOPLPUSH source destination: LMOVE source destination RIGHT LEFT.
+pub fn rpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let moved = move_one(ctx, &args[1], &args[2], Side::Right, Side::Left)?;
+    Ok(moved.map_or(Reply::Null, Reply::Bulk))
+}
+
+/// The blocking moves: waits (FIFO, with BLPOP's machinery) for `src` to have an
+/// element. In a transaction it answers null at once; on timeout a null array, as
+/// Redis 7.0 does.
+fn bmove(
+    ctx: &mut Ctx,
+    src: &Bytes,
+    dst: &Bytes,
+    from: Side,
+    to: Side,
+    timeout: &[u8],
+) -> CmdResult {
+    let timeout_ms = parse_timeout_ms(timeout)?;
+    let pop = Pop::Move {
+        from,
+        to,
+        dst: copy(dst),
+    };
+    pop_or_block(
+        ctx,
+        std::slice::from_ref(src),
+        pop,
+        timeout_ms,
+        Reply::Null,
+        |ctx, key, take| {
+            if !take {
+                read(ctx, key, |_| ())?;
+                read(ctx, dst, |_| ())?;
+                return Ok(None);
+            }
+            Ok(move_one(ctx, key, dst, from, to)?.map(Reply::Bulk))
+        },
+    )
+}
+
+/// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout
+pub fn blmove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let from = parse_side(&args[3])?;
+    let to = parse_side(&args[4])?;
+    bmove(ctx, &args[1], &args[2], from, to, &args[5])
+}
+
+/// BRPOPLPUSH source destination timeout
+pub fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    bmove(ctx, &args[1], &args[2], Side::Right, Side::Left, &args[3])
+}
+
+/// LSET key index element
+pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let index = int_arg(&args[2])?;
+    let done = modify(ctx, &args[1], |l| {
+        let i = if index < 0 {
+            l.len() as i64 + index
+        } else {
+            index
+        };
+        match usize::try_from(i).ok().and_then(|i| l.get_mut(i)) {
+            Some(slot) => {
+                *slot = copy(&args[3]);
+                true
+            }
+            None => false,
+        }
+    })?;
+    match done {
+        None => Err(Reply::error(errors::NO_SUCH_KEY)),
+        Some(false) => Err(Reply::error("ERR index out of range")),
+        Some(true) => Ok(Reply::Ok),
+    }
+}
+
+/// LINSERT key BEFORE|AFTER pivot element -> the new length, -1 without the pivot,
+/// 0 for a missing key.
+pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let after = if eq_ignore_case(&args[2], "after") {
+        true
+    } else if eq_ignore_case(&args[2], "before") {
+        false
+    } else {
+        return Err(errors::syntax());
+    };
+    let len = modify(ctx, &args[1], |l| {
+        let Some(at) = l.iter().position(|v| v == &args[3]) else {
+            return -1;
+        };
+        l.insert(at + after as usize, copy(&args[4]));
+        l.len() as i64
+    })?;
+    Ok(Reply::Integer(len.unwrap_or(0)))
+}
+
+/// LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]
+pub fn lpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (mut rank, mut count, mut maxlen) = (1i64, None, 0usize);
+    let mut i = 3;
+    while i < args.len() {
+        let Some(value) = args.get(i + 1) else {
+            return Err(errors::syntax());
+        };
+        let opt = &args[i];
+        if eq_ignore_case(opt, "rank") {
+            rank = int_arg(value)?;
+            // Redis 7.0 negates the rank in a long: i64::MIN stays itself and ends
+            // up acting as -1 (seen against redis-server 7.0.15).
+            if rank == i64::MIN {
+                rank = -1;
+            }
+            if rank == 0 {
+                return Err(Reply::error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
+            }
+        } else if eq_ignore_case(opt, "count") {
+            let n = int_arg(value)?;
+            if n < 0 {
+                return Err(Reply::error("ERR COUNT can't be negative"));
+            }
+            count = Some(n as usize);
+        } else if eq_ignore_case(opt, "maxlen") {
+            let n = int_arg(value)?;
+            if n < 0 {
+                return Err(Reply::error("ERR MAXLEN can't be negative"));
+            }
+            maxlen = n as usize;
+        } else {
+            return Err(errors::syntax());
+        }
+        i += 2;
+    }
+    let target = &args[2][..];
+    let found = read(ctx, &args[1], |l| {
+        let scan = if maxlen == 0 {
+            l.len()
+        } else {
+            maxlen.min(l.len())
+        };
+        let wanted = match count {
+            None => 1,
+            Some(0) => usize::MAX,
+            Some(n) => n,
+        };
+        let skip = (rank.unsigned_abs() - 1) as usize;
+        let indexes: Box<dyn Iterator<Item = usize>> = if rank > 0 {
+            Box::new(0..scan)
+        } else {
+            Box::new((l.len() - scan..l.len()).rev())
+        };
+        indexes
+            .filter(|&i| l[i] == target)
+            .skip(skip)
+            .take(wanted)
+            .collect::<Vec<_>>()
+    })?
+    .unwrap_or_default();
+    Ok(match count {
+        Some(_) => Reply::Array(
+            found
+                .into_iter()
+                .map(|i| Reply::Integer(i as i64))
+                .collect(),
+        ),
+        None => found
+            .first()
+            .map_or(Reply::Null, |&i| Reply::Integer(i as i64)),
+    })
 }
 
 /// A blocking timeout in seconds (fractions allowed) as Redis 7.0 reads it: rounded up

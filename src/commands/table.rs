@@ -164,6 +164,12 @@ const ROWS: &[Row] = &[
     ("lrem", 4, WRITE, 1, 1, 1, lists::lrem),
     ("ltrim", 4, WRITE, 1, 1, 1, lists::ltrim),
     ("lmove", 5, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, lists::lmove),
+    ("rpoplpush", 3, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, lists::rpoplpush),
+    ("blmove", 6, WRITE | FENCED | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::blmove),
+    ("brpoplpush", 4, WRITE | FENCED | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::brpoplpush),
+    ("lset", 4, WRITE, 1, 1, 1, lists::lset),
+    ("linsert", 5, WRITE, 1, 1, 1, lists::linsert),
+    ("lpos", -3, READONLY, 1, 1, 1, lists::lpos),
     ("blpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::blpop),
     ("brpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::brpop),
     // sorted sets (semaphores, fair locks)
