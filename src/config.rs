@@ -42,6 +42,8 @@ pub struct Config {
     pub seed: Option<u64>,
     /// A subscriber whose unsent output passes this many bytes is disconnected.
     pub pubsub_output_limit: usize,
+    /// Where to serve Prometheus metrics (`GET /metrics`); off when `None`.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Default for Config {
@@ -62,6 +64,7 @@ impl Default for Config {
             enable_debug_command: false,
             seed: None,
             pubsub_output_limit: 32 * 1024 * 1024,
+            metrics_addr: None,
         }
     }
 }

@@ -93,14 +93,26 @@ struct ServerArgs {
     /// Seed for the server's randomness (SCAN order, Lua math.random); random if unset.
     #[arg(long, env = "REDLOCKD_SEED")]
     seed: Option<u64>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9121). Off by
+    /// default. A cluster serves node i's on ADDR's port + i.
+    #[arg(long, env = "REDLOCKD_METRICS_ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
 }
 
 impl ServerArgs {
-    fn config(&self, port: u16) -> Config {
+    /// The config of node `i` (0 for a single node) listening on `port`.
+    fn config(&self, i: u16, port: u16) -> Config {
+        let metrics_addr = self.metrics_addr.map(|mut a| {
+            if a.port() != 0 {
+                a.set_port(a.port().saturating_add(i));
+            }
+            a
+        });
         Config {
+            metrics_addr,
             bind: self.bind,
             port,
             max_ttl: self.max_ttl,
@@ -198,8 +210,8 @@ fn main() -> ExitCode {
 /// Starts one node per port and runs until a signal or SHUTDOWN stops them.
 async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
     let mut handles: Vec<ServerHandle> = Vec::new();
-    for &port in ports {
-        let handle = Server::start(args.config(port))
+    for (i, &port) in (0u16..).zip(ports) {
+        let handle = Server::start(args.config(i, port))
             .await
             .map_err(|e| format!("cannot start a node on {}:{port}: {e}", args.bind))?;
         handles.push(handle);

@@ -24,6 +24,8 @@ pub struct Shared {
     pub clients: DashMap<u64, Arc<ClientInfo>>,
     pub stats: Stats,
     pub next_client_id: AtomicU64,
+    /// `--maxclients`, changed by CONFIG SET.
+    maxclients: AtomicUsize,
     /// Monotonic ms at boot (or at the last crash-restart).
     pub started_ms: AtomicU64,
     pub run_id: String,
@@ -91,6 +93,7 @@ impl Shared {
             clients: DashMap::new(),
             stats: Stats::new(table::COMMANDS.len()),
             next_client_id: AtomicU64::new(1),
+            maxclients: AtomicUsize::new(config.maxclients),
             started_ms: AtomicU64::new(now),
             run_id,
             active_expire: AtomicBool::new(true),
@@ -110,6 +113,15 @@ impl Shared {
             clock,
             config,
         }
+    }
+
+    /// Most clients connected at once (`--maxclients`, CONFIG SET maxclients).
+    pub fn maxclients(&self) -> usize {
+        self.maxclients.load(Ordering::Relaxed)
+    }
+
+    pub fn set_maxclients(&self, n: usize) {
+        self.maxclients.store(n, Ordering::Relaxed);
     }
 
     /// What a crash and restart would do: every key forgotten, every client
@@ -196,66 +208,8 @@ impl Shared {
     }
 }
 
+use super::stats::Stats;
 use super::table;
-
-/// Per-command counters for INFO commandstats.
-pub struct Stats {
-    pub total_commands: AtomicU64,
-    pub total_connections: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub expired_keys: AtomicU64,
-    per_command: Vec<CommandStat>,
-}
-
-#[derive(Default)]
-pub struct CommandStat {
-    pub calls: AtomicU64,
-    pub usec: AtomicU64,
-    pub rejected: AtomicU64,
-    pub failed: AtomicU64,
-}
-
-impl Stats {
-    fn new(commands: usize) -> Stats {
-        Stats {
-            total_commands: AtomicU64::new(0),
-            total_connections: AtomicU64::new(0),
-            rejected_connections: AtomicU64::new(0),
-            expired_keys: AtomicU64::new(0),
-            per_command: (0..commands).map(|_| CommandStat::default()).collect(),
-        }
-    }
-
-    pub fn record(&self, index: usize, usec: u64, failed: bool) {
-        self.total_commands.fetch_add(1, Ordering::Relaxed);
-        let s = &self.per_command[index];
-        s.calls.fetch_add(1, Ordering::Relaxed);
-        s.usec.fetch_add(usec, Ordering::Relaxed);
-        if failed {
-            s.failed.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    pub fn record_rejected(&self, index: usize) {
-        self.total_commands.fetch_add(1, Ordering::Relaxed);
-        self.per_command[index]
-            .rejected
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn command(&self, index: usize) -> &CommandStat {
-        &self.per_command[index]
-    }
-
-    pub fn reset(&self) {
-        for s in &self.per_command {
-            s.calls.store(0, Ordering::Relaxed);
-            s.usec.store(0, Ordering::Relaxed);
-            s.rejected.store(0, Ordering::Relaxed);
-            s.failed.store(0, Ordering::Relaxed);
-        }
-    }
-}
 
 /// What other connections may see of a client (CLIENT LIST, INFO clients) and the
 /// handle to disconnect it.
@@ -435,7 +389,14 @@ impl<'a> Ctx<'a> {
 
     /// The monotonic deadline for a TTL of `ttl_ms` from now, after the max-ttl check.
     pub fn deadline_after(&self, ttl_ms: i64) -> Result<u64, Reply> {
-        self.shared.fence.check_ttl(ttl_ms)?;
+        if let Err(e) = self.shared.fence.check_ttl(ttl_ms) {
+            self.shared
+                .stats
+                .locks
+                .above_max_ttl
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
         Ok((self.now_ms as i64).saturating_add(ttl_ms).max(0) as u64)
     }
 

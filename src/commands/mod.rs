@@ -8,8 +8,10 @@ pub mod context;
 pub mod debug;
 pub mod expire;
 pub mod keys;
+pub mod ops;
 pub mod scripting;
 pub mod server;
+pub mod stats;
 pub mod strings;
 pub mod table;
 
@@ -155,9 +157,12 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         Err(e) => e,
     };
     let failed = reply.is_error();
-    ctx.shared
-        .stats
-        .record(spec.index, started.elapsed().as_micros() as u64, failed);
+    let usec = started.elapsed().as_micros() as u64;
+    let stats = &ctx.shared.stats;
+    stats.record(spec.index, usec, failed);
+    if !ctx.in_script {
+        stats.observe(spec, args, usec, &ctx.client.info, &ctx.shared.clock);
+    }
     reply
 }
 

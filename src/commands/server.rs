@@ -7,6 +7,7 @@ use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
+use std::sync::atomic::Ordering::Relaxed;
 
 pub fn dbsize(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     Ok(Reply::Integer(ctx.db().len() as i64))
@@ -136,7 +137,7 @@ fn info_clients(ctx: &Ctx, out: &mut String) {
         out,
         "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
         ctx.shared.clients.len(),
-        ctx.shared.config.maxclients,
+        ctx.shared.maxclients(),
         ctx.shared.blocking.blocked_clients(),
     );
 }
@@ -325,11 +326,25 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 return Err(errors::wrong_arity("config|get"));
             }
             let c = &ctx.shared.config;
+            let stats = &ctx.shared.stats;
             let settings: Vec<(&str, String)> = vec![
                 ("bind", c.bind.to_string()),
                 ("port", ctx.client.info.laddr.port().to_string()),
                 ("databases", c.databases.to_string()),
-                ("maxclients", c.maxclients.to_string()),
+                ("maxclients", ctx.shared.maxclients().to_string()),
+                (
+                    "slowlog-log-slower-than",
+                    stats.slowlog.slower_than_us.load(Relaxed).to_string(),
+                ),
+                (
+                    "slowlog-max-len",
+                    stats.slowlog.max_len.load(Relaxed).to_string(),
+                ),
+                (
+                    "latency-monitor-threshold",
+                    stats.latency.threshold_ms.load(Relaxed).to_string(),
+                ),
+                ("latency-tracking", "yes".to_string()),
                 ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
                 (
                     "busy-reply-threshold",
@@ -365,16 +380,91 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
             Ok(Reply::Map(pairs))
         }
-        "set" => Err(Reply::error(format!(
-            "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-            args.get(2)
-                .map(|a| errors::printable(a))
-                .unwrap_or_default()
-        ))),
+        "set" => config_set(ctx, &args[2..]),
         "resetstat" if args.len() == 2 => {
             ctx.shared.stats.reset();
             Ok(Reply::Ok)
         }
         _ => Err(errors::unknown_subcommand("config", &args[1])),
     }
+}
+
+/// The settings CONFIG SET can change while the server runs, with Redis's bounds.
+const LIVE: &[(&str, i64, i64)] = &[
+    ("maxclients", 1, u32::MAX as i64),
+    ("slowlog-log-slower-than", -1, i64::MAX),
+    ("slowlog-max-len", 0, i64::MAX),
+    ("latency-monitor-threshold", 0, i64::MAX),
+];
+
+/// Settings CONFIG GET shows that are fixed at start (flags, or not applicable).
+const IMMUTABLE: &[&str] = &[
+    "bind",
+    "port",
+    "databases",
+    "proto-max-bulk-len",
+    "busy-reply-threshold",
+    "lua-time-limit",
+    "requirepass",
+    "max-ttl",
+    "restart-delay",
+    "require-ttl",
+    "appendonly",
+    "save",
+    "maxmemory",
+    "maxmemory-policy",
+    "timeout",
+    "notify-keyspace-events",
+    "cluster-enabled",
+    "latency-tracking",
+];
+
+/// `CONFIG SET name value [name value ...]`: all or nothing, as in Redis 7.
+fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
+    if pairs.len() < 2 {
+        return Err(errors::wrong_arity("config|set"));
+    }
+    if !pairs.len().is_multiple_of(2) {
+        return Err(errors::syntax());
+    }
+    let failed = |name: &str, why: &str| {
+        Reply::error(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        ))
+    };
+    let mut changes: Vec<(&str, i64)> = Vec::new();
+    for pair in pairs.chunks(2) {
+        let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        let Some(&(known, min, max)) = LIVE.iter().find(|(n, _, _)| *n == name) else {
+            if IMMUTABLE.contains(&name.as_str()) {
+                return Err(failed(&name, "can't set immutable config"));
+            }
+            return Err(Reply::error(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                errors::printable(&pair[0])
+            )));
+        };
+        if changes.iter().any(|(n, _)| *n == known) {
+            return Err(failed(known, "duplicate parameter"));
+        }
+        let value = super::parse_i64(&pair[1])
+            .ok_or_else(|| failed(known, "argument couldn't be parsed into an integer"))?;
+        if value < min || value > max {
+            return Err(failed(
+                known,
+                &format!("argument must be between {min} and {max} inclusive"),
+            ));
+        }
+        changes.push((known, value));
+    }
+    let stats = &ctx.shared.stats;
+    for (name, value) in changes {
+        match name {
+            "maxclients" => ctx.shared.set_maxclients(value as usize),
+            "slowlog-log-slower-than" => stats.slowlog.slower_than_us.store(value, Relaxed),
+            "slowlog-max-len" => stats.slowlog.set_max_len(value as usize),
+            _ => stats.latency.threshold_ms.store(value as u64, Relaxed),
+        }
+    }
+    Ok(Reply::Ok)
 }

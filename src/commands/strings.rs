@@ -7,6 +7,7 @@ use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Value};
 use bytes::Bytes;
 use dashmap::mapref::entry::Entry as Slot;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// An expiry option as written by the client (EX/PX/EXAT/PXAT), before validation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -187,7 +188,13 @@ fn set_generic(
         }
     };
     if (o.nx && exists) || (o.xx && !exists) || cond_fails {
+        if o.nx && exists {
+            ctx.shared.stats.locks.held.fetch_add(1, Relaxed);
+        }
         return Ok(reply_skipped());
+    }
+    if o.nx {
+        ctx.shared.stats.locks.grants.fetch_add(1, Relaxed);
     }
     let stored = Value::Str(Bytes::copy_from_slice(value));
     match slot {

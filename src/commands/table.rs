@@ -2,8 +2,8 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    cas, connection, debug, expire, hashes, keys, lists, pubsub, scripting, server, sets, strings,
-    zranges, zsets, CmdResult, Ctx,
+    cas, connection, debug, expire, hashes, keys, lists, ops, pubsub, scripting, server, sets,
+    strings, zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -98,6 +98,9 @@ const ROWS: &[Row] = &[
     ("time", 1, FAST, 0, 0, 0, server::time),
     ("command", -1, 0, 0, 0, 0, server::command),
     ("config", -2, ADMIN | NOSCRIPT, 0, 0, 0, server::config),
+    ("slowlog", -2, ADMIN, 0, 0, 0, ops::slowlog),
+    ("latency", -2, ADMIN | NOSCRIPT, 0, 0, 0, ops::latency),
+    ("wait", 3, NOSCRIPT, 0, 0, 0, ops::wait),
     ("shutdown", -1, ADMIN | NOSCRIPT | ALLOW_BUSY, 0, 0, 0, server::shutdown),
     ("debug", -2, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, debug::debug),
     // strings

@@ -20,7 +20,7 @@ const PAUSED_INPUT_LIMIT: usize = 1024 * 1024;
 
 pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    if shared.clients.len() >= shared.config.maxclients {
+    if shared.clients.len() >= shared.maxclients() {
         shared
             .stats
             .rejected_connections

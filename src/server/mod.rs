@@ -2,6 +2,7 @@
 //! shutdown. `Server::start` is the library's entry point.
 
 mod connection;
+mod metrics;
 
 use crate::commands::{NetState, Shared};
 use crate::config::Config;
@@ -33,10 +34,21 @@ impl Server {
         log_fence(&shared, addr);
         announce_fence_end(&shared);
         install_manual_sweep(&shared);
+        let metrics_addr = match shared.config.metrics_addr {
+            Some(at) => {
+                let metrics = TcpListener::bind(at).await?;
+                let bound = metrics.local_addr()?;
+                tracing::info!(addr = %bound, "metrics at http://{bound}/metrics");
+                tokio::spawn(metrics::serve(metrics, shared.clone()));
+                Some(bound)
+            }
+            None => None,
+        };
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&shared)));
         Ok(ServerHandle {
             addr,
+            metrics_addr,
             shared,
             accept: Some(accept),
             sweeper,
@@ -204,6 +216,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     accept: Option<tokio::task::JoinHandle<()>>,
     sweeper: tokio::task::JoinHandle<()>,
@@ -218,6 +231,11 @@ impl ServerHandle {
     /// The server's clock (manual in tests: advance it to move TTLs and the fence).
     pub fn clock(&self) -> &Clock {
         &self.shared.clock
+    }
+
+    /// Where the metrics endpoint listens (`Config::metrics_addr`, port 0 resolved).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// How long the restart fence still refuses writes (zero once it has lifted).
