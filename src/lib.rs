@@ -14,34 +14,28 @@
 //! default; `default-features = false, features = ["client"]` builds the client alone,
 //! without Lua, dashmap or clap.
 
-#[cfg(feature = "server")]
-pub mod clock;
-#[cfg(feature = "server")]
-pub(crate) mod commands;
-#[cfg(feature = "server")]
-pub mod config;
-#[cfg(feature = "server")]
-pub(crate) mod fence;
-#[cfg(feature = "server")]
-pub(crate) mod glob;
-#[cfg(feature = "server")]
-pub mod inmem;
-#[cfg(feature = "server")]
-pub(crate) mod protocol;
+/// Items that exist only with the `server` feature.
+macro_rules! server {
+    ($($item:item)*) => { $(#[cfg(feature = "server")] $item)* };
+}
+
+server! {
+    pub mod clock;
+    pub(crate) mod commands;
+    pub mod config;
+    pub(crate) mod fence;
+    pub(crate) mod glob;
+    pub mod inmem;
+    pub(crate) mod protocol;
+    pub(crate) mod scripting;
+    mod server;
+    pub(crate) mod store;
+    pub mod testing;
+
+    pub use clock::Clock;
+    pub use config::{Config, ConfigError, DurationError};
+    pub use server::{Server, ServerHandle};
+}
+
 #[cfg(feature = "client")]
 pub mod redlock;
-#[cfg(feature = "server")]
-pub(crate) mod scripting;
-#[cfg(feature = "server")]
-mod server;
-#[cfg(feature = "server")]
-pub(crate) mod store;
-#[cfg(feature = "server")]
-pub mod testing;
-
-#[cfg(feature = "server")]
-pub use clock::Clock;
-#[cfg(feature = "server")]
-pub use config::{Config, ConfigError, DurationError};
-#[cfg(feature = "server")]
-pub use server::{Server, ServerHandle};

@@ -2,6 +2,7 @@
 //! of a lock service asks first. A tiny HTTP/1.0-style responder: one request per
 //! connection, bounded in size and time, so a scraper can never hold resources.
 
+use crate::commands::stats::CommandStat;
 use crate::commands::{table, Shared};
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -80,55 +81,55 @@ async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::R
     stream.shutdown().await
 }
 
-/// One metric family's header.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+/// Writes the exposition text: a family header, then its samples.
+struct Exposition(String);
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) -> &mut Self {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        self
+    }
+
+    /// One sample; `labels` is `key="value",...` or empty.
+    fn sample(&mut self, name: &str, labels: &str, value: impl std::fmt::Display) -> &mut Self {
+        if labels.is_empty() {
+            let _ = writeln!(self.0, "{name} {value}");
+        } else {
+            let _ = writeln!(self.0, "{name}{{{labels}}} {value}");
+        }
+        self
+    }
+
+    /// A family with a single unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+        self.family(name, kind, help).sample(name, "", value);
+    }
 }
 
 /// The exposition text.
 pub(crate) fn render(shared: &Shared) -> String {
-    let mut out = String::with_capacity(16 * 1024);
+    let mut out = Exposition(String::with_capacity(16 * 1024));
     let stats = &shared.stats;
     let locks = &stats.locks;
-    let now = shared.clock.now_ms();
+    let commands = || table::COMMANDS.iter().map(|s| (s, stats.command(s.index)));
 
-    family(
-        &mut out,
+    out.single(
         "redlockd_lock_grants_total",
         "counter",
         "SET NX that took a free key.",
+        locks.grants.load(Relaxed),
     );
-    let _ = writeln!(
-        out,
-        "redlockd_lock_grants_total {}",
-        locks.grants.load(Relaxed)
-    );
-    family(
-        &mut out,
-        "redlockd_lock_refusals_total",
+    let fenced: u64 = commands().map(|(_, c)| c.rejected.load(Relaxed)).sum();
+    let refusals = "redlockd_lock_refusals_total";
+    out.family(
+        refusals,
         "counter",
         "Lock requests refused, by reason: held (SET NX on a taken key), fence (restart fence), max_ttl (TTL above --max-ttl).",
-    );
-    let fenced: u64 = table::COMMANDS
-        .iter()
-        .map(|s| stats.command(s.index).rejected.load(Relaxed))
-        .sum();
-    let _ = writeln!(
-        out,
-        "redlockd_lock_refusals_total{{reason=\"held\"}} {}",
-        locks.held.load(Relaxed)
-    );
-    let _ = writeln!(
-        out,
-        "redlockd_lock_refusals_total{{reason=\"fence\"}} {fenced}"
-    );
-    let _ = writeln!(
-        out,
-        "redlockd_lock_refusals_total{{reason=\"max_ttl\"}} {}",
-        locks.above_max_ttl.load(Relaxed)
-    );
-    family(
-        &mut out,
+    )
+    .sample(refusals, "reason=\"held\"", locks.held.load(Relaxed))
+    .sample(refusals, "reason=\"fence\"", fenced)
+    .sample(refusals, "reason=\"max_ttl\"", locks.above_max_ttl.load(Relaxed));
+    out.family(
         "redlockd_keys",
         "gauge",
         "Keys (locks and others) per database, expired ones not yet reclaimed included.",
@@ -136,167 +137,116 @@ pub(crate) fn render(shared: &Shared) -> String {
     for (i, db) in shared.keyspace.dbs().iter().enumerate() {
         let n = db.len();
         if n > 0 || i == 0 {
-            let _ = writeln!(out, "redlockd_keys{{db=\"{i}\"}} {n}");
+            out.sample("redlockd_keys", &format!("db=\"{i}\""), n);
         }
     }
-    family(
-        &mut out,
+    out.single(
         "redlockd_expired_keys_total",
         "counter",
         "Keys reclaimed by active expiry.",
+        stats.expired_keys.load(Relaxed),
     );
-    let _ = writeln!(
-        out,
-        "redlockd_expired_keys_total {}",
-        stats.expired_keys.load(Relaxed)
-    );
-    family(
-        &mut out,
+    let remaining = shared.fence.remaining_ms(shared.clock.now_ms());
+    out.single(
         "redlockd_fence_active",
         "gauge",
         "1 while the restart fence refuses writes.",
+        u8::from(remaining > 0),
     );
-    let remaining = shared.fence.remaining_ms(now);
-    let _ = writeln!(out, "redlockd_fence_active {}", u8::from(remaining > 0));
-    family(
-        &mut out,
+    out.single(
         "redlockd_fence_remaining_seconds",
         "gauge",
         "Time until the restart fence lifts.",
+        remaining as f64 / 1000.0,
     );
-    let _ = writeln!(
-        out,
-        "redlockd_fence_remaining_seconds {}",
-        remaining as f64 / 1000.0
-    );
-    family(
-        &mut out,
+    out.single(
         "redlockd_connected_clients",
         "gauge",
         "Open client connections.",
+        shared.clients.len(),
     );
-    let _ = writeln!(out, "redlockd_connected_clients {}", shared.clients.len());
-    family(
-        &mut out,
+    out.single(
         "redlockd_blocked_clients",
         "gauge",
         "Clients waiting in a blocking command.",
+        shared.blocking.blocked_clients(),
     );
-    let _ = writeln!(
-        out,
-        "redlockd_blocked_clients {}",
-        shared.blocking.blocked_clients()
-    );
-    family(
-        &mut out,
+    out.single(
         "redlockd_connections_received_total",
         "counter",
         "Connections accepted.",
+        stats.total_connections.load(Relaxed),
     );
-    let _ = writeln!(
-        out,
-        "redlockd_connections_received_total {}",
-        stats.total_connections.load(Relaxed)
-    );
-    family(
-        &mut out,
+    out.single(
         "redlockd_rejected_connections_total",
         "counter",
         "Connections refused at maxclients.",
+        stats.rejected_connections.load(Relaxed),
     );
-    let _ = writeln!(
-        out,
-        "redlockd_rejected_connections_total {}",
-        stats.rejected_connections.load(Relaxed)
-    );
-    family(
-        &mut out,
+    let script_us: u64 = commands()
+        .filter(|(s, _)| s.name.starts_with("eval") || s.name.starts_with("fcall"))
+        .map(|(_, c)| c.usec.load(Relaxed))
+        .sum();
+    out.single(
         "redlockd_script_seconds_total",
         "counter",
-        "Time spent running scripts (EVAL, EVALSHA and their _RO forms).",
-    );
-    let script_us: u64 = table::COMMANDS
-        .iter()
-        .filter(|s| s.name.starts_with("eval"))
-        .map(|s| stats.command(s.index).usec.load(Relaxed))
-        .sum();
-    let _ = writeln!(
-        out,
-        "redlockd_script_seconds_total {}",
-        script_us as f64 / 1e6
+        "Time spent running scripts (EVAL, EVALSHA, FCALL and their _RO forms).",
+        script_us as f64 / 1e6,
     );
 
-    family(
+    let per_command = |out: &mut Exposition, name, help, value: &dyn Fn(&CommandStat) -> u64| {
+        out.family(name, "counter", help);
+        for (s, c) in commands() {
+            let v = value(c);
+            if v > 0 {
+                out.sample(name, &format!("cmd=\"{}\"", s.name), v);
+            }
+        }
+    };
+    per_command(
         &mut out,
         "redlockd_commands_total",
-        "counter",
         "Commands run, by command.",
+        &|c| c.calls.load(Relaxed),
     );
-    for s in table::COMMANDS.iter() {
-        let c = stats.command(s.index);
-        let calls = c.calls.load(Relaxed);
-        if calls > 0 {
-            let _ = writeln!(out, "redlockd_commands_total{{cmd=\"{}\"}} {calls}", s.name);
-        }
-    }
-    family(
+    per_command(
         &mut out,
         "redlockd_command_errors_total",
-        "counter",
         "Commands that replied with an error, by command.",
+        &|c| c.failed.load(Relaxed),
     );
-    for s in table::COMMANDS.iter() {
-        let failed = stats.command(s.index).failed.load(Relaxed);
-        if failed > 0 {
-            let _ = writeln!(
-                out,
-                "redlockd_command_errors_total{{cmd=\"{}\"}} {failed}",
-                s.name
-            );
-        }
-    }
-    family(
-        &mut out,
-        "redlockd_command_duration_seconds",
+    let duration = "redlockd_command_duration_seconds";
+    out.family(
+        duration,
         "histogram",
         "Command run time on the server (not network), by command.",
     );
-    for s in table::COMMANDS.iter() {
-        let c = stats.command(s.index);
-        let calls = c.calls.load(Relaxed);
-        if calls == 0 {
+    for (s, c) in commands() {
+        let histogram = c.histogram();
+        // From the buckets alone (calls is a separate counter, updated a moment apart).
+        let count: u64 = histogram.iter().sum();
+        if count == 0 {
             continue;
         }
         let mut cumulative = 0;
-        let histogram = c.histogram();
-        let last = histogram.len() - 1;
-        // From the buckets alone (calls is a separate counter, updated a moment apart).
-        let count: u64 = histogram.iter().sum();
-        for (i, n) in histogram.into_iter().enumerate().take(last) {
+        for (i, n) in histogram.iter().enumerate().take(histogram.len() - 1) {
             cumulative += n;
             let le = (1u64 << i) as f64 / 1e6;
-            let _ = writeln!(
-                out,
-                "redlockd_command_duration_seconds_bucket{{cmd=\"{}\",le=\"{le}\"}} {cumulative}",
-                s.name
-            );
+            let labels = format!("cmd=\"{}\",le=\"{le}\"", s.name);
+            out.sample(&format!("{duration}_bucket"), &labels, cumulative);
         }
-        let _ = writeln!(
-            out,
-            "redlockd_command_duration_seconds_bucket{{cmd=\"{}\",le=\"+Inf\"}} {count}",
-            s.name
-        );
-        let _ = writeln!(
-            out,
-            "redlockd_command_duration_seconds_sum{{cmd=\"{}\"}} {}",
-            s.name,
-            c.usec.load(Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(
-            out,
-            "redlockd_command_duration_seconds_count{{cmd=\"{}\"}} {count}",
-            s.name
-        );
+        let cmd = format!("cmd=\"{}\"", s.name);
+        out.sample(
+            &format!("{duration}_bucket"),
+            &format!("{cmd},le=\"+Inf\""),
+            count,
+        )
+        .sample(
+            &format!("{duration}_sum"),
+            &cmd,
+            c.usec.load(Relaxed) as f64 / 1e6,
+        )
+        .sample(&format!("{duration}_count"), &cmd, count);
     }
-    out
+    out.0
 }
