@@ -1,8 +1,11 @@
 //! The redlockd binary: parse flags, start logging, run one node or a local cluster.
 
+mod conffile;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use redlockd::config::{parse_duration, Config};
 use redlockd::{Clock, Server, ServerHandle};
+use std::ffi::OsString;
 use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,7 +14,12 @@ use std::time::Duration;
 /// boot (the restart fence) writes are refused with TRYAGAIN, so that N independent
 /// redlockd nodes form a safe Redlock cluster.
 #[derive(Parser, Debug)]
-#[command(name = "redlockd", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "redlockd",
+    version,
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -143,7 +151,14 @@ fn init_logging(filter: &str) {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args = match with_config_file(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("redlockd: {e}");
+            return ExitCode::from(redlockd::redlock::flock::EXIT_USAGE as u8);
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version print and succeed; any other parse error is bad
@@ -205,6 +220,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `redlockd FILE [flags]`: FILE's settings become flags placed before the command
+/// line's, so a flag given on the command line wins (as in Redis).
+fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
+    let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
+        return Ok(args);
+    };
+    if first.starts_with('-') || ["cluster", "lock", "help"].contains(&first) {
+        return Ok(args);
+    }
+    let text = std::fs::read_to_string(first)
+        .map_err(|e| format!("cannot read the config file {first:?}: {e}"))?;
+    let flags = conffile::to_flags(&text).map_err(|e| format!("{first}: {e}"))?;
+    args.splice(1..2, flags.into_iter().map(OsString::from));
+    Ok(args)
 }
 
 /// Starts one node per port and runs until a signal or SHUTDOWN stops them.

@@ -256,3 +256,55 @@ fn logs_to_a_pipe_carry_no_colour_codes() {
     assert!(text.contains("listening"), "{text:?}");
     assert!(!text.contains('\u{1b}'), "{text:?}");
 }
+
+#[test]
+fn a_config_file_in_redis_format_sets_flags_and_the_command_line_wins() {
+    let dir = std::env::temp_dir().join(format!("redlockd-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("redlockd.conf");
+    std::fs::write(
+        &conf,
+        "# lock node\nport 0\nmax-ttl 10s\nrestart-delay \"5s\"\n",
+    )
+    .unwrap();
+    // The file's values are used: they are refused together at startup.
+    let out = Command::new(BIN)
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("restart-delay (5000 ms) is shorter than max-ttl (10000 ms)"),
+        "{text}"
+    );
+    // Flags on the command line override the file: this one starts, on our port.
+    let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_ports(1);
+    let mut node = Guard(
+        Command::new(BIN)
+            .arg(&conf)
+            .args([
+                "--restart-delay",
+                "0",
+                "--log",
+                "warn",
+                "--port",
+                &port.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_pong(port);
+    signal(&node.0, "-TERM");
+    assert!(wait_bounded(&mut node.0).success());
+    // An unknown setting names its line and is bad usage.
+    std::fs::write(&conf, "port 0\nmaxmemory-policy allkeys-lru\n").unwrap();
+    let out = Command::new(BIN).arg(&conf).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: unknown setting"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
