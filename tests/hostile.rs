@@ -367,3 +367,75 @@ mod binary {
         }
     }
 }
+
+// Before AUTH (with --requirepass): at most 10 arguments of at most 16 KB each, refused
+// from the header, before the bytes are buffered (Redis's fix for CVE-2021-32675).
+
+async fn start_with_password() -> redlockd::ServerHandle {
+    common::start_with(|c| c.requirepass = Some("pw".into())).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unauthenticated_clients_are_limited_to_10_arguments_of_16_kb() {
+    let server = start_with_password().await;
+    // The header alone is enough: no reply is waited for the million arguments.
+    let mut c = Raw::to(&server).await;
+    c.send(b"*1000000\r\n").await;
+    assert_eq!(
+        c.reply().await,
+        "-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
+    assert!(c.closed().await);
+    // A 100 MB bulk is refused from its header; the body is never sent.
+    let mut c = Raw::to(&server).await;
+    c.send(b"*2\r\n$4\r\nAUTH\r\n$100000000\r\n").await;
+    assert_eq!(
+        c.reply().await,
+        "-ERR Protocol error: unauthenticated bulk length\r\n"
+    );
+    assert!(c.closed().await);
+    // Exactly at the limits: an ordinary NOAUTH.
+    let mut c = Raw::to(&server).await;
+    let big = "x".repeat(16 * 1024);
+    let ten: Vec<&str> = std::iter::once("SET")
+        .chain(std::iter::repeat_n(big.as_str(), 9))
+        .collect();
+    assert_eq!(c.cmd(&ten).await, "-NOAUTH Authentication required.\r\n");
+    // After AUTH (even in the same batch) the limits are gone.
+    let mut batch = resp(&["AUTH", "pw"]);
+    batch.extend(resp(&["SET", "k", &"y".repeat(100_000)]));
+    c.send(&batch).await;
+    assert_eq!(c.reply().await, "+OK\r\n");
+    assert_eq!(c.reply().await, "+OK\r\n");
+    let many: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+    let mut args = vec!["DEL"];
+    args.extend(many.iter().map(String::as_str));
+    assert_eq!(c.cmd(&args).await, ":0\r\n");
+    assert_eq!(c.cmd(&["EXISTS", "k"]).await, ":1\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_password_there_is_no_pre_auth_limit() {
+    let server = start().await;
+    let mut c = Raw::to(&server).await;
+    let args: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let mut cmd = vec!["DEL"];
+    cmd.extend(args.iter().map(String::as_str));
+    assert_eq!(c.cmd(&cmd).await, ":0\r\n");
+    assert_eq!(c.cmd(&["SET", "k", &"z".repeat(20_000)]).await, "+OK\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_auth_attempts_are_counted_in_info() {
+    let server = start_with_password().await;
+    let mut c = Raw::to(&server).await;
+    let wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    assert_eq!(c.cmd(&["AUTH", "nope"]).await, wrongpass);
+    assert_eq!(c.cmd(&["AUTH", "default", "pW"]).await, wrongpass);
+    assert_eq!(
+        c.cmd(&["HELLO", "3", "AUTH", "default", "p"]).await,
+        wrongpass
+    );
+    assert_eq!(c.cmd(&["AUTH", "pw"]).await, "+OK\r\n");
+    assert_eq!(info_field(&mut c, "acl_access_denied_auth").await, "3");
+}

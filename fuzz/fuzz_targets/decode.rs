@@ -7,9 +7,11 @@ use libfuzzer_sys::fuzz_target;
 use redlockd::inmem::{parse_request, Limits};
 
 fuzz_target!(|data: &[u8]| {
+    // The first byte's low bit turns on the pre-AUTH limits.
     let limits = Limits {
         max_bulk_len: 1 << 16,
         max_args: 1024,
+        unauthenticated: data.first().is_some_and(|b| b & 1 == 1),
     };
     let mut buf = BytesMut::from(data);
     loop {

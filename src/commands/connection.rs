@@ -30,15 +30,37 @@ pub fn echo(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Bulk(args[1].clone()))
 }
 
-/// Checks a password for the default user.
+/// Checks a password for the default user. A failure is counted (INFO's
+/// `acl_access_denied_auth`, as Redis counts it) and logged: someone guessing
+/// passwords leaves a trace.
 fn check_password(ctx: &Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
     let required = ctx.shared.config.requirepass.as_deref();
     let user_ok = user.is_none_or(|u| u == b"default");
     match required {
-        Some(p) if user_ok && p.as_bytes() == pass => Ok(()),
+        Some(p) if user_ok && same_secret(p.as_bytes(), pass) => Ok(()),
         None if user_ok => Ok(()),
-        _ => Err(Reply::error(errors::WRONGPASS)),
+        _ => {
+            let n = ctx
+                .shared
+                .stats
+                .auth_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            tracing::warn!(
+                client = ctx.client.id(),
+                addr = %ctx.client.info.addr,
+                failed_auth_total = n,
+                "AUTH failed: wrong password or unknown user"
+            );
+            Err(Reply::error(errors::WRONGPASS))
+        }
     }
+}
+
+/// Compares a password in time that does not depend on where the first difference
+/// is (Redis's time_independent_strcmp), so response times leak nothing but length.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `AUTH [username] password`

@@ -175,7 +175,11 @@ fn info_stats(ctx: &Ctx, out: &mut String) {
         s.expired_keys.load(Ordering::Relaxed),
     );
     let (_, evicted_scripts) = ctx.shared.scripts.counts();
-    let _ = write!(out, "evicted_scripts:{evicted_scripts}\r\n");
+    let _ = write!(
+        out,
+        "evicted_scripts:{evicted_scripts}\r\nacl_access_denied_auth:{}\r\n",
+        s.auth_failures.load(Ordering::Relaxed)
+    );
 
     let _ = write!(
         out,

@@ -28,6 +28,8 @@ pub struct Stats {
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub expired_keys: AtomicU64,
+    /// Failed AUTH / HELLO AUTH attempts (INFO's `acl_access_denied_auth`).
+    pub auth_failures: AtomicU64,
     per_command: Vec<CommandStat>,
     pub slowlog: SlowLog,
     pub latency: LatencyMonitor,
@@ -76,6 +78,7 @@ impl Stats {
             total_commands: AtomicU64::new(0),
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
+            auth_failures: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             per_command: (0..commands).map(|_| CommandStat::default()).collect(),
             slowlog: SlowLog::new(),

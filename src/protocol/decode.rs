@@ -24,13 +24,23 @@ pub struct Limits {
     pub max_bulk_len: usize,
     /// Most arguments in one request.
     pub max_args: usize,
+    /// The client has not authenticated yet (and a password is required): Redis's
+    /// fix for CVE-2021-32675 allows then at most `UNAUTH_MAX_ARGS` arguments of at
+    /// most `UNAUTH_MAX_BULK` bytes, refused from the header, before the bytes arrive.
+    pub unauthenticated: bool,
 }
+
+/// Most arguments in one request before AUTH (Redis: 10).
+pub const UNAUTH_MAX_ARGS: i64 = 10;
+/// Largest bulk string before AUTH (Redis: 16384).
+pub const UNAUTH_MAX_BULK: usize = 16 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_bulk_len: 512 * 1024 * 1024,
             max_args: 1024 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -120,6 +130,9 @@ fn parse_multibulk(
         Some(n) if n <= limits.max_args as i64 => n,
         _ => return Err(ProtocolError::new("invalid multibulk length")),
     };
+    if limits.unauthenticated && count > UNAUTH_MAX_ARGS {
+        return Err(ProtocolError::new("unauthenticated multibulk length"));
+    }
     if count <= 0 {
         let _ = buf.split_to(eol + 2);
         return Ok(Some(Vec::new()));
@@ -146,6 +159,9 @@ fn parse_multibulk(
             Some(n) if n >= 0 && n as u64 <= limits.max_bulk_len as u64 => n as usize,
             _ => return Err(ProtocolError::new("invalid bulk length")),
         };
+        if limits.unauthenticated && len > UNAUTH_MAX_BULK {
+            return Err(ProtocolError::new("unauthenticated bulk length"));
+        }
         pos = eol + 2 + len;
         if buf.len() < pos + 2 {
             return Ok(None);
@@ -310,6 +326,7 @@ mod tests {
         let limits = Limits {
             max_bulk_len: 1024,
             max_args: 8,
+            unauthenticated: false,
         };
         let mut buf = BytesMut::from(&b"*1\r\n$4096\r\n"[..]);
         let err = parse_request(&mut buf, &limits).unwrap_err();

@@ -51,7 +51,7 @@ async fn run(
     stream: &mut TcpStream,
     client: &mut ClientState,
 ) -> std::io::Result<()> {
-    let limits = Limits {
+    let mut limits = Limits {
         max_bulk_len: shared.config.proto_max_bulk_len,
         ..Limits::default()
     };
@@ -84,6 +84,8 @@ async fn run(
                         break;
                     }
                 };
+                // AUTH earlier in this batch lifts the pre-AUTH limits for the rest.
+                limits.unauthenticated = !client.authed;
                 match parse_request(&mut rbuf, &limits) {
                     Ok(None) => break,
                     Ok(Some(args)) if args.is_empty() => continue,
