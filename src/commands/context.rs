@@ -136,6 +136,7 @@ impl Shared {
         let now = self.clock.now_ms();
         self.keyspace.flush_all();
         self.scripts.flush();
+        self.scripts.flush_functions();
         self.fence.restart(now);
         self.started_ms.store(now, Ordering::Relaxed);
     }

@@ -117,7 +117,7 @@ pub fn script(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     if eq_ignore_case(sub, "kill") {
         arity(args.len() == 2, "kill")?;
-        let reply = scripts.kill();
+        let reply = scripts.kill(false);
         return if reply.is_error() {
             Err(reply)
         } else {
@@ -137,7 +137,12 @@ fn is_flush_mode(arg: &[u8]) -> bool {
 }
 
 /// Commands that run without the keyspace gate while a script is busy: those flagged
-/// ALLOW_BUSY, but of SCRIPT only KILL (SCRIPT LOAD gets BUSY as in Redis).
+/// ALLOW_BUSY, but of SCRIPT only KILL (SCRIPT LOAD gets BUSY as in Redis), of FUNCTION
+/// only KILL and STATS.
 pub fn bypasses_gate(name: &str, args: &[Bytes]) -> bool {
-    name != "script" || args.get(1).is_some_and(|a| eq_ignore_case(a, "kill"))
+    match name {
+        "script" => args.get(1).is_some_and(|a| eq_ignore_case(a, "kill")),
+        "function" => super::functions::bypasses_gate(args),
+        _ => true,
+    }
 }

@@ -2,8 +2,8 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    cas, connection, debug, expire, hashes, keys, lists, ops, pubsub, scripting, server, sets,
-    strings, zranges, zsets, CmdResult, Ctx,
+    cas, connection, debug, expire, functions, hashes, keys, lists, ops, pubsub, scripting,
+    server, sets, strings, zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -232,6 +232,9 @@ const ROWS: &[Row] = &[
     ("eval_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, scripting::eval_ro),
     ("evalsha_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, scripting::evalsha_ro),
     ("script", -2, NOSCRIPT | ALLOW_BUSY, 0, 0, 0, scripting::script),
+    ("fcall", -3, NOSCRIPT | EXCLUSIVE, 0, 0, 0, functions::fcall),
+    ("fcall_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, functions::fcall_ro),
+    ("function", -2, NOSCRIPT | ALLOW_BUSY, 0, 0, 0, functions::function),
 ];
 
 /// Every command, in table order.

@@ -17,6 +17,9 @@ pub const NEGATIVE_KEYS: &str = "ERR Number of keys can't be negative";
 pub const TOO_MANY_KEYS: &str = "ERR Number of keys can't be greater than number of args";
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// BUSY while a function (FCALL) runs: it is stopped with FUNCTION KILL.
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 pub const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 /// A panic caught while a command or script ran (no Redis equivalent: Redis would crash).

@@ -163,6 +163,16 @@ impl Vm {
         })
     }
 
+    /// The VM's Lua state (FUNCTION LOAD compiles library code in it).
+    pub(super) fn lua(&self) -> &Lua {
+        &self.lua
+    }
+
+    /// The read-only environment user code runs in.
+    pub(super) fn env(&self) -> &Table {
+        &self.env
+    }
+
     /// The compiled function for `sha` (lowercase) and its cache bookkeeping, if this
     /// VM has compiled it. Every script compiled here is also in the script cache (both
     /// are filled together; eviction and SCRIPT FLUSH drop both), so a hit needs no

@@ -13,6 +13,9 @@ mod cjson_decode;
 mod cmsgpack;
 mod convert;
 mod engine;
+mod flags;
+pub mod function_dump;
+pub mod functions;
 mod lstruct;
 mod numfmt;
 mod redis_api;
@@ -52,6 +55,21 @@ pub struct Scripts {
     tick: AtomicU64,
     busy_ms: u64,
     seed: Option<u64>,
+    /// Flags of cached scripts that have a shebang (the others run in compat mode).
+    shebang_flags: RwLock<HashMap<String, u32>>,
+    /// Whether `shebang_flags` has anything: EVALSHA of a plain script skips the map.
+    any_shebang: AtomicBool,
+    /// FUNCTION libraries and their VM (see `functions.rs`).
+    functions: Mutex<Option<functions::Registry>>,
+    /// Libraries << 32 | functions, readable while a function runs (FUNCTION STATS).
+    function_counts: AtomicU64,
+}
+
+/// A function being run by FCALL: what FUNCTION STATS shows, and why SCRIPT KILL and
+/// FUNCTION KILL each stop only their own kind.
+pub struct FunctionRun {
+    pub name: String,
+    pub command: Vec<Bytes>,
 }
 
 #[derive(Default)]
@@ -88,6 +106,8 @@ pub struct Running {
     /// A write command has run: SCRIPT KILL must refuse (UNKILLABLE), as in Redis.
     wrote: AtomicBool,
     warned: AtomicBool,
+    /// Set when this is a function (FCALL), not an EVAL script.
+    pub function: Option<FunctionRun>,
 }
 
 impl Running {
@@ -135,6 +155,10 @@ impl Scripts {
             tick: AtomicU64::new(0),
             busy_ms,
             seed,
+            shebang_flags: RwLock::new(HashMap::new()),
+            any_shebang: AtomicBool::new(false),
+            functions: Mutex::new(None),
+            function_counts: AtomicU64::new(0),
         }
     }
 
@@ -151,15 +175,35 @@ impl Scripts {
         self.running.lock().is_some()
     }
 
-    /// SCRIPT KILL.
-    pub fn kill(&self) -> Reply {
+    /// SCRIPT KILL (`function` false) or FUNCTION KILL (true): each stops only its
+    /// own kind, as in Redis.
+    pub fn kill(&self, function: bool) -> Reply {
         match self.running.lock().as_ref() {
             None => Reply::error(errors::NOTBUSY),
             Some(r) if r.wrote.load(Ordering::SeqCst) => Reply::error(errors::UNKILLABLE),
+            Some(r) if r.function.is_some() && !function => Reply::error(errors::BUSY_FUNCTION),
+            Some(r) if r.function.is_none() && function => Reply::error(errors::BUSY),
             Some(r) => {
                 r.killed.store(true, Ordering::SeqCst);
                 Reply::Ok
             }
+        }
+    }
+
+    /// The function running now for FUNCTION STATS: (name, command, ms so far), None
+    /// when nothing runs, Err when an EVAL script runs (Redis answers BUSY then).
+    #[allow(clippy::type_complexity, clippy::result_unit_err)]
+    pub fn running_function(&self, now_ms: u64) -> Result<Option<(String, Vec<Bytes>, u64)>, ()> {
+        match self.running.lock().as_ref() {
+            None => Ok(None),
+            Some(r) => match &r.function {
+                None => Err(()),
+                Some(f) => Ok(Some((
+                    f.name.clone(),
+                    f.command.clone(),
+                    now_ms.saturating_sub(r.started_ms),
+                ))),
+            },
         }
     }
 
@@ -178,7 +222,7 @@ impl Scripts {
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), Reply> {
             let vm = self.vm_or_create(&mut vm_slot)?;
             let meta = self.meta_for(&sha, false);
-            vm.compile(&sha, body, &meta)?;
+            self.compile(vm, &sha, body, &meta)?;
             self.remember(vm, &sha, body, meta, false);
             Ok(())
         }));
@@ -209,6 +253,42 @@ impl Scripts {
             ..Cache::default()
         };
         *self.vm.lock() = None;
+        self.shebang_flags.write().clear();
+        self.any_shebang.store(false, Ordering::Relaxed);
+    }
+
+    /// Compiles an EVAL script: its shebang (if any) is checked and its flags kept;
+    /// the shebang line is left out of the code but its newline stays, so error line
+    /// numbers are the user's (as Redis does).
+    fn compile(
+        &self,
+        vm: &mut engine::Vm,
+        sha: &str,
+        body: &[u8],
+        meta: &Arc<ScriptMeta>,
+    ) -> Result<mlua::Function, Reply> {
+        let (flags, skip) =
+            flags::eval_shebang(body).map_err(|e| Reply::error(functions::one_line(&e)))?;
+        let f = vm.compile(sha, &body[skip..], meta)?;
+        if flags & flags::EVAL_COMPAT == 0 {
+            self.shebang_flags.write().insert(sha.to_string(), flags);
+            self.any_shebang.store(true, Ordering::Relaxed);
+        }
+        Ok(f)
+    }
+
+    /// The read-only rule for a cached script: Ok(read-only) or the refusal.
+    fn script_read_only(&self, sha: &str, ro_command: bool) -> Result<bool, Reply> {
+        if !self.any_shebang.load(Ordering::Relaxed) {
+            return Ok(ro_command);
+        }
+        let flags = self
+            .shebang_flags
+            .read()
+            .get(sha)
+            .copied()
+            .unwrap_or(flags::EVAL_COMPAT);
+        flags::check_run(flags, ro_command).map_err(Reply::error)
     }
 
     fn vm_or_create<'v>(
@@ -323,7 +403,7 @@ impl Scripts {
                     if let Some(vm) = vm_slot.as_mut() {
                         if let Some((function, meta)) = vm.compiled(sha) {
                             self.touch(meta);
-                            return self.execute(ctx, vm_slot, &function, sha, call);
+                            return self.execute_script(ctx, vm_slot, &function, sha, call);
                         }
                     }
                 }
@@ -352,7 +432,7 @@ impl Scripts {
             None => {
                 let meta = self.meta_for(&sha, true);
                 self.touch(&meta);
-                let f = match vm.compile(&sha, &body, &meta) {
+                let f = match self.compile(vm, &sha, &body, &meta) {
                     Ok(f) => f,
                     Err(e) => return e,
                 };
@@ -360,7 +440,23 @@ impl Scripts {
                 f
             }
         };
-        self.execute(ctx, vm_slot, &function, &sha, call)
+        self.execute_script(ctx, vm_slot, &function, &sha, call)
+    }
+
+    /// An EVAL script: its shebang's read-only rule, then the common run.
+    fn execute_script(
+        &self,
+        ctx: &mut Ctx,
+        vm_slot: &mut Option<engine::Vm>,
+        function: &mlua::Function,
+        sha: &str,
+        mut call: Call,
+    ) -> Reply {
+        match self.script_read_only(sha, call.read_only) {
+            Ok(read_only) => call.read_only = read_only,
+            Err(e) => return e,
+        }
+        self.execute(ctx, vm_slot, function, sha, call)
     }
 
     fn touch(&self, meta: &ScriptMeta) {
@@ -381,18 +477,7 @@ impl Scripts {
         let Some(vm) = vm_slot.as_mut() else {
             return Reply::error("ERR Lua VM unavailable");
         };
-        let running = Arc::new(Running {
-            // The caller read the clock just after taking the gate.
-            started_ms: ctx.now_ms,
-            clock: ctx.shared.clock.clone(),
-            busy_ms: self.busy_ms,
-            killed: AtomicBool::new(false),
-            wrote: AtomicBool::new(false),
-            warned: AtomicBool::new(false),
-        });
-        *self.running.lock() = Some(running.clone());
-        let _clear = ClearRunning(&self.running);
-        let reply = vm.execute(ctx, function, sha, call, running);
+        let reply = self.execute_in(ctx, vm, function, sha, call, None);
         if reply.is_error() || vm.used_memory() > RECLAIM_ABOVE {
             vm.collect_garbage();
             if vm.used_memory() > engine::MEMORY_LIMIT / 2 {
@@ -404,6 +489,32 @@ impl Scripts {
             }
         }
         reply
+    }
+
+    /// Runs `function` in `vm`, registered as the running script (BUSY, SCRIPT KILL,
+    /// FUNCTION STATS): the one run path of EVAL, EVALSHA and FCALL.
+    fn execute_in(
+        &self,
+        ctx: &mut Ctx,
+        vm: &mut engine::Vm,
+        function: &mlua::Function,
+        sha: &str,
+        call: Call,
+        run: Option<FunctionRun>,
+    ) -> Reply {
+        let running = Arc::new(Running {
+            // The caller read the clock just after taking the gate.
+            started_ms: ctx.now_ms,
+            clock: ctx.shared.clock.clone(),
+            busy_ms: self.busy_ms,
+            killed: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
+            function: run,
+        });
+        *self.running.lock() = Some(running.clone());
+        let _clear = ClearRunning(&self.running);
+        vm.execute(ctx, function, sha, call, running)
     }
 }
 
@@ -430,6 +541,15 @@ impl Drop for ClearRunning<'_> {
     fn drop(&mut self) {
         *self.0.lock() = None;
     }
+}
+
+/// The names of script flags, in Redis's order (FUNCTION LIST).
+pub fn flag_names(f: u32) -> Vec<&'static str> {
+    flags::NAMES
+        .iter()
+        .filter(|(bit, _)| f & bit != 0)
+        .map(|(_, name)| *name)
+        .collect()
 }
 
 /// Lowercase hex SHA1 of the exact bytes (redsync hard-codes these).
