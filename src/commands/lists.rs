@@ -336,15 +336,15 @@ pub fn brpoplpush(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bmove(ctx, &args[1], &args[2], Side::Right, Side::Left, &args[3])
 }
 
-/// LSET key index element
+/// LSET key index element. As Redis: the key (no such key, WRONGTYPE) is checked
+/// before the index.
 pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if read(ctx, &args[1], |_| ())?.is_none() {
+        return Err(Reply::error(errors::NO_SUCH_KEY));
+    }
     let index = int_arg(&args[2])?;
     let done = modify(ctx, &args[1], |l| {
-        let i = if index < 0 {
-            l.len() as i64 + index
-        } else {
-            index
-        };
+        let i = if index < 0 { l.len() as i64 + index } else { index };
         match usize::try_from(i).ok().and_then(|i| l.get_mut(i)) {
             Some(slot) => {
                 *slot = copy(&args[3]);

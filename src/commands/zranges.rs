@@ -123,7 +123,11 @@ fn select(z: &ZSet, r: &Range, min: &[u8], max: &[u8]) -> Result<Vec<(Vec<u8>, f
         }
         By::Lex => {
             let (lo, hi) = lex_range(min, max)?;
-            limited(z.by_lex(&lo, &hi, r.rev), r.offset, r.limit)
+            // The offset is skipped inside the scan (see `ZSet::by_lex`).
+            match usize::try_from(r.offset) {
+                Ok(offset) => limited(z.by_lex(&lo, &hi, r.rev, offset), 0, r.limit),
+                Err(_) => Vec::new(),
+            }
         }
     })
 }
@@ -240,7 +244,7 @@ pub fn zcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// ZLEXCOUNT key min max
 pub fn zlexcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (lo, hi) = lex_range(&args[2], &args[3])?;
-    let n = read(ctx, &args[1], |z| z.by_lex(&lo, &hi, false).count())?.unwrap_or(0);
+    let n = read(ctx, &args[1], |z| z.by_lex(&lo, &hi, false, 0).count())?.unwrap_or(0);
     Ok(Reply::Integer(n as i64))
 }
 
@@ -264,7 +268,7 @@ pub fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (lo, hi) = lex_range(&args[2], &args[3])?;
-    remove_range(ctx, &args[1], |z| owned(z.by_lex(&lo, &hi, false)))
+    remove_range(ctx, &args[1], |z| owned(z.by_lex(&lo, &hi, false, 0)))
 }
 
 pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

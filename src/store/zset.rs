@@ -68,6 +68,24 @@ pub enum LexBound {
 }
 
 impl LexBound {
+    /// Whether min > max, or min == max with either end exclusive (an empty range).
+    fn inverted(min: &LexBound, max: &LexBound) -> bool {
+        fn key(b: &LexBound) -> (u8, &[u8], bool) {
+            match b {
+                LexBound::Min => (0, &[], false),
+                LexBound::Inclusive(x) => (1, x, false),
+                LexBound::Exclusive(x) => (1, x, true),
+                LexBound::Max => (2, &[], false),
+            }
+        }
+        let ((a, x, ax), (b, y, bx)) = (key(min), key(max));
+        match (a, x).cmp(&(b, y)) {
+            Ordering::Greater => true,
+            Ordering::Equal => ax || bx,
+            Ordering::Less => false,
+        }
+    }
+
     /// Whether `member` is at or above this bound taken as a minimum.
     fn admits_from_below(&self, member: &[u8]) -> bool {
         match self {
@@ -308,20 +326,36 @@ impl ZSet {
     }
 
     /// Members between lex bounds (meaningful when all scores are equal, as Redis
-    /// documents), lowest first or highest first with `rev`.
+    /// documents), lowest first or highest first with `rev`, after skipping `offset`
+    /// members from the first one in range. As in Redis's scan, the skipped members
+    /// are not checked against the far bound (it matters only with mixed scores).
     pub fn by_lex<'a>(
         &'a self,
         min: &'a LexBound,
         max: &'a LexBound,
         rev: bool,
+        offset: usize,
     ) -> Box<dyn Iterator<Item = (&'a [u8], f64)> + 'a> {
         let pick = |s: &'a Scored| (&s.member[..], s.score);
+        // Redis's early exits (zzlIsInLexRange): an inverted range, a last member
+        // below min or a first member above max give nothing. They matter when the
+        // scores are not all equal, where the scan below alone would differ.
+        let (Some(first), Some(last)) = (self.ordered.first(), self.ordered.last()) else {
+            return Box::new(std::iter::empty());
+        };
+        if LexBound::inverted(min, max)
+            || !min.admits_from_below(&last.member)
+            || !max.admits_from_above(&first.member)
+        {
+            return Box::new(std::iter::empty());
+        }
         if rev {
             Box::new(
                 self.ordered
                     .iter()
                     .rev()
                     .skip_while(move |s| !max.admits_from_above(&s.member))
+                    .skip(offset)
                     .take_while(move |s| min.admits_from_below(&s.member))
                     .map(pick),
             )
@@ -330,6 +364,7 @@ impl ZSet {
                 self.ordered
                     .iter()
                     .skip_while(move |s| !min.admits_from_below(&s.member))
+                    .skip(offset)
                     .take_while(move |s| max.admits_from_above(&s.member))
                     .map(pick),
             )
