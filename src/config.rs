@@ -2,6 +2,7 @@
 
 use crate::clock::Clock;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Default bound on every TTL. 30 s covers the common lock clients' defaults
@@ -44,6 +45,11 @@ pub struct Config {
     pub pubsub_output_limit: usize,
     /// Where to serve Prometheus metrics (`GET /metrics`); off when `None`.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The data directory (`--dir`): the fencing-token reservation and the
+    /// clean-shutdown snapshot. `None` keeps both in memory only, so a restarted
+    /// process forgets its token mark: the library default for embedding (the binary
+    /// defaults to the working directory, as Redis does).
+    pub dir: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -65,6 +71,7 @@ impl Default for Config {
             seed: None,
             pubsub_output_limit: 32 * 1024 * 1024,
             metrics_addr: None,
+            dir: None,
         }
     }
 }

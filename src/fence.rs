@@ -42,6 +42,17 @@ impl Fence {
         self.until_ms.store(until, Ordering::Relaxed);
     }
 
+    /// Resumes a fence that had `remaining_ms` left when the node shut down cleanly
+    /// (0: none). Downtime does not count towards it: the safe side.
+    pub fn resume(&self, now_ms: u64, remaining_ms: u64) {
+        let until = if remaining_ms == 0 {
+            0
+        } else {
+            now_ms + remaining_ms
+        };
+        self.until_ms.store(until, Ordering::Relaxed);
+    }
+
     /// Lifts the fence now.
     pub fn lift(&self) {
         self.until_ms.store(0, Ordering::Relaxed);

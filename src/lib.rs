@@ -23,14 +23,17 @@ server! {
     pub mod clock;
     pub(crate) mod commands;
     pub mod config;
+    pub(crate) mod durable;
     pub(crate) mod fence;
     pub(crate) mod glob;
     pub mod inmem;
     pub(crate) mod protocol;
+    pub(crate) mod restart;
     pub(crate) mod scripting;
     mod server;
     pub(crate) mod store;
     pub mod testing;
+    pub(crate) mod tokens;
 
     pub use clock::Clock;
     pub use config::{Config, ConfigError, DurationError};

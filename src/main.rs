@@ -7,6 +7,7 @@ use redlockd::config::{parse_duration, Config};
 use redlockd::{Clock, Server, ServerHandle};
 use std::ffi::OsString;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -105,22 +106,35 @@ struct ServerArgs {
     /// default. A cluster serves node i's on ADDR's port + i.
     #[arg(long, env = "REDLOCKD_METRICS_ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Data directory: the fencing-token reservation and the clean-shutdown snapshot.
+    /// Created if missing, locked while the node runs. `redlockd cluster` gives each
+    /// node its own subdirectory, node-PORT.
+    #[arg(long, default_value = ".", env = "REDLOCKD_DIR")]
+    dir: PathBuf,
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
 }
 
 impl ServerArgs {
-    /// The config of node `i` (0 for a single node) listening on `port`.
-    fn config(&self, i: u16, port: u16) -> Config {
+    /// The config of node `i` (0 for a single node) listening on `port`. Several nodes
+    /// in one process (`own_subdir`) get their own data directory under --dir,
+    /// node-PORT.
+    fn config(&self, i: u16, port: u16, own_subdir: bool) -> Config {
         let metrics_addr = self.metrics_addr.map(|mut a| {
             if a.port() != 0 {
                 a.set_port(a.port().saturating_add(i));
             }
             a
         });
+        let dir = if own_subdir {
+            self.dir.join(format!("node-{port}"))
+        } else {
+            self.dir.clone()
+        };
         Config {
             metrics_addr,
+            dir: Some(dir),
             bind: self.bind,
             port,
             max_ttl: self.max_ttl,
@@ -240,9 +254,12 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
 
 /// Starts one node per port and runs until a signal or SHUTDOWN stops them.
 async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
+    // Registered before any node listens: a SIGTERM that arrives as soon as a node
+    // answers must be a clean shutdown (snapshot), not the default handler's death.
+    let signals = ShutdownSignal::install();
     let mut handles: Vec<ServerHandle> = Vec::new();
     for (i, &port) in (0u16..).zip(ports) {
-        let handle = Server::start(args.config(i, port))
+        let handle = Server::start(args.config(i, port, ports.len() > 1))
             .await
             .map_err(|e| format!("cannot start a node on {}:{port}: {e}", args.bind))?;
         handles.push(handle);
@@ -268,7 +285,7 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
         futures_select_all(waits).await;
     });
     tokio::select! {
-        _ = shutdown_signal() => tracing::info!("signal received, shutting down"),
+        _ = signals.recv() => tracing::info!("signal received, shutting down"),
         _ = &mut stopped => {}
     }
     drop(stopped);
@@ -325,21 +342,57 @@ async fn futures_select_all<F: std::future::Future<Output = ()> + Unpin>(
     .await;
 }
 
-async fn shutdown_signal() {
+/// SIGTERM and Ctrl-C, registered up front.
+struct ShutdownSignal {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignal {
+    fn install() -> ShutdownSignal {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            ShutdownSignal {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
         }
+        #[cfg(not(unix))]
+        ShutdownSignal {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    async fn recv(mut self) {
+        #[cfg(unix)]
+        {
+            let term = async {
+                match &mut self.term {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let int = async {
+                match &mut self.int {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            };
+            tokio::select! {
+                _ = term => {}
+                _ = int => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -2,14 +2,15 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
 const BOUND: Duration = Duration::from_secs(10);
 
-/// Kills the child if a test fails before stopping it.
-struct Guard(Child);
+/// Kills the child if a test fails before stopping it, and removes its data directory.
+struct Guard(Child, PathBuf);
 
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -17,19 +18,34 @@ impl Drop for Guard {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
 
+/// A fresh data directory for one spawned process (removed by its `Guard`).
+fn data_dir() -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    std::env::temp_dir().join(format!(
+        "redlockd-cli-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ))
+}
+
 fn spawn(args: &[&str]) -> Guard {
+    let dir = data_dir();
     Guard(
         Command::new(BIN)
             .args(args)
             .args(["--log", "warn"])
+            .arg("--dir")
+            .arg(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redlockd"),
+        dir,
     )
 }
 
@@ -148,14 +164,18 @@ fn a_cluster_answers_on_consecutive_ports_and_stops_on_sigint() {
     // cluster then exits with "cannot start a node", and only then is it tried again.
     for attempt in 1..=3 {
         let base = free_ports(3);
+        let dir = data_dir();
         let mut cluster = Guard(
             Command::new(BIN)
                 .args(["cluster", "--nodes", "3", "--base-port", &base.to_string()])
+                .arg("--dir")
+                .arg(&dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(&log).unwrap())
                 .spawn()
                 .expect("spawn redlockd"),
+            dir,
         );
         let answered = (base..base + 3).try_for_each(try_pong);
         if let Err(e) = answered {
@@ -234,14 +254,18 @@ fn bad_usage_exits_64_everywhere_and_help_exits_0() {
 
 #[test]
 fn logs_to_a_pipe_carry_no_colour_codes() {
+    let dir = data_dir();
     let mut child = Guard(
         Command::new(BIN)
             .args(["--port", "0", "--restart-delay", "0", "--log", "info"])
+            .arg("--dir")
+            .arg(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
+        dir,
     );
     // The first log line ("listening ...") is written at once; read it, then stop.
     let mut stderr = child.0.stderr.take().unwrap();
@@ -281,6 +305,7 @@ fn a_config_file_in_redis_format_sets_flags_and_the_command_line_wins() {
     // Flags on the command line override the file: this one starts, on our port.
     let _ports = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     let port = free_ports(1);
+    let node_dir = data_dir();
     let mut node = Guard(
         Command::new(BIN)
             .arg(&conf)
@@ -292,11 +317,14 @@ fn a_config_file_in_redis_format_sets_flags_and_the_command_line_wins() {
                 "--port",
                 &port.to_string(),
             ])
+            .arg("--dir")
+            .arg(&node_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
+        node_dir,
     );
     wait_for_pong(port);
     signal(&node.0, "-TERM");

@@ -228,8 +228,8 @@ mod binary {
 
     const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
 
-    /// Kills the child if a test fails before it stopped.
-    struct Node(Child, u16);
+    /// Kills the child if a test fails before it stopped; removes its data directory.
+    struct Node(Child, u16, std::path::PathBuf);
 
     impl Drop for Node {
         fn drop(&mut self) {
@@ -237,6 +237,7 @@ mod binary {
                 let _ = self.0.kill();
                 let _ = self.0.wait();
             }
+            let _ = std::fs::remove_dir_all(&self.2);
         }
     }
 
@@ -251,15 +252,20 @@ mod binary {
             if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
                 continue;
             }
+            // Each node its own data directory (--dir defaults to the working one).
+            let dir = std::env::temp_dir()
+                .join(format!("redlockd-hostile-{}-{port}", std::process::id()));
             let child = Command::new(BIN)
                 .args(["--port", &port.to_string(), "--restart-delay", "0"])
                 .args(["--busy-script-time", "50ms", "--log", "error"])
+                .arg("--dir")
+                .arg(&dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("spawn redlockd");
-            let mut node = Node(child, port);
+            let mut node = Node(child, port, dir);
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if node.0.try_wait().unwrap().is_some() {

@@ -50,6 +50,14 @@ pub struct Shared {
     pub pubsub: super::pubsub::PubSub,
     /// Script cache, Lua VM and the running script.
     pub scripts: crate::scripting::Scripts,
+    /// The data directory (`--dir`), locked while the node runs; `None`: memory only.
+    pub node_dir: Option<Arc<crate::durable::NodeDir>>,
+    /// The fencing-token high-water mark (FENCING.GRANT / FENCING.COMMIT).
+    pub tokens: crate::tokens::TokenMark,
+    /// How the node last booted (restored a snapshot, or raised the fence).
+    pub last_boot: Mutex<crate::restart::BootKind>,
+    /// Cleared by SHUTDOWN NOSAVE: the next boot then raises the fence.
+    pub save_on_shutdown: AtomicBool,
 }
 
 /// A node's reachability, for fault injection (see `testing`).
@@ -67,7 +75,25 @@ pub enum NetState {
 }
 
 impl Shared {
+    /// `open`, for configs that cannot fail to open (no data directory, as in benches).
+    /// Panics with the reason when the data directory cannot be used.
     pub fn new(config: Config) -> Shared {
+        Shared::open(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Opens the data directory (if any) and boots: a clean-shutdown snapshot is
+    /// restored, or the restart fence raised (see `restart`).
+    pub fn open(config: Config) -> std::io::Result<Shared> {
+        let node_dir = match &config.dir {
+            Some(path) => Some(Arc::new(crate::durable::NodeDir::open(path)?)),
+            None => None,
+        };
+        let shared = Shared::build(config, node_dir);
+        crate::restart::boot(&shared, true);
+        Ok(shared)
+    }
+
+    fn build(config: Config, node_dir: Option<Arc<crate::durable::NodeDir>>) -> Shared {
         let clock = config.clock.clone().unwrap_or_else(Clock::real);
         let now = clock.now_ms();
         let fence = Fence::new(
@@ -110,6 +136,10 @@ impl Shared {
                 config.busy_script_time.as_millis() as u64,
                 config.seed,
             ),
+            tokens: crate::tokens::TokenMark::new(node_dir.clone()),
+            node_dir,
+            last_boot: Mutex::new(crate::restart::BootKind::Fresh),
+            save_on_shutdown: AtomicBool::new(true),
             clock,
             config,
         }
@@ -131,14 +161,10 @@ impl Shared {
         self.kill_clients_except(None);
     }
 
-    /// What a fresh process starts with: an empty keyspace and the restart fence.
-    pub fn boot(&self) {
-        let now = self.clock.now_ms();
-        self.keyspace.flush_all();
-        self.scripts.flush();
-        self.scripts.flush_functions();
-        self.fence.restart(now);
-        self.started_ms.store(now, Ordering::Relaxed);
+    /// What a fresh process starts with: an empty keyspace and the restart fence, or
+    /// the keys of a clean-shutdown snapshot if one was just written (`restart`).
+    pub fn boot(&self) -> crate::restart::BootKind {
+        crate::restart::boot(self, false)
     }
 
     pub fn kill_clients(&self) {

@@ -7,6 +7,7 @@ pub mod connection;
 pub mod context;
 pub mod debug;
 pub mod expire;
+pub mod fencing;
 pub mod functions;
 pub mod keys;
 pub mod ops;

@@ -54,6 +54,9 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(Reply::error("ERR No shutdown in progress."));
         }
     }
+    // NOSAVE: no snapshot, so the next boot raises the restart fence.
+    let nosave = args[1..].iter().any(|a| eq_ignore_case(a, "nosave"));
+    ctx.shared.save_on_shutdown.store(!nosave, Ordering::SeqCst);
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.id());
     ctx.shared.request_shutdown();
     ctx.client.close_after_reply = true;
@@ -79,12 +82,13 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         "stats",
         "replication",
         "fence",
+        "fencing",
         "keyspace",
     ];
     let include =
         |s: &str| all || (default && DEFAULT.contains(&s)) || wanted.iter().any(|w| w == s);
     let mut out = String::new();
-    let sections: [(&str, InfoSection); 9] = [
+    let sections: [(&str, InfoSection); 10] = [
         ("server", info_server),
         ("clients", info_clients),
         ("memory", info_memory),
@@ -92,6 +96,7 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ("stats", info_stats),
         ("replication", info_replication),
         ("fence", info_fence),
+        ("fencing", info_fencing),
         ("commandstats", info_commandstats),
         ("keyspace", info_keyspace),
     ];
@@ -210,6 +215,25 @@ fn info_fence(ctx: &Ctx, out: &mut String) {
         fence.max_ttl_ms(),
         fence.delay_ms(),
         fence.require_ttl() as u8,
+    );
+}
+
+/// Fencing tokens and the data directory: the mark, its durable reservation, how many
+/// reservation fsyncs this process made, and how the node last booted.
+fn info_fencing(ctx: &Ctx, out: &mut String) {
+    let s = ctx.shared;
+    let dir = s
+        .node_dir
+        .as_ref()
+        .map_or(String::new(), |d| d.path().display().to_string());
+    let _ = write!(
+        out,
+        "fencing_token_mark:{}\r\nfencing_token_reserved:{}\r\nfencing_token_block:{}\r\nfencing_reservation_fsyncs:{}\r\ndir:{dir}\r\nlast_boot:{}\r\n",
+        s.tokens.get(),
+        s.tokens.reserved(),
+        crate::tokens::BLOCK,
+        s.tokens.fsyncs(),
+        s.last_boot.lock().name(),
     );
 }
 

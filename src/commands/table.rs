@@ -2,8 +2,8 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    cas, connection, debug, expire, functions, hashes, keys, lists, ops, pubsub, scripting,
-    server, sets, strings, zranges, zsets, CmdResult, Ctx,
+    cas, connection, debug, expire, fencing, functions, hashes, keys, lists, ops, pubsub,
+    scripting, server, sets, strings, zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -218,6 +218,10 @@ const ROWS: &[Row] = &[
     ("sinterstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sinterstore),
     ("sunionstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sunionstore),
     ("sdiffstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sdiffstore),
+    // fencing tokens (redlockd's own): grant + read the mark, commit a token
+    ("fencing.grant", 5, WRITE | FENCED | FAST, 1, 1, 1, fencing::grant),
+    ("fencing.commit", 4, WRITE | FAST, 1, 1, 1, fencing::commit),
+    ("fencing.mark", 1, READONLY | FAST, 0, 0, 0, fencing::mark),
     // pub/sub
     ("subscribe", -2, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::subscribe),
     ("unsubscribe", -1, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::unsubscribe),

@@ -105,6 +105,7 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
         retry_count: 0,
         retry_delay: Duration::from_millis(50),
         retry_jitter: Duration::from_millis(100),
+        fencing_tokens: false,
     };
     let redlock = match Redlock::new(args.nodes.iter().cloned(), opts) {
         Ok(r) => r,

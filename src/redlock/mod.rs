@@ -16,6 +16,7 @@
 //! `-TRYAGAIN` restart fence) counts as one failed vote: never as a hang.
 
 mod conn;
+mod fenced;
 #[cfg(feature = "cli")]
 pub mod flock;
 mod watchdog;
@@ -61,6 +62,10 @@ pub struct RedlockOptions {
     /// Random extra (0..jitter) added to each pause, so that competing clients that
     /// failed together do not retry in lockstep (the spec's split-brain advice).
     pub retry_jitter: Duration,
+    /// Acquire with a fencing token ([`Lock::token`]): two phases, `FENCING.GRANT` and
+    /// `FENCING.COMMIT` (redlockd nodes only; real Redis answers "unknown command").
+    /// Off by default, so the client keeps working against any Redis.
+    pub fencing_tokens: bool,
 }
 
 impl Default for RedlockOptions {
@@ -71,6 +76,7 @@ impl Default for RedlockOptions {
             retry_count: 3,
             retry_delay: Duration::from_millis(100),
             retry_jitter: Duration::from_millis(100),
+            fencing_tokens: false,
         }
     }
 }
@@ -188,9 +194,18 @@ pub struct Lock {
     value: Bytes,
     ttl: Duration,
     valid_until: Instant,
+    token: Option<u64>,
 }
 
 impl Lock {
+    /// The fencing token, when acquired with `fencing_tokens`: larger than the token of
+    /// every holder whose lock ended before this one was granted. Send it with every
+    /// write to the protected resource, which must refuse a token lower than the
+    /// highest it has seen. Extending the lock keeps it.
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
     /// The key locked on every node.
     pub fn resource(&self) -> &[u8] {
         &self.resource
@@ -437,6 +452,9 @@ impl Redlock {
     /// One round of the algorithm. On failure the value is released everywhere (a node
     /// may have granted it without us hearing back) and the round's report is returned.
     async fn attempt(&self, resource: &[u8], ttl: Duration) -> Result<Lock, AttemptReport> {
+        if self.inner.opts.fencing_tokens {
+            return self.attempt_fenced(resource, ttl).await;
+        }
         let value = random_value();
         let ttl_ms = ms_arg(ttl);
         let args: [&[u8]; 6] = [b"SET", resource, &value, b"NX", b"PX", ttl_ms.as_bytes()];
@@ -460,6 +478,7 @@ impl Redlock {
                 value,
                 ttl,
                 valid_until: start + validity,
+                token: None,
             });
         }
         if granted > 0 || !failed.is_empty() {
@@ -483,23 +502,31 @@ impl Redlock {
         req: &Request<'_>,
         ok: impl Fn(&BytesFrame) -> bool,
     ) -> (usize, usize, Vec<(String, NodeError)>) {
-        let timeout = self.node_timeout(ttl);
-        let futs = self
-            .inner
-            .nodes
-            .iter()
-            .map(|n| n.run(timeout, req))
-            .collect();
-        let results = join_all(futs).await;
+        let all: Vec<usize> = (0..self.node_count()).collect();
         let (mut granted, mut refused, mut failed) = (0, 0, Vec::new());
-        for (node, r) in self.inner.nodes.iter().zip(results) {
+        for (i, r) in self.on_nodes(&all, ttl, req).await {
             match r {
                 Ok(f) if ok(&f) => granted += 1,
                 Ok(_) => refused += 1,
-                Err(e) => failed.push((node.addr().to_string(), e)),
+                Err(e) => failed.push((self.inner.nodes[i].addr().to_string(), e)),
             }
         }
         (granted, refused, failed)
+    }
+
+    /// Sends `req` to the nodes at `indices` at once; their replies, in that order.
+    async fn on_nodes(
+        &self,
+        indices: &[usize],
+        ttl: Duration,
+        req: &Request<'_>,
+    ) -> Vec<(usize, Result<BytesFrame, NodeError>)> {
+        let timeout = self.node_timeout(ttl);
+        let futs = indices
+            .iter()
+            .map(|&i| self.inner.nodes[i].run(timeout, req))
+            .collect();
+        indices.iter().copied().zip(join_all(futs).await).collect()
     }
 
     fn retry_pause(&self) -> Duration {

@@ -53,6 +53,11 @@ impl WatchedLock {
         self.shared.lock().clone()
     }
 
+    /// The fencing token (see [`Lock::token`]); extensions keep it.
+    pub fn token(&self) -> Option<u64> {
+        self.shared.lock().token()
+    }
+
     /// Until when the lock is guaranteed, as of the last successful extension.
     pub fn valid_until(&self) -> Instant {
         self.shared.lock().valid_until

@@ -30,7 +30,7 @@ impl Server {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let listener = TcpListener::bind((config.bind, config.port)).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::new(config));
+        let shared = Arc::new(Shared::open(config)?);
         log_fence(&shared, addr);
         announce_fence_end(&shared);
         install_manual_sweep(&shared);
@@ -60,7 +60,9 @@ fn log_fence(shared: &Shared, addr: SocketAddr) {
     let fence = &shared.fence;
     let now = shared.clock.now_ms();
     let left = fence.remaining_ms(now);
-    if left == 0 {
+    if left == 0 && *shared.last_boot.lock() == crate::restart::BootKind::Snapshot {
+        tracing::info!(%addr, max_ttl_ms = fence.max_ttl_ms(), "listening; clean restart: no restart fence");
+    } else if left == 0 {
         tracing::info!(
             %addr,
             max_ttl_ms = fence.max_ttl_ms(),
@@ -205,12 +207,36 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     shared.kill_clients();
     // Connections end at their next await once killed; bound the wait anyway (one
     // stuck in a long C call inside a script cannot be stopped).
-    let _ = tokio::time::timeout(Duration::from_millis(300), async {
+    let drained = tokio::time::timeout(Duration::from_millis(300), async {
         while connections.join_next().await.is_some() {}
     })
-    .await;
+    .await
+    .is_ok();
     connections.abort_all();
+    save_snapshot(&shared, drained);
+    if let Some(dir) = &shared.node_dir {
+        dir.unlock();
+    }
     tracing::info!("server stopped");
+}
+
+/// The clean-shutdown snapshot, only once every connection has ended: a command run
+/// after it would be forgotten by the next boot, which skips the fence.
+fn save_snapshot(shared: &Shared, drained: bool) {
+    if shared.node_dir.is_none() || !shared.save_on_shutdown.load(Ordering::SeqCst) {
+        return;
+    }
+    if !drained {
+        tracing::warn!(
+            "connections did not end in time: no snapshot; the next boot raises the restart fence"
+        );
+        return;
+    }
+    if let Err(e) = crate::restart::save(shared) {
+        tracing::error!(
+            "cannot write the shutdown snapshot: {e}; the next boot raises the restart fence"
+        );
+    }
 }
 
 /// A running server.

@@ -117,6 +117,15 @@ impl Db {
             .collect()
     }
 
+    /// Calls `f` with every live entry, one shard locked at a time (for the snapshot).
+    pub fn for_each_live(&self, now_ms: u64, mut f: impl FnMut(&Bytes, &Entry)) {
+        for e in self.map.iter() {
+            if !e.value().is_expired(now_ms) {
+                f(e.key(), e.value());
+            }
+        }
+    }
+
     /// Reclaims every expired entry, one shard at a time; returns how many.
     pub fn sweep(&self, now_ms: u64) -> usize {
         let before = self.map.len();

@@ -3,6 +3,7 @@
 
 mod db;
 mod set;
+pub mod snapshot;
 mod value;
 mod zset;
 

@@ -15,15 +15,39 @@
 
 use crate::commands::{NetState, Shared};
 use crate::config::Config;
+use crate::restart::BootKind;
 use crate::server::{Server, ServerHandle};
 use crate::Clock;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// One in-process node on 127.0.0.1 with a manual clock.
 pub struct TestServer {
     handle: ServerHandle,
+    /// The node's data directory when the test did not give one: removed on drop.
+    _dir: Option<TempDir>,
+}
+
+/// A directory under the system's temp dir, removed with everything in it on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let path = std::env::temp_dir().join(format!(
+            "redlockd-test-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl TestServer {
@@ -46,15 +70,25 @@ impl TestServer {
         }
     }
 
-    /// A node with any config. A config without a clock gets a manual one.
+    /// A node with any config. A config without a clock gets a manual one; one
+    /// without a data directory gets a temporary one, removed when the node is dropped.
     pub async fn start_with(mut config: Config) -> TestServer {
         if config.clock.is_none() {
             config.clock = Some(Clock::manual());
         }
+        let temp = config.dir.is_none().then(TempDir::new);
+        if let Some(t) = &temp {
+            config.dir = Some(t.0.clone());
+        }
         let handle = Server::start(config)
             .await
-            .expect("a test server binds 127.0.0.1:0");
-        TestServer { handle }
+            .expect("a test server binds 127.0.0.1:0 and opens its directory");
+        TestServer { handle, _dir: temp }
+    }
+
+    /// The node's data directory (the fencing-token reservation, snapshots).
+    pub fn dir(&self) -> Option<&Path> {
+        self.shared().node_dir.as_ref().map(|d| d.path())
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -92,10 +126,38 @@ impl TestServer {
     }
 
     /// A crash and immediate restart: every key lost, every connection dropped, and
-    /// the restart fence up again (on the same clock).
+    /// the restart fence up again (on the same clock). The data directory survives, as
+    /// a disk does: the fencing-token mark resumes at its durable reservation.
     pub fn crash_restart(&self) {
         self.shared().crash_restart();
         self.shared().set_net(NetState::Up);
+    }
+
+    /// A crash that also loses the data directory (a replaced disk): the node comes
+    /// back as new, its token mark at 0. Fencing tokens cannot survive this on a node
+    /// of the quorum that saw a commit; tests use it to show so.
+    pub fn crash_restart_losing_dir(&self) {
+        if let Some(dir) = &self.shared().node_dir {
+            dir.wipe().expect("the test's data directory can be wiped");
+        }
+        self.crash_restart();
+    }
+
+    /// A clean restart (SIGTERM, then a new process on the same directory): the live
+    /// keys, their remaining TTLs and the token mark are saved to the directory and
+    /// restored, so the fence stays down. Connections are dropped, as by a restart.
+    /// Returns whether the snapshot was restored (false: refused, and the fence is up).
+    pub fn restart_clean(&self) -> bool {
+        let shared = self.shared();
+        // Nothing may run between the save and the restore: it would be forgotten.
+        let _exclusive = shared.keyspace.gate.write();
+        shared.kill_clients();
+        if let Err(e) = crate::restart::save(shared) {
+            tracing::error!("test restart_clean: cannot save: {e}");
+        }
+        let kind = shared.boot();
+        shared.set_net(NetState::Up);
+        kind == BootKind::Snapshot
     }
 
     /// The process dies: connections dropped, the port refuses connections (by the

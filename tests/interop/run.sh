@@ -126,7 +126,8 @@ NODES=""
 for port in "${PORTS[@]}"; do
   if [[ "$KIND" == redlockd ]]; then
     NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
-      --clock manual --enable-debug-command >"$WORK/node-$port.log" 2>&1 </dev/null &
+      --clock manual --enable-debug-command --dir "$WORK/node-$port" \
+      >"$WORK/node-$port.log" 2>&1 </dev/null &
   else
     "$BIN" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \
       >"$WORK/node-$port.log" 2>&1 </dev/null &
