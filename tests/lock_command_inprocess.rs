@@ -228,3 +228,35 @@ async fn a_lock_lost_to_a_partition_stops_the_command_with_74() {
     cluster.node(2).heal().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_reach_the_command_and_grow_from_run_to_run() {
+    let cluster = TestCluster::start(5).await;
+    let out = TempFile::new("token");
+    let flags = ["--ttl", "10s", "--fencing-token", "-v"];
+    let write_token = format!("echo $REDLOCKD_FENCING_TOKEN >> {}", out.0.display());
+    for _ in 0..2 {
+        let child = lock(&cluster, &flags, "tok", &["sh", "-c", &write_token]);
+        let done = timeout(BOUND, child.wait_with_output())
+            .await
+            .expect("exits in time")
+            .expect("wait");
+        assert!(done.status.success(), "{done:?}");
+        let said = String::from_utf8_lossy(&done.stderr);
+        assert!(said.contains("acquired \"tok\", fencing token "), "{said}");
+    }
+    let tokens: Vec<u64> = out.read().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(tokens.len(), 2, "{tokens:?}");
+    assert!(tokens[1] > tokens[0], "{tokens:?}");
+    // Without the flag the command gets no token.
+    let check = "test -z \"$REDLOCKD_FENCING_TOKEN\"";
+    let status = exit_of(lock(
+        &cluster,
+        &["--ttl", "10s"],
+        "tok",
+        &["sh", "-c", check],
+    ))
+    .await;
+    assert!(status.success());
+    cluster.shutdown().await;
+}

@@ -75,6 +75,14 @@ pub struct LockArgs {
     /// visible in ps).
     #[arg(long, env = "REDLOCKD_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
+    /// Acquire with a fencing token (redlockd nodes only: FENCING.GRANT and
+    /// FENCING.COMMIT) and pass it to the command as REDLOCKD_FENCING_TOKEN, to send with
+    /// every write to the resource the lock protects.
+    #[arg(long)]
+    pub fencing_token: bool,
+    /// Say on stderr when the lock is acquired, with its fencing token.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// The lock's name (the key on every node).
     pub name: String,
     /// The command to run, and its arguments (after `--`).
@@ -105,7 +113,7 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
         retry_count: 0,
         retry_delay: Duration::from_millis(50),
         retry_jitter: Duration::from_millis(100),
-        fencing_tokens: false,
+        fencing_tokens: args.fencing_token,
     };
     let redlock = match Redlock::new(args.nodes.iter().cloned(), opts) {
         Ok(r) => r,
@@ -138,10 +146,20 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
             return code;
         }
     };
+    let token = lock.token();
+    if args.verbose {
+        match token {
+            Some(t) => eprintln!("redlockd lock: acquired {name:?}, fencing token {t}"),
+            None => eprintln!("redlockd lock: acquired {name:?}"),
+        }
+    }
     let guard = redlock.watch(lock);
 
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
+    if let Some(t) = token {
+        cmd.env("REDLOCKD_FENCING_TOKEN", t.to_string());
+    }
     // If this future is dropped (runtime shutdown), the child must not run on unlocked.
     cmd.kill_on_drop(true);
     stop_child_when_parent_dies(&mut cmd);
