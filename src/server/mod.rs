@@ -284,9 +284,13 @@ impl ServerHandle {
     }
 
     /// Waits until the server stops (SHUTDOWN, or `shutdown` from elsewhere).
+    /// Cancel-safe: a wait that is dropped (a `select!` that another branch won) keeps
+    /// the task's handle, so a later `shutdown` still waits for the accept loop to end
+    /// (and for the clean-shutdown snapshot it writes).
     pub async fn stopped(&mut self) {
-        if let Some(accept) = self.accept.take() {
+        if let Some(accept) = self.accept.as_mut() {
             let _ = accept.await;
+            self.accept = None;
         }
     }
 
