@@ -1,6 +1,8 @@
 //! Bytes -> argument vectors -> the in-memory door on a fresh server with a manual
-//! clock: SET options, EXPIRE options, everything in the table; never panics, and every
-//! command gets a reply.
+//! clock: SET options (IFEQ/IFNE/IFDEQ/IFDNE included), EXPIRE options, ZADD and
+//! ZRANGE grammars, everything in the table; never panics, and every command gets a
+//! reply. Seeds in fuzz/seeds/commands (`collections` for sorted sets, sets, lists and
+//! the native lock commands).
 //!
 //! Input: lines (split on '\n'), each a command whose arguments are split on ' '. A line
 //! starting with 0xff moves the clock instead: the next byte is milliseconds x 100, the

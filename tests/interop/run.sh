@@ -162,13 +162,39 @@ set -e
 [[ $rc -eq 5 ]] && echo "interop: pytest collected no tests" >&2
 record "python (pytest)" "$rc"
 
-say "node: node --test (ioredis + redlock, node-redis)"
+say "node: node --test (ioredis + redlock, node-redis, redis-semaphore)"
 set +e
 (cd "$HERE" && timeout -k 10 "$NODE_TIMEOUT" node --test --test-concurrency=1 \
   --test-timeout=60000 --test-reporter=spec node/)
 rc=$?
 set -e
 record "node (node --test)" "$rc"
+
+say "php: Symfony Lock (RedisStore, CombinedStore; phpredis and Predis)"
+command -v php >/dev/null || die "php is required (Debian: php-cli php-redis php-symfony-lock php-predis)"
+PHP_NODES="$(echo "$NODES" | cut -d, -f1-3)"
+if [[ "$KIND" == redlockd ]]; then
+  # Symfony's RedisStore first stores a key with a 300 s TTL (its initialTtl), then
+  # shortens it: a node needs --max-ttl of at least 300 s for it. Three nodes of
+  # their own, so the other cases keep their 30 s.
+  read -r -a PHP_PORTS <<<"$(python3 "$HERE/tools.py" free-ports 3)"
+  PHP_NODES=""
+  for port in "${PHP_PORTS[@]}"; do
+    NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 300s --restart-delay 0 \
+      >"$WORK/php-node-$port.log" 2>&1 </dev/null &
+    PIDS+=("$!")
+    PORTS+=("$port")
+    PHP_NODES="${PHP_NODES:+$PHP_NODES,}127.0.0.1:$port"
+  done
+  for port in "${PHP_PORTS[@]}"; do
+    python3 "$HERE/tools.py" wait-ping "127.0.0.1:$port" 20 || die "php node $port did not answer PING"
+  done
+fi
+set +e
+INTEROP_PHP_NODES="$PHP_NODES" timeout -k 10 120 php "$HERE/php/symfony_lock.php"
+rc=$?
+set -e
+record "php (Symfony Lock)" "$rc"
 
 say "summary ($KIND)"
 for line in "${RESULTS[@]}"; do echo "$line"; done
