@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::net::TcpListener;
+use std::task::Poll;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinSet;
 
 /// How often the real-clock sweeper reclaims expired keys. With a manual clock the
@@ -28,7 +29,7 @@ impl Server {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let listener = TcpListener::bind((config.bind, config.port)).await?;
+        let listener = listen((config.bind, config.port).into())?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::open(config)?);
         log_fence(&shared, addr);
@@ -146,6 +147,31 @@ async fn sweep_loop(shared: Weak<Shared>) {
     }
 }
 
+/// The listen backlog: Redis's `tcp-backlog` default. The kernel caps it at
+/// net.core.somaxconn (4096 on current Linux, 128 on old ones).
+///
+/// Why it matters: the kernel completes TCP handshakes on its own and queues them
+/// until the process accepts. A client that connects in a loop (and a loaded machine
+/// that does not schedule the server for a few milliseconds) fills a queue of 128 in
+/// a burst; Linux then drops the next SYN and the client waits out its 1 s SYN
+/// retransmit. That was the stall every ~129 connects.
+const LISTEN_BACKLOG: u32 = 511;
+
+/// Connections accepted per wakeup of the accept loop before it looks at anything else.
+const MAX_ACCEPTS_PER_WAKEUP: usize = 1000;
+
+/// Binds `addr` with Redis's backlog (tokio's `TcpListener::bind` listens with 128).
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Accepts connections while the node is up or paused. Fault controls
 /// (`Shared::set_net`) close the listener (Down: connections refused), and a move back
 /// to Up binds the same address again.
@@ -172,7 +198,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             shared.listening.send_replace(false);
         } else if listener.is_none() {
             let Some(addr) = addr else { break };
-            match TcpListener::bind(addr).await {
+            match listen(addr) {
                 Ok(l) => {
                     listener = Some(l);
                     shared.listening.send_replace(true);
@@ -190,6 +216,15 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 Ok((stream, peer)) => {
                     shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
                     connections.spawn(connection::serve(shared.clone(), stream, peer));
+                    // Drain what else the kernel queued before going round the loop
+                    // again (Redis takes up to 1000 per wakeup too).
+                    let l = listener.as_ref().expect("bound while up");
+                    for _ in 0..MAX_ACCEPTS_PER_WAKEUP {
+                        let more = std::future::poll_fn(|cx| Poll::Ready(l.poll_accept(cx))).await;
+                        let Poll::Ready(Ok((stream, peer))) = more else { break };
+                        shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+                        connections.spawn(connection::serve(shared.clone(), stream, peer));
+                    }
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -197,7 +232,9 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(_) = connections.join_next(), if !connections.is_empty() => {
+                while connections.try_join_next().is_some() {}
+            }
             _ = net.changed() => {}
             _ = &mut stop => break,
         }
