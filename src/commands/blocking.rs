@@ -3,7 +3,7 @@
 //!
 //! As in Redis, a push never hands an element over itself: it marks its key "ready"
 //! (only when someone waits on that key), and once the command (or the whole script)
-//! has finished, `serve_ready` gives the waiting clients their elements in FIFO order.
+//! has finished, `serve_ready_held` gives the waiting clients their elements in FIFO order.
 //! A script that pushes therefore wakes its waiters after it ends, as Redis does.
 //!
 //! The server pops on the waiter's behalf and sends the reply through a oneshot
@@ -59,7 +59,7 @@ pub struct Waiter {
     db: usize,
     keys: Vec<Bytes>,
     pop: Pop,
-    /// Taken by whoever ends the wait first: `serve_ready` (sending the element while
+    /// Taken by whoever ends the wait first: `serve_ready_held` (sending the element while
     /// holding this lock) or `unblock` (timeout, disconnect). Whoever takes it removes
     /// the waiter from the registry, so each waiter is removed and counted once.
     tx: Mutex<Option<oneshot::Sender<Reply>>>,
@@ -185,19 +185,19 @@ impl Blocking {
         self.blocked.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Whether a write has made keys ready for blocked clients (checked after every
+    /// command, so a plain load).
+    pub fn has_ready(&self) -> bool {
+        self.any_ready.load(Ordering::SeqCst)
+    }
+
     /// Serves waiters on every ready key, oldest waiter first, until the key has
-    /// nothing for them or nobody waits on it. Runs after a command, outside the
-    /// keyspace gate; takes the gate exclusively, so that a move (BLMOVE) between two
-    /// keys is seen by nobody half done, and nothing interleaves with a script.
-    pub fn serve_ready(&self, shared: &Shared) {
-        // Runs after every command: a plain load keeps the common case (nothing
-        // ready) from writing a cache line that every connection shares.
-        if !self.any_ready.load(Ordering::Relaxed) {
-            return;
-        }
+    /// nothing for them or nobody waits on it. The caller holds the keyspace gate
+    /// exclusively (`atomic::serve_blocked`), so that a move (BLMOVE) between two keys
+    /// is seen by nobody half done, and nothing interleaves with a script.
+    pub fn serve_ready_held(&self, shared: &Shared) {
         while self.any_ready.swap(false, Ordering::SeqCst) {
             let batch = std::mem::take(&mut *self.ready.lock());
-            let _gate = shared.keyspace.gate.write();
             let now = shared.clock.now_ms();
             for (db, key) in batch {
                 self.serve_key(shared, db, &key, now);
@@ -382,12 +382,12 @@ pub fn pop_or_block(
 ) -> CmdResult {
     let db = ctx.client.db;
     for key in keys {
-        let queued = !ctx.in_script && ctx.shared.blocking.has_waiters(db, key);
+        let queued = ctx.may_block() && ctx.shared.blocking.has_waiters(db, key);
         if let Some(reply) = try_pop(ctx, key, !queued)? {
             return Ok(reply);
         }
     }
-    if ctx.in_script {
+    if !ctx.may_block() {
         return Ok(nonblocking);
     }
     let deadline = (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms));

@@ -161,6 +161,7 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     *ctx.client.info.name.lock() = None;
     ctx.client.authed = ctx.shared.config.requirepass.is_none();
     super::pubsub::unsubscribe_all(ctx);
+    super::multi::reset(ctx);
     Ok(Reply::status("RESET"))
 }
 

@@ -58,6 +58,8 @@ pub struct Shared {
     pub last_boot: Mutex<crate::restart::BootKind>,
     /// Cleared by SHUTDOWN NOSAVE: the next boot then raises the fence.
     pub save_on_shutdown: AtomicBool,
+    /// The keyspace gate: taken only through `commands::atomic`.
+    pub gate: super::atomic::Gate,
 }
 
 /// A node's reachability, for fault injection (see `testing`).
@@ -140,6 +142,7 @@ impl Shared {
             node_dir,
             last_boot: Mutex::new(crate::restart::BootKind::Fresh),
             save_on_shutdown: AtomicBool::new(true),
+            gate: super::atomic::Gate::new(),
             clock,
             config,
         }
@@ -334,6 +337,10 @@ pub struct ClientState {
     /// The channels and patterns this client subscribes to; RESP2 clients with any are
     /// in subscribed mode.
     pub pubsub: super::pubsub::ClientSubs,
+    /// The transaction being queued, between MULTI and EXEC / DISCARD.
+    pub multi: Option<super::multi::Transaction>,
+    /// The keys WATCHed and the flag writes to them set.
+    pub watch: super::multi::Watching,
 }
 
 impl ClientState {
@@ -346,6 +353,8 @@ impl ClientState {
             close_after_reply: false,
             blocked: None,
             pubsub: Default::default(),
+            multi: None,
+            watch: Default::default(),
         }
     }
 
@@ -380,6 +389,8 @@ pub struct Ctx<'a> {
     pub client: &'a mut ClientState,
     pub now_ms: u64,
     pub in_script: bool,
+    /// Running a transaction's queue (EXEC): commands never block.
+    pub in_exec: bool,
     /// The real-clock reading `now_ms` was taken from: the start of the command's
     /// duration (INFO commandstats), so a command reads the system clock once to start.
     started: Instant,
@@ -393,6 +404,7 @@ impl<'a> Ctx<'a> {
             client,
             now_ms: shared.clock.now_ms_at(started),
             in_script: false,
+            in_exec: false,
             started,
         }
     }
@@ -407,6 +419,12 @@ impl<'a> Ctx<'a> {
     /// When the command started on the real clock (see `started`).
     pub(crate) fn started(&self) -> Instant {
         self.started
+    }
+
+    /// Whether a command may block the client (BLPOP): not inside a script or EXEC,
+    /// where it answers as if its timeout had passed.
+    pub fn may_block(&self) -> bool {
+        !self.in_script && !self.in_exec
     }
 
     /// The caller's selected database.

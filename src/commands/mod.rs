@@ -2,6 +2,7 @@
 //! The network, Lua's redis.call and the in-memory door all reach a command through
 //! `run`: one implementation of every command.
 
+pub mod atomic;
 pub mod cas;
 pub mod connection;
 pub mod context;
@@ -20,6 +21,7 @@ pub mod table;
 pub mod blocking;
 pub mod hashes;
 pub mod lists;
+pub mod multi;
 pub mod pubsub;
 mod scan;
 pub mod sets;
@@ -38,91 +40,55 @@ use table::flags;
 pub type CmdResult = Result<Reply, Reply>;
 
 /// Runs one request from a network client: the checks only the network makes (auth,
-/// subscribed mode), then `execute` under the keyspace gate's shared side.
-pub fn dispatch(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+/// subscribed mode), then, after MULTI, queueing; else `atomic::run`, which takes the
+/// keyspace gate as the command needs and runs it. A refusal here fails an open
+/// transaction, as in Redis.
+pub async fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let spec = match check(ctx, args) {
+        Ok(spec) => spec,
+        Err(e) => {
+            // A refused EXEC still ends the transaction (Redis's execCommandAbort).
+            if lookup(&args[0]).is_some_and(|s| s.name == "exec") {
+                return multi::exec_refused(ctx, e);
+            }
+            multi::flag_failed(ctx);
+            return e;
+        }
+    };
+    if multi::queues(spec) {
+        if let Some(reply) = multi::queue(ctx, spec, args) {
+            return reply;
+        }
+    }
+    match atomic::run(ctx, spec, args).await {
+        Ok(reply) => reply,
+        Err(busy) if spec.name == "exec" => multi::exec_refused(ctx, busy),
+        Err(busy) => busy,
+    }
+}
+
+/// The checks before a network command runs or is queued.
+fn check(ctx: &Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
     let Some(spec) = lookup(&args[0]) else {
-        return errors::unknown_command(&args[0], &args[1..]);
+        return Err(errors::unknown_command(&args[0], &args[1..]));
     };
     if let Some(err) = check_arity(spec, args) {
-        return err;
+        return Err(err);
     }
     if ctx.shared.config.requirepass.is_some()
         && !ctx.client.authed
         && spec.flags & flags::NO_AUTH == 0
     {
-        return Reply::error(errors::NOAUTH);
+        return Err(Reply::error(errors::NOAUTH));
     }
     if ctx.client.resp2_subscribed() && spec.flags & flags::PUBSUB == 0 {
-        return Reply::error(format!(
+        return Err(Reply::error(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             spec.name
-        ));
+        )));
     }
-    // The gate, and BUSY while a script runs past its limit.
-    if spec.flags & flags::ALLOW_BUSY != 0 && scripting::bypasses_gate(spec.name, args) {
-        ctx.restart_clock();
-        return run(ctx, spec, args);
-    }
-    let gate = &ctx.shared.keyspace.gate;
-    if spec.flags & flags::EXCLUSIVE != 0 {
-        // Scripts can run long: off the async workers, so they stay free to answer BUSY.
-        off_runtime(|| {
-            let _exclusive = match wait_gate(ctx.shared, |d| gate.try_write_for(d)) {
-                Ok(g) => g,
-                Err(busy) => return busy,
-            };
-            ctx.restart_clock();
-            run(ctx, spec, args)
-        })
-    } else {
-        // Uncontended (the common case), the time `Ctx::new` read a moment ago stands:
-        // no second clock read. After a wait, the command's time is read again.
-        let _shared = match gate.try_read() {
-            Some(g) => g,
-            None => match off_runtime(|| wait_gate(ctx.shared, |d| gate.try_read_for(d))) {
-                Ok(g) => {
-                    ctx.restart_clock();
-                    g
-                }
-                Err(busy) => return busy,
-            },
-        };
-        run(ctx, spec, args)
-    }
+    Ok(spec)
 }
-
-/// How long a waiter sleeps on the gate between checks for a script past its limit.
-const GATE_SLICE: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// Waits for the keyspace gate, or gives up with BUSY once the script holding it has
-/// run past `busy_script_time` (measured on the server's clock, so a manual clock
-/// drives it in tests).
-fn wait_gate<G>(
-    shared: &Shared,
-    mut try_for: impl FnMut(std::time::Duration) -> Option<G>,
-) -> Result<G, Reply> {
-    loop {
-        if let Some(g) = try_for(GATE_SLICE) {
-            return Ok(g);
-        }
-        if shared.scripts.is_busy(shared.clock.now_ms()) {
-            return Err(Reply::error(errors::BUSY));
-        }
-    }
-}
-
-/// Runs blocking work on a multi-thread runtime's worker without starving the other
-/// tasks (tokio hands the worker's queue to another thread). On a current-thread
-/// runtime, or outside tokio (benches), it just runs: block_in_place would panic there.
-fn off_runtime<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
-// -- end gate + BUSY --
 
 fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
     let n = args.len() as i32;
@@ -148,8 +114,8 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     }
     ctx.client.info.touch(spec, ctx.now_ms);
     // A network command's duration starts at the clock reading its context already
-    // holds; a command called from a script times itself.
-    let started = if ctx.in_script {
+    // holds; a command called from a script or run by EXEC times itself.
+    let started = if ctx.in_script || ctx.in_exec {
         Instant::now()
     } else {
         ctx.started()

@@ -2,7 +2,7 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    cas, connection, debug, expire, fencing, functions, hashes, keys, lists, ops, pubsub,
+    cas, connection, debug, expire, fencing, functions, hashes, keys, lists, multi, ops, pubsub,
     scripting, server, sets, strings, zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
@@ -34,6 +34,8 @@ pub mod flags {
     /// Touches several keys at once: runs holding the keyspace gate exclusively, so no
     /// other command sees it half done (as scripts do).
     pub const EXCLUSIVE: u32 = 1 << 10;
+    /// Refused after MULTI ("Command not allowed inside a transaction").
+    pub const NO_MULTI: u32 = 1 << 11;
 }
 
 use flags::*;
@@ -66,6 +68,7 @@ impl Spec {
             (ADMIN, "admin"),
             (BLOCKING, "blocking"),
             (ALLOW_BUSY, "allow_busy"),
+            (NO_MULTI, "no_multi"),
         ];
         for (bit, name) in names {
             if self.flags & bit != 0 {
@@ -101,7 +104,7 @@ const ROWS: &[Row] = &[
     ("slowlog", -2, ADMIN, 0, 0, 0, ops::slowlog),
     ("latency", -2, ADMIN | NOSCRIPT, 0, 0, 0, ops::latency),
     ("wait", 3, NOSCRIPT, 0, 0, 0, ops::wait),
-    ("shutdown", -1, ADMIN | NOSCRIPT | ALLOW_BUSY, 0, 0, 0, server::shutdown),
+    ("shutdown", -1, ADMIN | NOSCRIPT | ALLOW_BUSY | NO_MULTI, 0, 0, 0, server::shutdown),
     ("debug", -2, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, debug::debug),
     // strings
     ("get", 2, READONLY | FAST, 1, 1, 1, strings::get),
@@ -239,6 +242,13 @@ const ROWS: &[Row] = &[
     ("fcall", -3, NOSCRIPT | EXCLUSIVE, 0, 0, 0, functions::fcall),
     ("fcall_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, functions::fcall_ro),
     ("function", -2, NOSCRIPT | ALLOW_BUSY, 0, 0, 0, functions::function),
+    // transactions: EXEC runs its queue holding the gate exclusively; the others only
+    // touch the client's own state (and the watch registry), so they skip the gate.
+    ("multi", 1, NOSCRIPT | FAST | ALLOW_BUSY, 0, 0, 0, multi::multi),
+    ("exec", 1, NOSCRIPT | EXCLUSIVE, 0, 0, 0, multi::exec),
+    ("discard", 1, NOSCRIPT | FAST | ALLOW_BUSY, 0, 0, 0, multi::discard),
+    ("watch", -2, NOSCRIPT | FAST | ALLOW_BUSY, 1, -1, 1, multi::watch),
+    ("unwatch", 1, NOSCRIPT | FAST | ALLOW_BUSY, 0, 0, 0, multi::unwatch),
 ];
 
 /// Every command, in table order.

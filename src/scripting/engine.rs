@@ -146,7 +146,7 @@ impl Vm {
                     if slot.running.killed() {
                         return Err(mlua::Error::runtime(KILLED));
                     }
-                    slot.running.check_slow();
+                    super::long_run::tick(&slot);
                 }
                 Ok(VmState::Continue)
             },

@@ -16,6 +16,7 @@ mod engine;
 mod flags;
 pub mod function_dump;
 pub mod functions;
+mod long_run;
 mod lstruct;
 mod numfmt;
 mod redis_api;
@@ -119,14 +120,17 @@ impl Running {
         self.killed.load(Ordering::Relaxed)
     }
 
-    /// Called from the Lua hook: logs once when the script passes the time limit.
-    fn check_slow(&self) {
+    /// Called from the Lua hook: logs once when the script passes the time limit, and
+    /// returns true that once.
+    fn check_slow(&self) -> bool {
         if self.is_busy(self.clock.now_ms()) && !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 busy_ms = self.busy_ms,
                 "slow script detected: still running; other clients get BUSY, SCRIPT KILL can stop it"
             );
+            return true;
         }
+        false
     }
 }
 

@@ -5,6 +5,7 @@ use crate::commands::pubsub::{Message, Subscriber};
 use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, NetState, Shared};
 use crate::protocol::{encode, errors, parse_request, Limits, Reply};
 use bytes::BytesMut;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: Sock
         tracing::debug!(client = id, "connection ended: {e}");
     }
     shared.pubsub.forget(id, &mut client.pubsub);
+    crate::commands::multi::forget(&shared, &mut client);
     shared.clients.remove(&id);
     if info.paused_ticket.load(Ordering::SeqCst) != 0 {
         shared.pause_turn.notify_waiters();
@@ -91,11 +93,11 @@ async fn run(
                     Ok(Some(args)) if args.is_empty() => continue,
                     Ok(Some(args)) => {
                         let mut ctx = Ctx::new(shared, client);
-                        let mut reply = dispatch_caught(&mut ctx, &args);
+                        let mut reply = dispatch_caught(&mut ctx, &args).await;
                         // Wake BLPOP waiters on keys this command pushed to, queue
                         // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
                         // to oneself), and wait here if the command blocked.
-                        shared.blocking.serve_ready(shared);
+                        crate::commands::atomic::serve_blocked(shared).await;
                         drop(executing);
                         take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
                         if let Some(blocked) = client.blocked.take() {
@@ -184,8 +186,22 @@ async fn run(
 /// of ending the connection's task. Locks held by the command are released on the
 /// way out (guards drop while unwinding; parking_lot's locks are not poisoned), and
 /// scripting rebuilds its VM itself (`Scripts::run`).
-fn dispatch_caught(ctx: &mut Ctx, args: &[bytes::Bytes]) -> Reply {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(ctx, args))) {
+async fn dispatch_caught(ctx: &mut Ctx<'_>, args: &[bytes::Bytes]) -> Reply {
+    let client = ctx.client.id();
+    // The panic is caught in whichever poll of the command it happens (a command may
+    // wait for the keyspace gate); the gate's holds are released while unwinding.
+    let mut dispatched = std::pin::pin!(dispatch(ctx, args));
+    let outcome = std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            dispatched.as_mut().poll(cx)
+        })) {
+            Ok(std::task::Poll::Ready(reply)) => std::task::Poll::Ready(Ok(reply)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    })
+    .await;
+    match outcome {
         Ok(reply) => reply,
         Err(panic) => {
             let msg = panic
@@ -194,7 +210,7 @@ fn dispatch_caught(ctx: &mut Ctx, args: &[bytes::Bytes]) -> Reply {
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_string());
             tracing::error!(
-                client = ctx.client.id(),
+                client,
                 command = %String::from_utf8_lossy(&args[0]),
                 "panic while running a command: {msg}"
             );

@@ -120,7 +120,7 @@ fn sweep(shared: &Shared) {
     }
     // A script holds the gate exclusively and sees time frozen at its start: keys must
     // not vanish under it, so the sweep waits for the next pass.
-    let Some(_gate) = shared.keyspace.gate.try_read() else {
+    let Some(_gate) = crate::commands::atomic::try_shared(shared) else {
         return;
     };
     let n = shared.keyspace.sweep(shared.clock.now_ms());

@@ -1,10 +1,11 @@
+use super::watch::{WatchFlag, Watched};
 use super::Entry;
 use bytes::Bytes;
 use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::mapref::one::{Ref, RefMut};
 use dashmap::DashMap;
-use parking_lot::RwLock;
 use std::hash::{BuildHasher, DefaultHasher, Hasher};
+use std::sync::Arc;
 
 /// How many locks a database is split into. Many small shards keep both command
 /// contention and the sweeper's per-shard pauses short (a million keys is ~16k a shard).
@@ -24,15 +25,29 @@ impl BuildHasher for SeededState {
     }
 }
 
-/// One database: keys to entries, expired lazily on access and by `sweep`.
+/// One database: keys to entries, expired lazily on access and by `sweep`. Every
+/// path that changes a key (expiry included) touches it for WATCH (see `watch.rs`).
 pub struct Db {
     map: DashMap<Bytes, Entry, SeededState>,
+    watched: Watched,
 }
 
 impl Db {
     pub fn new(seed: u64) -> Db {
         Db {
             map: DashMap::with_hasher_and_shard_amount(SeededState(seed), SHARDS),
+            watched: Watched::default(),
+        }
+    }
+
+    /// Removes `key` if it is expired (lazy expiry), touching it if it was.
+    fn expire_now(&self, key: &[u8], now_ms: u64) {
+        if self
+            .map
+            .remove_if(key, |_, e| e.is_expired(now_ms))
+            .is_some()
+        {
+            self.watched.touch(key, false);
         }
     }
 
@@ -43,18 +58,19 @@ impl Db {
             return Some(found);
         }
         drop(found);
-        self.map.remove_if(key, |_, e| e.is_expired(now_ms));
+        self.expire_now(key, now_ms);
         None
     }
 
-    /// Like `get`, for changing the entry in place.
+    /// Like `get`, for changing the entry in place (so the key counts as touched).
     pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_, Bytes, Entry>> {
         let found = self.map.get_mut(key)?;
         if !found.is_expired(now_ms) {
+            self.watched.touch(key, true);
             return Some(found);
         }
         drop(found);
-        self.map.remove_if(key, |_, e| e.is_expired(now_ms));
+        self.expire_now(key, now_ms);
         None
     }
 
@@ -62,25 +78,55 @@ impl Db {
     /// The key is copied, so the stored key never pins a connection's read buffer.
     /// It is copied once and moved, not cloned: cloning a `Bytes` made from a `Vec`
     /// allocates its shared header, a second allocation per write.
+    /// Taking the slot counts as touching the key (the caller may write through it).
     pub fn entry(&self, key: &[u8], now_ms: u64) -> MapEntry<'_, Bytes, Entry> {
-        match self.map.entry(Bytes::copy_from_slice(key)) {
+        let slot = match self.map.entry(Bytes::copy_from_slice(key)) {
             MapEntry::Occupied(o) if o.get().is_expired(now_ms) => {
                 let (owned, _) = o.remove_entry();
+                self.watched.touch(key, false);
                 self.map.entry(owned)
             }
             slot => slot,
-        }
+        };
+        self.watched.touch(key, true);
+        slot
     }
 
     /// Removes `key`, returning its entry if it was live.
     pub fn remove(&self, key: &[u8], now_ms: u64) -> Option<Entry> {
         let (_, entry) = self.map.remove(key)?;
+        self.watched.touch(key, false);
         (!entry.is_expired(now_ms)).then_some(entry)
     }
 
     /// Stores `entry` at `key`, replacing whatever was there.
     pub fn insert(&self, key: &[u8], entry: Entry) {
         self.map.insert(Bytes::copy_from_slice(key), entry);
+        self.watched.touch(key, true);
+    }
+
+    /// WATCH: registers `flag` to be dirtied when `key` changes. A key already expired
+    /// but not yet reclaimed is watched as "stale": its reclaiming is no change.
+    pub fn watch(&self, key: &[u8], flag: &Arc<WatchFlag>, now_ms: u64) {
+        // Registered first, checked after: a write in between dirties the flag (the
+        // watch starts as not stale), never goes unseen.
+        if !self.watched.add(key, flag) {
+            return;
+        }
+        let stale = self.map.get(key).is_some_and(|e| e.is_expired(now_ms));
+        if stale {
+            self.watched.mark_stale(key, flag);
+        }
+    }
+
+    pub fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
+        self.watched.remove(key, flag);
+    }
+
+    /// EXEC's check (Redis's isWatchedKeyExpired): a key live when watched that has
+    /// expired since, whether or not anything reclaimed it yet.
+    pub fn watched_key_expired(&self, key: &[u8], flag: &Arc<WatchFlag>, now_ms: u64) -> bool {
+        !self.watched.is_stale(key, flag) && self.map.get(key).is_some_and(|e| e.is_expired(now_ms))
     }
 
     pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
@@ -104,8 +150,18 @@ impl Db {
             .count()
     }
 
+    /// FLUSHDB: watched keys that existed are touched (Redis's touchAllWatchedKeysInDb).
     pub fn clear(&self) {
+        let existed: Vec<Bytes> = self
+            .watched
+            .keys()
+            .into_iter()
+            .filter(|k| self.map.contains_key(k))
+            .collect();
         self.map.clear();
+        for key in existed {
+            self.watched.touch(&key, false);
+        }
     }
 
     /// Every live key (for KEYS). Each shard is locked only while it is read.
@@ -129,7 +185,13 @@ impl Db {
     /// Reclaims every expired entry, one shard at a time; returns how many.
     pub fn sweep(&self, now_ms: u64) -> usize {
         let before = self.map.len();
-        self.map.retain(|_, e| !e.is_expired(now_ms));
+        self.map.retain(|k, e| {
+            let expired = e.is_expired(now_ms);
+            if expired {
+                self.watched.touch(k, false);
+            }
+            !expired
+        });
         before.saturating_sub(self.map.len())
     }
 
@@ -166,18 +228,16 @@ impl Db {
     }
 }
 
-/// All databases, plus the gate that makes scripts atomic: commands hold it shared,
-/// a script holds it exclusively.
+/// All databases. What makes several commands atomic together (scripts, MULTI/EXEC)
+/// is not here but in `commands::atomic`.
 pub struct Keyspace {
     dbs: Vec<Db>,
-    pub gate: RwLock<()>,
 }
 
 impl Keyspace {
     pub fn new(databases: usize, seed: u64) -> Keyspace {
         Keyspace {
             dbs: (0..databases).map(|_| Db::new(seed)).collect(),
-            gate: RwLock::new(()),
         }
     }
 

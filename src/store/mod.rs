@@ -5,9 +5,11 @@ mod db;
 mod set;
 pub mod snapshot;
 mod value;
+mod watch;
 mod zset;
 
 pub use db::{Db, Keyspace};
 pub use set::Set;
 pub use value::{Entry, Value};
+pub use watch::WatchFlag;
 pub use zset::{LexBound, ScoreBound, ZSet};

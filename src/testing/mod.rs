@@ -150,7 +150,7 @@ impl TestServer {
     pub fn restart_clean(&self) -> bool {
         let shared = self.shared();
         // Nothing may run between the save and the restore: it would be forgotten.
-        let _exclusive = shared.keyspace.gate.write();
+        let _exclusive = crate::commands::atomic::hold_exclusive_for_test_control(shared);
         shared.kill_clients();
         if let Err(e) = crate::restart::save(shared) {
             tracing::error!("test restart_clean: cannot save: {e}");
