@@ -34,6 +34,7 @@ use super::{run as run_spec, scripting, Ctx, Shared, Spec};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::table::flags;
@@ -41,6 +42,10 @@ use super::table::flags;
 /// The gate's state word: bit 63 EXCLUSIVE, bit 62 PENDING, low bits readers inside.
 const EXCLUSIVE: usize = 1 << (usize::BITS - 1);
 const PENDING: usize = 1 << (usize::BITS - 2);
+
+/// Longest a waiter sleeps without looking whether the script holding the gate has
+/// turned busy (see `Gate::wait_for`).
+const BUSY_RECHECK: Duration = Duration::from_millis(20);
 
 /// The keyspace gate. Its methods are private: other rooms go through this module's
 /// functions, which decide how each command takes it.
@@ -133,10 +138,15 @@ impl Gate {
             if let Some(got) = attempt() {
                 return Ok(got);
             }
-            if shared.scripts.is_busy(shared.clock.now_ms()) {
-                return Err(Reply::error(errors::BUSY));
-            }
-            released.await;
+            // Bounded by a timer too: the script may be about to start, or stuck in one
+            // long C call, and then no hook wakes us when it turns busy. On a manual
+            // clock the ms do not pass by themselves: look again every BUSY_RECHECK.
+            let wait = match shared.scripts.ms_until_busy(shared.clock.now_ms()) {
+                Some(0) => return Err(Reply::error(errors::BUSY)),
+                Some(ms) => Duration::from_millis(ms).min(BUSY_RECHECK),
+                None => BUSY_RECHECK,
+            };
+            let _ = tokio::time::timeout(wait, released).await;
         }
     }
 

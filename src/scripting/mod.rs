@@ -174,6 +174,15 @@ impl Scripts {
             .is_some_and(|r| r.is_busy(now_ms))
     }
 
+    /// While a script runs and is not yet busy: how many ms (server clock) until it is.
+    /// `Some(0)` once it is busy; `None` when no script runs.
+    pub fn ms_until_busy(&self, now_ms: u64) -> Option<u64> {
+        self.running.lock().as_ref().map(|r| {
+            let ran = now_ms.saturating_sub(r.started_ms);
+            (r.busy_ms + 1).saturating_sub(ran)
+        })
+    }
+
     /// True while a script executes (tests wait for this before driving the clock).
     pub fn is_running(&self) -> bool {
         self.running.lock().is_some()
