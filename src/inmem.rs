@@ -84,6 +84,13 @@ impl Session {
         }
     }
 
+    /// A handle another thread can use to stop the script running in this session
+    /// (as SHUTDOWN does: whatever it wrote), for fuzzers and benchmarks that must not
+    /// hang on a script that loops.
+    pub fn script_killer(&self) -> ScriptKiller {
+        ScriptKiller(self.shared.clone())
+    }
+
     /// Runs one command given as its arguments and appends the reply to `out`.
     pub fn call<A: AsRef<[u8]>>(&mut self, args: &[A], out: &mut BytesMut) {
         let args: Vec<Bytes> = args
@@ -131,5 +138,16 @@ impl Session {
     #[cfg(test)]
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+}
+
+/// See `Session::script_killer`.
+#[derive(Clone)]
+pub struct ScriptKiller(Arc<Shared>);
+
+impl ScriptKiller {
+    /// Stops the running script, if any; it ends with the SCRIPT KILL error.
+    pub fn kill(&self) {
+        self.0.scripts.kill_for_shutdown();
     }
 }

@@ -481,3 +481,64 @@ async fn ten_thousand_sequential_connects_do_not_stall() {
     let mut c = Raw::to(&server).await;
     assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
 }
+
+/// 64-byte strings that differ only in bytes stock Lua 5.1's sampled hash skips
+/// (it hashes every third byte of a 64-byte string): all in one hash chain there.
+fn colliding_args(n: usize) -> Vec<Vec<u8>> {
+    let varied: Vec<usize> = (0..64).filter(|p| p % 3 != 0).take(20).collect();
+    (0..n)
+        .map(|i| {
+            let mut b = vec![b'a'; 64];
+            let mut x = i;
+            for &p in &varied {
+                b[p] = b'a' + (x % 26) as u8;
+                x /= 26;
+            }
+            b
+        })
+        .collect()
+}
+
+/// The crafted input: 100,000 colliding 64-byte arguments. With the sampled
+/// hash this was quadratic (11-16 s on a release build, about a minute here); with
+/// every byte hashed (vendor/lua-src) it is linear.
+#[tokio::test(flavor = "multi_thread")]
+async fn crafted_colliding_arguments_are_hashed_in_linear_time() {
+    let server = start().await;
+    let mut c = Raw::to(&server).await;
+    let args = colliding_args(100_000);
+    let mut cmd: Vec<&[u8]> = vec![b"EVAL", b"return #ARGV", b"0"];
+    cmd.extend(args.iter().map(Vec::as_slice));
+    let started = Instant::now();
+    c.send(&resp(&cmd)).await;
+    assert_eq!(c.reply().await, ":100000\r\n");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
+/// One backtracking pattern match runs inside a single C call; the patched matcher
+/// calls the hook, so SCRIPT KILL stops it (Redis cannot).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backtracking_pattern_match_is_killed_by_script_kill() {
+    let server = start().await;
+    let mut admin = Raw::to(&server).await;
+    for script in [
+        "return string.find(string.rep('a', 40), string.rep('a*', 40) .. 'b')",
+        "return string.gsub(string.rep('a', 40), string.rep('a*', 40) .. 'b', '')",
+    ] {
+        let mut looping = Raw::to(&server).await;
+        looping.send(&resp(&["EVAL", script, "0"])).await;
+        wait_until("script starts", Duration::from_secs(10), || {
+            server.script_running()
+        })
+        .await;
+        assert_eq!(admin.cmd(&["SCRIPT", "KILL"]).await, "+OK\r\n");
+        let took = wait_until("script stops", Duration::from_secs(10), || {
+            !server.script_running()
+        })
+        .await;
+        let reply = looping.reply().await;
+        assert!(reply.starts_with(KILLED), "{script}: {reply}");
+        assert!(took < Duration::from_secs(1), "{script}: took {took:?}");
+    }
+}
