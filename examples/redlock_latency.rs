@@ -5,7 +5,8 @@
 //! REDLOCKD_NODES=127.0.0.1:7001,... cargo run --release --example redlock_latency
 //! ```
 //!
-//! Optional environment: CYCLES (default 2000), CLIENTS (8), SECONDS (3).
+//! Optional environment: CYCLES (default 2000), CLIENTS (8), SECONDS (3), FENCING (1:
+//! acquire with fencing tokens, redlockd nodes only; default 0).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,8 +43,10 @@ async fn main() {
     let clients = env_num("CLIENTS", 8) as usize;
     let seconds = env_num("SECONDS", 3);
     let ttl = Duration::from_secs(10);
+    let fencing = env_num("FENCING", 0) == 1;
     let opts = RedlockOptions {
         retry_count: 0,
+        fencing_tokens: fencing,
         ..Default::default()
     };
     let make = || match Redlock::new(nodes.clone(), opts.clone()) {
@@ -57,6 +60,7 @@ async fn main() {
     // 1. Uncontended acquire + release, one client, sequential.
     let rl = make();
     let mut samples = Vec::with_capacity(cycles);
+    let mut acquires = Vec::with_capacity(cycles);
     let mut failures = 0usize;
     // Warm-up: open one pooled connection per node.
     for _ in 0..50 {
@@ -68,6 +72,7 @@ async fn main() {
         let t = Instant::now();
         match rl.try_acquire(b"bench:latency", ttl).await {
             Ok(l) => {
+                acquires.push(t.elapsed());
                 rl.release(&l).await;
                 samples.push(t.elapsed());
             }
@@ -75,6 +80,13 @@ async fn main() {
         }
     }
     samples.sort();
+    acquires.sort();
+    println!(
+        "fencing tokens {}: acquire alone median {:?}, p99 {:?}",
+        if fencing { "on" } else { "off" },
+        percentile(&acquires, 0.5),
+        percentile(&acquires, 0.99)
+    );
     let mean = samples.iter().sum::<Duration>() / samples.len().max(1) as u32;
     println!(
         "acquire+release on {} nodes, {} cycles: median {:?}, p99 {:?}, mean {:?}, max {:?}, failures {}",
