@@ -177,3 +177,37 @@ async fn sorted_set_and_set_commands_reply_as_redis_does() {
         }
     }
 }
+
+#[tokio::test]
+async fn scan_type_filter_and_type_know_the_new_types() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a"]).await, int(1));
+    assert_eq!(c.cmd(&["SADD", "s", "a"]).await, int(1));
+    assert_eq!(c.cmd(&["SET", "k", "v"]).await, OK);
+    assert_eq!(c.cmd(&["TYPE", "z"]).await, "+zset\r\n");
+    assert_eq!(c.cmd(&["TYPE", "s"]).await, "+set\r\n");
+    for (t, key) in [("zset", "z"), ("set", "s"), ("string", "k")] {
+        assert_eq!(
+            c.cmd(&["SCAN", "0", "TYPE", t, "COUNT", "1000"]).await,
+            format!("*2\r\n$1\r\n0\r\n*1\r\n{}", bulk(key)),
+            "{t}"
+        );
+    }
+    // COMMAND INFO has a row for each new command.
+    for name in [
+        "zadd",
+        "bzpopmin",
+        "sinterstore",
+        "blmove",
+        "delex",
+        "digest",
+        "delifeq",
+    ] {
+        let row = c.cmd(&["COMMAND", "INFO", name]).await;
+        assert!(
+            row.starts_with(&format!("*1\r\n*10\r\n{}", bulk(name))),
+            "{row}"
+        );
+    }
+}
