@@ -262,3 +262,46 @@ async fn eval_shebang_flags_are_checked_as_redis_checks_them() {
         err("ERR user_script:3: attempt to index local 'x' (a nil value) script: 879237e7c8cc98c2fa16cab8e6417966b2c40ad7, on @user_script:3.")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_library_that_loops_at_load_times_out_and_names_are_case_insensitive() {
+    let server = common::start().await;
+    let mut con = Raw::to(&server).await;
+    assert_eq!(
+        load(
+            &mut con,
+            "#!lua name=lib\nlocal a = 1\nwhile 1 do a = a + 1 end"
+        )
+        .await,
+        err("ERR Error registering functions: ERR FUNCTION LOAD timeout")
+    );
+    assert_eq!(
+        load(&mut con, "#!lua name=lib\na = 1").await,
+        err("ERR Error registering functions: ERR user_function:2: Attempt to modify a readonly table")
+    );
+    assert_eq!(load(&mut con, LIB).await, bulk("mylib"));
+    assert_eq!(con.cmd(&["FCALL", "SET_IT", "1", "k", "v"]).await, OK);
+    assert_eq!(
+        load(
+            &mut con,
+            "#!lua name=other\nredis.register_function('GET_IT', function() end)"
+        )
+        .await,
+        err("ERR Function GET_IT already exists")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_busy_threshold_can_be_set_at_run_time() {
+    let server = common::start().await;
+    let mut con = Raw::to(&server).await;
+    assert_eq!(
+        con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "10"])
+            .await,
+        OK
+    );
+    assert_eq!(
+        con.cmd(&["CONFIG", "GET", "lua-time-limit"]).await,
+        "*2\r\n$14\r\nlua-time-limit\r\n$2\r\n10\r\n"
+    );
+}

@@ -316,3 +316,14 @@ return {id, stored.attempts, stored.removeOnComplete and 1 or 0,
     );
     assert_eq!(con.cmd(&["HGET", "bull:q:1", "attempts"]).await, bulk("3"));
 }
+
+/// Big tables are walked without holding every key at once (mlua's references are
+/// bounded), and JSON numbers are read in time proportional to their length.
+#[tokio::test(flavor = "multi_thread")]
+async fn big_tables_pack_and_encode() {
+    check(&[
+        ("local t = {} for i=1,20000 do t[tostring(i)]=i end return #cmsgpack.pack(t)", int(168_515)),
+        ("local t = {} for i=1,20000 do t[tostring(i)]=i end return #cjson.encode(cjson.decode(cjson.encode(t)))", int(257_789)),
+    ])
+    .await;
+}

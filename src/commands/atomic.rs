@@ -31,7 +31,7 @@
 //! WATCH is tracked in the store (`store::watch`): every write path touches its key.
 
 use super::{run as run_spec, scripting, Ctx, Shared, Spec};
-use crate::protocol::{errors, Reply};
+use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -142,7 +142,7 @@ impl Gate {
             // long C call, and then no hook wakes us when it turns busy. On a manual
             // clock the ms do not pass by themselves: look again every BUSY_RECHECK.
             let wait = match shared.scripts.ms_until_busy(shared.clock.now_ms()) {
-                Some(0) => return Err(Reply::error(errors::BUSY)),
+                Some(0) => return Err(shared.scripts.busy_reply()),
                 Some(ms) => Duration::from_millis(ms).min(BUSY_RECHECK),
                 None => BUSY_RECHECK,
             };

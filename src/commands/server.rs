@@ -376,9 +376,9 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
                 (
                     "busy-reply-threshold",
-                    c.busy_script_time.as_millis().to_string(),
+                    ctx.shared.scripts.busy_ms().to_string(),
                 ),
-                ("lua-time-limit", c.busy_script_time.as_millis().to_string()),
+                ("lua-time-limit", ctx.shared.scripts.busy_ms().to_string()),
                 ("requirepass", c.requirepass.clone().unwrap_or_default()),
                 ("max-ttl", c.max_ttl.as_millis().to_string()),
                 (
@@ -423,6 +423,8 @@ const LIVE: &[(&str, i64, i64)] = &[
     ("slowlog-log-slower-than", -1, i64::MAX),
     ("slowlog-max-len", 0, i64::MAX),
     ("latency-monitor-threshold", 0, i64::MAX),
+    ("busy-reply-threshold", 0, i64::MAX),
+    ("lua-time-limit", 0, i64::MAX),
 ];
 
 /// Settings CONFIG GET shows that are fixed at start (flags, or not applicable).
@@ -431,8 +433,6 @@ const IMMUTABLE: &[&str] = &[
     "port",
     "databases",
     "proto-max-bulk-len",
-    "busy-reply-threshold",
-    "lua-time-limit",
     "requirepass",
     "max-ttl",
     "restart-delay",
@@ -491,6 +491,9 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
             "maxclients" => ctx.shared.set_maxclients(value as usize),
             "slowlog-log-slower-than" => stats.slowlog.slower_than_us.store(value, Relaxed),
             "slowlog-max-len" => stats.slowlog.set_max_len(value as usize),
+            "busy-reply-threshold" | "lua-time-limit" => {
+                ctx.shared.scripts.set_busy_ms(value as u64)
+            }
             _ => stats.latency.threshold_ms.store(value as u64, Relaxed),
         }
     }

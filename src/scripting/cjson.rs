@@ -13,7 +13,7 @@ use super::args::{arg_error, check_integer};
 use super::cjson_decode;
 use super::engine::raise_lua;
 use super::numfmt;
-use mlua::{LightUserData, Lua, MultiValue, Table, Value};
+use mlua::{Function, LightUserData, Lua, MultiValue, Table, Value};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -281,10 +281,12 @@ fn exception(lua: &Lua, v: &Value, reason: &str) -> mlua::Error {
 const MAX_C_STACK: usize = 8000;
 
 /// A table being written: an array with its length and the next index, or an object
-/// with its pairs (in `next` order) and the next pair.
+/// with the key last written (Nil before the first), walked with Lua's `next` so
+/// that a big table never has all its keys held at once (each held value is an mlua
+/// reference, and those are bounded).
 enum Frame {
     Array(Table, usize, usize),
-    Object(Vec<(Value, Value)>, usize),
+    Object(Table, Value),
 }
 
 /// Writes `root` as JSON. Iterative (an explicit stack of open tables), so nesting as
@@ -296,6 +298,7 @@ fn encode(lua: &Lua, cfg: &Config, root: &Value, out: &mut Vec<u8>) -> mlua::Res
     // (array) or key and value (object).
     let mut held: usize = 1;
     let mut next = Some(root.clone());
+    let lua_next: Function = lua.globals().raw_get("next")?;
     loop {
         if let Some(v) = next.take() {
             match &v {
@@ -316,8 +319,7 @@ fn encode(lua: &Lua, cfg: &Config, root: &Value, out: &mut Vec<u8>) -> mlua::Res
                         _ => {
                             out.push(b'{');
                             held += 2;
-                            let pairs = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-                            stack.push(Frame::Object(pairs, 0));
+                            stack.push(Frame::Object(t.clone(), Value::Nil));
                         }
                     }
                 }
@@ -341,18 +343,18 @@ fn encode(lua: &Lua, cfg: &Config, root: &Value, out: &mut Vec<u8>) -> mlua::Res
                     continue;
                 }
             }
-            Frame::Object(pairs, i) => {
-                if *i == pairs.len() {
+            Frame::Object(t, last) => {
+                let (k, v): (Value, Value) = lua_next.call((t.clone(), last.clone()))?;
+                if k.is_nil() {
                     out.push(b'}');
                     held -= 2;
                 } else {
-                    if *i > 0 {
+                    if !last.is_nil() {
                         out.push(b',');
                     }
-                    let (k, v) = &pairs[*i];
-                    *i += 1;
-                    encode_key(lua, cfg, k, out)?;
-                    next = Some(v.clone());
+                    encode_key(lua, cfg, &k, out)?;
+                    *last = k;
+                    next = Some(v);
                     continue;
                 }
             }

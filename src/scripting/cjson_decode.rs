@@ -418,7 +418,14 @@ enum Open {
 /// C's strtod on the text at `s` (which ends at a NUL or the slice's end): the value
 /// and how many bytes it read, or None when no number starts here.
 pub(super) fn strtod(s: &[u8]) -> Option<(f64, usize)> {
-    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+    // Only these bytes can be part of a number (or inf / nan(...)); stopping at the
+    // first other one keeps each number O(its length).
+    let end = s
+        .iter()
+        .position(|&c| {
+            !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.' | b'(' | b')' | b'_'))
+        })
+        .unwrap_or(s.len());
     let s = &s[..end];
     let mut i = 0;
     let negative = match s.first() {

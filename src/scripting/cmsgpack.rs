@@ -145,12 +145,15 @@ fn encode_int(n: i64, out: &mut Vec<u8>) {
     }
 }
 
+/// Two walks, as the C code: one to tell an array from a map (and count), one to
+/// write. Nothing is collected, so a big table holds no more than one key and value.
 fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
-    let mut pairs = Vec::new();
+    let mut count: i64 = 0;
     let mut is_array = true;
     let mut max: i64 = 0;
     for pair in t.pairs::<Value, Value>() {
-        let (k, v) = pair?;
+        let (k, _) = pair?;
+        count += 1;
         if is_array {
             // C: a number key that is a positive C int (the max is kept in an int).
             let n = match &k {
@@ -165,9 +168,8 @@ fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> 
                 _ => is_array = false,
             }
         }
-        pairs.push((k, v));
     }
-    if is_array && max == pairs.len() as i64 {
+    if is_array && max == count {
         let len = t.raw_len();
         encode_array_header(len as u64, out);
         for i in 1..=len {
@@ -177,10 +179,11 @@ fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> 
         }
         return Ok(());
     }
-    encode_map_header(pairs.len() as u64, out);
-    for (k, v) in &pairs {
-        encode(k, level + 1, out)?;
-        encode(v, level + 1, out)?;
+    encode_map_header(count as u64, out);
+    for pair in t.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        encode(&k, level + 1, out)?;
+        encode(&v, level + 1, out)?;
     }
     Ok(())
 }

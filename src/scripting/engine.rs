@@ -66,6 +66,10 @@ struct Compiled {
     meta: Arc<ScriptMeta>,
 }
 
+/// Set while FUNCTION LOAD runs a library's top level: past it, the hook stops the
+/// code (Redis allows 500 ms), so a library that loops cannot hang the server.
+pub(super) struct LoadDeadline(pub(super) std::time::Instant);
+
 /// What redis.call needs during a run, stored in the VM's app data for the run only.
 pub(super) struct RunSlot {
     /// The caller's context. SAFETY: set by `Vm::execute` from a `&mut Ctx` that
@@ -142,6 +146,11 @@ impl Vm {
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             |lua, _| {
+                if let Some(deadline) = lua.app_data_ref::<LoadDeadline>() {
+                    if std::time::Instant::now() > deadline.0 {
+                        return Err(raise_reply("ERR FUNCTION LOAD timeout"));
+                    }
+                }
                 if let Some(slot) = lua.app_data_ref::<RunSlot>() {
                     if slot.running.killed() {
                         return Err(mlua::Error::runtime(KILLED));

@@ -13,7 +13,7 @@
 //! keys; clients load their libraries at connect or on "Function not found".
 
 use super::engine::{error_text, find_script_error, raise_reply, string_table, ScriptError};
-use super::engine::{Vm, INTERNAL};
+use super::engine::{LoadDeadline, Vm, INTERNAL};
 use super::flags;
 use super::{Call, FunctionRun, Scripts};
 use crate::commands::Ctx;
@@ -23,6 +23,10 @@ use mlua::{ChunkMode, Function, Lua, MultiValue, Table, Value};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a library's top level may run (Redis's LOAD_TIMEOUT_MS).
+const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
 
 const NAME_RULE: &str = "ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long";
 
@@ -125,9 +129,20 @@ impl Registry {
         self.libraries.values().map(|l| l.functions.len()).sum()
     }
 
+    /// The function called `name`, in any case (Redis's function names are
+    /// case-insensitive across libraries).
     fn find(&self, name: &[u8]) -> Option<&FunctionInfo> {
-        let name = std::str::from_utf8(name).ok()?;
-        self.libraries.values().find_map(|l| l.functions.get(name))
+        self.libraries
+            .values()
+            .flat_map(|l| l.functions.values())
+            .find(|f| f.name.as_bytes().eq_ignore_ascii_case(name))
+    }
+
+    /// Whether a library other than `lib` has a function called `name` (any case).
+    fn taken(&self, lib: &str, name: &str) -> bool {
+        self.libraries
+            .values()
+            .any(|l| l.name != lib && l.functions.keys().any(|n| n.eq_ignore_ascii_case(name)))
     }
 
     /// FUNCTION LOAD: the library's name, or Redis's error text.
@@ -150,11 +165,7 @@ impl Registry {
             return Err("ERR No functions registered".into());
         }
         for name in functions.keys() {
-            let taken = self
-                .libraries
-                .values()
-                .any(|l| l.name != md.name && l.functions.contains_key(name));
-            if taken {
+            if self.taken(&md.name, name) {
                 return Err(format!("ERR Function {name} already exists"));
             }
         }
@@ -195,7 +206,9 @@ impl Registry {
         let swap = |to: &Table| mt.raw_set("__index", to.clone());
         swap(&self.load_env).map_err(|e| format!("ERR {e}"))?;
         *self.loading.lock() = Some(BTreeMap::new());
+        lua.set_app_data(LoadDeadline(Instant::now() + LOAD_TIMEOUT));
         let result = chunk.call::<()>(());
+        lua.remove_app_data::<LoadDeadline>();
         let functions = self.loading.lock().take().unwrap_or_default();
         swap(&self.run_env).map_err(|e| format!("ERR {e}"))?;
         if let Err(e) = result {
@@ -451,11 +464,7 @@ impl Scripts {
             }
             for lib in fresh.libraries.values() {
                 for name in lib.functions.keys() {
-                    let taken = current
-                        .libraries
-                        .values()
-                        .any(|l| l.name != lib.name && l.functions.contains_key(name));
-                    if taken {
+                    if current.taken(&lib.name, name) {
                         return Err(format!("ERR Function {name} already exists"));
                     }
                 }

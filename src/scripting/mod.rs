@@ -54,7 +54,8 @@ pub struct Scripts {
     running: Mutex<Option<Arc<Running>>>,
     /// Advances on every script run: the LRU clock of EVAL scripts.
     tick: AtomicU64,
-    busy_ms: u64,
+    /// The time limit (CONFIG SET busy-reply-threshold / lua-time-limit changes it).
+    busy_ms: AtomicU64,
     seed: Option<u64>,
     /// Flags of cached scripts that have a shebang (the others run in compat mode).
     shebang_flags: RwLock<HashMap<String, u32>>,
@@ -157,7 +158,7 @@ impl Scripts {
             vm: Mutex::new(None),
             running: Mutex::new(None),
             tick: AtomicU64::new(0),
-            busy_ms,
+            busy_ms: AtomicU64::new(busy_ms),
             seed,
             shebang_flags: RwLock::new(HashMap::new()),
             any_shebang: AtomicBool::new(false),
@@ -184,6 +185,31 @@ impl Scripts {
     }
 
     /// True while a script executes (tests wait for this before driving the clock).
+    /// What a client waiting for a busy script gets: Redis names the command that can
+    /// stop it (SCRIPT KILL for EVAL, FUNCTION KILL for FCALL).
+    pub fn busy_reply(&self) -> Reply {
+        let function = self
+            .running
+            .lock()
+            .as_ref()
+            .is_some_and(|r| r.function.is_some());
+        Reply::error(if function {
+            errors::BUSY_FUNCTION
+        } else {
+            errors::BUSY
+        })
+    }
+
+    /// The time limit past which a script makes other clients get BUSY.
+    pub fn busy_ms(&self) -> u64 {
+        self.busy_ms.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET busy-reply-threshold: applies to scripts started from now on.
+    pub fn set_busy_ms(&self, ms: u64) {
+        self.busy_ms.store(ms, Ordering::Relaxed);
+    }
+
     pub fn is_running(&self) -> bool {
         self.running.lock().is_some()
     }
@@ -519,7 +545,7 @@ impl Scripts {
             // The caller read the clock just after taking the gate.
             started_ms: ctx.now_ms,
             clock: ctx.shared.clock.clone(),
-            busy_ms: self.busy_ms,
+            busy_ms: self.busy_ms.load(Ordering::Relaxed),
             killed: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
             warned: AtomicBool::new(false),
