@@ -76,7 +76,9 @@ def _ping(port, timeout=0.5):
 
 def server_command(port, extra=()):
     if KIND == "redlockd":
-        cmd = [BIN, "--bind", "127.0.0.1", "--port", str(port), "--max-ttl", "30s"]
+        # Each node its own data directory: two nodes cannot share one (--dir's lock).
+        cmd = [BIN, "--bind", "127.0.0.1", "--port", str(port), "--max-ttl", "30s",
+               "--dir", os.path.join(LOG_DIR, f"dir-{port}")]
         cmd += list(extra) if extra else [
             "--restart-delay", "0", "--clock", "manual", "--enable-debug-command"]
         return cmd
