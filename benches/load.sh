@@ -10,9 +10,10 @@ command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
 cargo build --release --quiet
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 RL=$(free_port); RS=$(free_port)
-target/release/redlockd --port "$RL" --restart-delay 0 --log warn & RL_PID=$!
+RL_DIR=$(mktemp -d)   # the node's --dir (token mark, lock file), not the checkout
+target/release/redlockd --port "$RL" --restart-delay 0 --dir "$RL_DIR" --log warn & RL_PID=$!
 redis-server --port "$RS" --bind 127.0.0.1 --save "" --appendonly no --logfile /dev/null & RS_PID=$!
-trap 'kill $RL_PID $RS_PID 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+trap 'kill $RL_PID $RS_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$RL_DIR"' EXIT
 for p in "$RL" "$RS"; do
   for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
 done

@@ -29,7 +29,7 @@ wait_http() { # url: bounded wait for a 200
 }
 
 PORT=$(free_port); METRICS=$(free_port); EXPORTER=$(free_port)
-"$BIN" --port "$PORT" --restart-delay 0 --metrics-addr "127.0.0.1:$METRICS" --log warn >"$WORK/node.log" 2>&1 &
+"$BIN" --port "$PORT" --restart-delay 0 --dir "$WORK/dir" --metrics-addr "127.0.0.1:$METRICS" --log warn >"$WORK/node.log" 2>&1 &
 PIDS+=($!)
 wait_http "http://127.0.0.1:$METRICS/metrics"
 redis-cli -p "$PORT" SET lock:report token NX PX 10000 >/dev/null

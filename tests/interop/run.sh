@@ -181,6 +181,7 @@ if [[ "$KIND" == redlockd ]]; then
   PHP_NODES=""
   for port in "${PHP_PORTS[@]}"; do
     NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 300s --restart-delay 0 \
+      --dir "$WORK/php-dir-$port" \
       >"$WORK/php-node-$port.log" 2>&1 </dev/null &
     PIDS+=("$!")
     PORTS+=("$port")
