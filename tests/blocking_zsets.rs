@@ -105,3 +105,39 @@ async fn bzpopmax_times_out_on_the_server_clock() {
     r.expect("*-1\r\n").await;
     assert_eq!(h.blocked_clients(), 0);
 }
+
+/// A transaction wakes sorted-set and list waiters once EXEC has run all of it (never
+/// in the middle: ZCARD inside it still sees every member), first come first served.
+#[tokio::test]
+async fn a_transaction_wakes_blocked_pops_after_exec_in_fifo_order() {
+    let h = start().await;
+    let mut first = Raw::connect(&h).await;
+    first.send(&["BZPOPMIN", "z", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut second = Raw::connect(&h).await;
+    second.send(&["BZPOPMAX", "z", "0"]).await;
+    wait_blocked(&h, 2).await;
+    let mut mover = Raw::connect(&h).await;
+    mover
+        .send(&["BLMOVE", "l", "d", "LEFT", "RIGHT", "0"])
+        .await;
+    wait_blocked(&h, 3).await;
+    let mut c = Raw::connect(&h).await;
+    c.cmd(&["MULTI"], "+OK\r\n").await;
+    c.cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"], "+QUEUED\r\n")
+        .await;
+    c.cmd(&["LPUSH", "l", "x"], "+QUEUED\r\n").await;
+    c.cmd(&["ZCARD", "z"], "+QUEUED\r\n").await;
+    c.cmd(&["EXEC"], "*3\r\n:3\r\n:1\r\n:3\r\n").await;
+    first
+        .expect("*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\n1\r\n")
+        .await;
+    second
+        .expect("*3\r\n$1\r\nz\r\n$1\r\nc\r\n$1\r\n3\r\n")
+        .await;
+    mover.expect("$1\r\nx\r\n").await;
+    c.cmd(&["ZRANGE", "z", "0", "-1"], "*1\r\n$1\r\nb\r\n")
+        .await;
+    c.cmd(&["LRANGE", "d", "0", "-1"], "*1\r\n$1\r\nx\r\n")
+        .await;
+}
