@@ -5,7 +5,7 @@
 //! One parser (Redis's zrangeGenericCommand) serves every range command, so their
 //! options, errors and checks come in the same order as in Redis 7.
 
-use super::zsets::{modify, pairs_reply, read, strtod};
+use super::zsets::{modify, members_reply, read, strtod};
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{LexBound, ScoreBound, ZSet};
@@ -198,16 +198,7 @@ fn zrange_generic(ctx: &mut Ctx, args: &[Bytes], by: Option<By>, rev: Option<boo
     let picked = read(ctx, &args[1], |z| select(z, &r, min, max))?
         .transpose()?
         .unwrap_or_default();
-    if r.with_scores {
-        let nested = ctx.client.proto >= 3 && !ctx.in_script;
-        return Ok(pairs_reply(picked, nested));
-    }
-    Ok(Reply::Array(
-        picked
-            .into_iter()
-            .map(|(m, _)| Reply::Bulk(Bytes::from(m)))
-            .collect(),
-    ))
+    Ok(members_reply(ctx, picked, r.with_scores))
 }
 
 pub fn zrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

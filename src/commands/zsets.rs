@@ -364,6 +364,20 @@ pub fn zrevrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// (member, score) pairs as Redis replies them: flat [m, s, m, s] in RESP2; in
 /// RESP3 nested [[m, s], ...] when `nested`.
+/// A range's members, with their scores when asked (RESP3 nests each pair, except
+/// inside scripts, which see RESP2 shapes).
+pub(super) fn members_reply(ctx: &Ctx, picked: Vec<(Vec<u8>, f64)>, with_scores: bool) -> Reply {
+    if with_scores {
+        return pairs_reply(picked, ctx.client.proto >= 3 && !ctx.in_script);
+    }
+    Reply::Array(
+        picked
+            .into_iter()
+            .map(|(m, _)| Reply::Bulk(Bytes::from(m)))
+            .collect(),
+    )
+}
+
 pub(super) fn pairs_reply(pairs: Vec<(Vec<u8>, f64)>, nested: bool) -> Reply {
     if nested {
         Reply::Array(
@@ -491,16 +505,7 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .collect::<Vec<_>>()
     })?
     .unwrap_or_default();
-    if with_scores {
-        let nested = ctx.client.proto >= 3 && !ctx.in_script;
-        return Ok(pairs_reply(picked, nested));
-    }
-    Ok(Reply::Array(
-        picked
-            .into_iter()
-            .map(|(m, _)| Reply::Bulk(Bytes::from(m)))
-            .collect(),
-    ))
+    Ok(members_reply(ctx, picked, with_scores))
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
