@@ -305,3 +305,28 @@ async fn the_busy_threshold_can_be_set_at_run_time() {
         "*2\r\n$14\r\nlua-time-limit\r\n$2\r\n10\r\n"
     );
 }
+
+/// A function gets its keys and arguments as parameters; the KEYS and ARGV globals of
+/// EVAL do not exist in the functions' VM (Redis 7.0.15's reply, byte for byte), even
+/// after an EVAL set them in the EVAL VM.
+#[tokio::test(flavor = "multi_thread")]
+async fn functions_have_no_keys_or_argv_globals() {
+    let server = common::start().await;
+    let mut con = Raw::to(&server).await;
+    let lib = "#!lua name=kk
+redis.register_function('keys_type', function(keys, args) return type(KEYS) end)
+redis.register_function('params', function(keys, args) return {keys[1], args[1]} end)";
+    assert_eq!(load(&mut con, lib).await, bulk("kk"));
+    assert_eq!(
+        con.cmd(&["EVAL", "return type(KEYS)", "1", "k"]).await,
+        bulk("table")
+    );
+    assert_eq!(
+        con.cmd(&["FCALL", "keys_type", "1", "k"]).await,
+        err("ERR user_function:2: Script attempted to access nonexistent global variable 'KEYS' script: keys_type, on @user_function:2.")
+    );
+    assert_eq!(
+        con.cmd(&["FCALL", "params", "1", "k", "a"]).await,
+        "*2\r\n$1\r\nk\r\n$1\r\na\r\n"
+    );
+}

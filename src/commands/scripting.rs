@@ -46,6 +46,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
         keys,
         argv,
         read_only,
+        globals: true,
     };
     let shared = ctx.shared;
     let reply = shared.scripts.run(ctx, source, call);

@@ -301,7 +301,7 @@ impl Vm {
                 .raw_set("ARGV", string_table(lua, call.argv)?)?;
             Ok(())
         };
-        if let Err(e) = unlimited(lua, set_args) {
+        if let Err(e) = call.globals.then(|| unlimited(lua, set_args)).transpose() {
             return Reply::error(format!("ERR Error running script: {}", error_text(&e)));
         }
         lua.set_app_data(RunSlot {

@@ -542,6 +542,7 @@ impl Scripts {
             keys: &[],
             argv: &[],
             read_only,
+            globals: false,
         };
         let run = FunctionRun {
             name: name.clone(),

@@ -149,6 +149,10 @@ pub struct Call<'a> {
     pub argv: &'a [Bytes],
     /// EVAL_RO / EVALSHA_RO: write commands are refused.
     pub read_only: bool,
+    /// EVAL sets KEYS and ARGV as globals. A function takes them as parameters and the
+    /// globals do not exist (reading one is the sandbox's nonexistent-global error), as
+    /// in Redis.
+    pub globals: bool,
 }
 
 impl Scripts {
