@@ -1,4 +1,7 @@
 //! One task per connection: read, execute every complete request, write once.
+//!
+//! Generic over the byte stream: a plain TCP connection and a TLS one (already past
+//! its handshake) run the same loop.
 
 use crate::commands::blocking::{Blocked, Waiter};
 use crate::commands::pubsub::{Message, Subscriber};
@@ -9,8 +12,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Read buffer growth step.
@@ -19,8 +21,19 @@ const READ_CHUNK: usize = 16 * 1024;
 /// While paused, stop reading past this much buffered input.
 const PAUSED_INPUT_LIMIT: usize = 1024 * 1024;
 
-pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
+/// A connection's byte stream: `TcpStream`, or a TLS stream over one.
+pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Stream for S {}
+
+/// Serves one client until it disconnects or is killed. `peer` and `laddr` are the TCP
+/// addresses (CLIENT LIST's addr and laddr).
+pub(super) async fn serve<S: Stream>(
+    shared: Arc<Shared>,
+    mut stream: S,
+    peer: SocketAddr,
+    laddr: SocketAddr,
+) {
     if shared.clients.len() >= shared.maxclients() {
         shared
             .stats
@@ -29,9 +42,9 @@ pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: Sock
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
+        let _ = stream.flush().await;
         return;
     }
-    let laddr = stream.local_addr().unwrap_or(peer);
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let info = Arc::new(ClientInfo::new(id, peer, laddr, shared.clock.now_ms()));
     shared.clients.insert(id, info.clone());
@@ -48,9 +61,9 @@ pub(super) async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: Sock
     }
 }
 
-async fn run(
+async fn run<S: Stream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     client: &mut ClientState,
 ) -> std::io::Result<()> {
     let mut limits = Limits {
@@ -272,9 +285,10 @@ fn take_messages(
 }
 
 /// Writes the buffer out; false if the client was killed meanwhile (a subscriber that
-/// stopped reading is killed while its write is stuck).
-async fn write_out(
-    stream: &mut TcpStream,
+/// stopped reading is killed while its write is stuck). The flush matters for TLS: a
+/// write may leave the last records in the TLS session's buffer (a no-op on TCP).
+async fn write_out<S: Stream>(
+    stream: &mut S,
     wbuf: &mut BytesMut,
     info: &ClientInfo,
 ) -> std::io::Result<bool> {
@@ -282,7 +296,10 @@ async fn write_out(
         return Ok(true);
     }
     tokio::select! {
-        r = stream.write_all(wbuf) => r?,
+        r = async {
+            stream.write_all(wbuf).await?;
+            stream.flush().await
+        } => r?,
         _ = info.kill.notified() => return Ok(false),
     }
     wbuf.clear();
@@ -308,9 +325,9 @@ impl Drop for WaitGuard<'_> {
 /// Waits for a blocked command (BLPOP, BZPOPMIN...): its reply when served, its timeout on the server
 /// clock (a null array), or the end of the connection (`None`). Pipelined requests
 /// are read but not run until the wait ends, as in Redis.
-async fn wait_blocked(
+async fn wait_blocked<S: Stream>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     rbuf: &mut BytesMut,
     info: &ClientInfo,
     blocked: Blocked,

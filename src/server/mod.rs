@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use std::task::Poll;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 
 /// How often the real-clock sweeper reclaims expired keys. With a manual clock the
@@ -214,16 +214,14 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         tokio::select! {
             accepted = async { listener.as_ref().expect("bound while up").accept().await }, if accepting && listener.is_some() => match accepted {
                 Ok((stream, peer)) => {
-                    shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-                    connections.spawn(connection::serve(shared.clone(), stream, peer));
+                    spawn_plain(&mut connections, &shared, stream, peer);
                     // Drain what else the kernel queued before going round the loop
                     // again (Redis takes up to 1000 per wakeup too).
                     let l = listener.as_ref().expect("bound while up");
                     for _ in 0..MAX_ACCEPTS_PER_WAKEUP {
                         let more = std::future::poll_fn(|cx| Poll::Ready(l.poll_accept(cx))).await;
                         let Poll::Ready(Ok((stream, peer))) = more else { break };
-                        shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-                        connections.spawn(connection::serve(shared.clone(), stream, peer));
+                        spawn_plain(&mut connections, &shared, stream, peer);
                     }
                 }
                 Err(e) => {
@@ -255,6 +253,19 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         dir.unlock();
     }
     tracing::info!("server stopped");
+}
+
+/// Starts serving an accepted plain TCP connection.
+fn spawn_plain(
+    connections: &mut JoinSet<()>,
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
+    shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+    let _ = stream.set_nodelay(true);
+    let laddr = stream.local_addr().unwrap_or(peer);
+    connections.spawn(connection::serve(shared.clone(), stream, peer, laddr));
 }
 
 /// The clean-shutdown snapshot, only once every connection has ended: a command run
