@@ -27,6 +27,7 @@ server! {
     pub(crate) mod fence;
     pub(crate) mod glob;
     pub mod inmem;
+    pub(crate) mod memory;
     pub(crate) mod protocol;
     pub(crate) mod restart;
     pub(crate) mod scripting;

@@ -339,3 +339,38 @@ async fn the_sweeper_reclaims_expired_keys_on_the_real_clock() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+fn info_field(info: &str, name: &str) -> u64 {
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info}"));
+    line.trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn info_memory_counts_a_big_value_and_gives_it_back() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    let info = c.cmd(&["INFO", "memory"]).await;
+    for needle in [
+        "# Memory\r\n",
+        "used_memory_human:",
+        "used_memory_rss_human:",
+        "used_memory_peak:",
+        "mem_allocator:libc\r\n",
+    ] {
+        assert!(info.contains(needle), "missing {needle:?} in {info}");
+    }
+    let before = info_field(&info, "used_memory");
+    let big = "x".repeat(64 << 20);
+    assert_eq!(c.cmd(&["SET", "big", &big]).await, "+OK\r\n");
+    drop(big);
+    let held = info_field(&c.cmd(&["INFO", "memory"]).await, "used_memory");
+    assert!(held >= before + (64 << 20), "{before} -> {held}");
+    assert_eq!(c.cmd(&["DEL", "big"]).await, ":1\r\n");
+    let after = info_field(&c.cmd(&["INFO", "memory"]).await, "used_memory");
+    // Other tests in this process allocate too: only the 64 MB must be gone.
+    assert!(after + (48 << 20) < held, "{held} -> {after}");
+    h.shutdown().await;
+}

@@ -147,22 +147,39 @@ fn info_clients(ctx: &Ctx, out: &mut String) {
     );
 }
 
-/// Resident memory from /proc (0 where there is none).
-fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
 fn info_memory(ctx: &Ctx, out: &mut String) {
-    let rss = resident_bytes();
+    use crate::memory::{human, peak_memory, rss_bytes, used_memory, ALLOCATOR_NAME};
+    let used = used_memory();
+    let peak = peak_memory();
+    let rss = rss_bytes();
+    let system = total_system_memory();
     let (scripts, _) = ctx.shared.scripts.counts();
     let _ = write!(
         out,
-        "used_memory:{rss}\r\nused_memory_human:{:.2}M\r\nused_memory_rss:{rss}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
-        rss as f64 / (1024.0 * 1024.0)
+        "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\n\
+         used_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\n\
+         total_system_memory:{system}\r\ntotal_system_memory_human:{}\r\n\
+         number_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\
+         mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_allocator:{ALLOCATOR_NAME}\r\n",
+        human(used),
+        human(rss),
+        human(peak),
+        used as f64 * 100.0 / peak.max(1) as f64,
+        human(system),
+        rss as f64 / used.max(1) as f64,
+        rss as i64 - used as i64,
     );
+}
+
+/// MemTotal from /proc/meminfo, in bytes (0 where there is none).
+fn total_system_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<usize>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 fn info_persistence(_ctx: &Ctx, out: &mut String) {
