@@ -2,15 +2,15 @@
 //! Redis (python-redis-lock's release script does `del`, `lpush`, `pexpire`; its
 //! waiters BLPOP the signal list). Needs EVAL from the scripting branch.
 
-mod eco_util;
+mod support;
 
-use eco_util::*;
+use support::*;
 
 #[tokio::test]
 async fn push_from_a_script_wakes_the_waiter_after_the_script() {
     let h = start().await;
-    let mut waiter = Raw::connect(&h).await;
-    waiter.send(&["BLPOP", "signal", "0"]).await;
+    let mut waiter = Raw::to(&h).await;
+    waiter.send_cmd(&["BLPOP", "signal", "0"]).await;
     wait_blocked(&h, 1).await;
     let mut c = conn(&h).await;
     // The script pushes, then checks the element is still there: the waiter must not

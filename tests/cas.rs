@@ -2,9 +2,9 @@
 //! (Valkey 9). Reached by the network and by Lua alike; the restart fence and max-ttl
 //! apply to SET IF* as to any SET, never to the deletes (they release).
 
-mod common;
-use common::*;
+mod support;
 use std::time::Duration;
+use support::*;
 
 const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 const SYNTAX: &str = "-ERR syntax error\r\n";

@@ -1,13 +1,9 @@
 //! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET, CLIENT.
 
-mod common;
-use common::*;
+mod support;
+use support::*;
 
 const PASS: &str = "s3cret";
-
-async fn start_with_password() -> redlockd::ServerHandle {
-    start_with(|c| c.requirepass = Some(PASS.into())).await
-}
 
 fn hello_map(kind: char, proto: i64, id: i64) -> String {
     let n = if kind == '%' { 7 } else { 14 };
@@ -116,7 +112,7 @@ async fn hello_setname_names_the_connection() {
 #[tokio::test]
 async fn redis_crate_resp3_connection_works() {
     let h = start().await;
-    let mut con = client_resp3(&h).await;
+    let mut con = conn_resp3(&h).await;
     assert_eq!(
         query(&mut con, &["SET", "k", "v", "NX", "PX", "1000"])
             .await
@@ -138,7 +134,7 @@ async fn redis_crate_resp3_connection_works() {
 
 #[tokio::test]
 async fn commands_before_auth_get_noauth() {
-    let h = start_with_password().await;
+    let h = start_with_password(PASS).await;
     let mut c = Raw::to(&h).await;
     assert_eq!(
         c.cmd(&["GET", "k"]).await,
@@ -164,7 +160,7 @@ async fn commands_before_auth_get_noauth() {
 
 #[tokio::test]
 async fn auth_with_a_wrong_password_is_wrongpass() {
-    let h = start_with_password().await;
+    let h = start_with_password(PASS).await;
     let mut c = Raw::to(&h).await;
     let wrongpass = err("WRONGPASS invalid username-password pair or user is disabled.");
     assert_eq!(c.cmd(&["AUTH", "nope"]).await, wrongpass);
@@ -184,7 +180,7 @@ async fn auth_with_a_wrong_password_is_wrongpass() {
 
 #[tokio::test]
 async fn hello_auth_authenticates_and_switches_protocol() {
-    let h = start_with_password().await;
+    let h = start_with_password(PASS).await;
     let mut c = Raw::to(&h).await;
     let r = c.cmd(&["HELLO", "3", "AUTH", "default", PASS]).await;
     assert!(r.starts_with("%7\r\n"), "{r}");
@@ -194,7 +190,7 @@ async fn hello_auth_authenticates_and_switches_protocol() {
 
 #[tokio::test]
 async fn redis_crate_connects_with_a_password_in_the_url() {
-    let h = start_with_password().await;
+    let h = start_with_password(PASS).await;
     let mut con = connect_url(&format!("redis://:{PASS}@{}/", h.addr())).await;
     assert_eq!(
         query(&mut con, &["SET", "k", "v"]).await.unwrap(),
@@ -261,7 +257,7 @@ async fn quit_replies_ok_and_closes() {
 
 #[tokio::test]
 async fn reset_restores_a_fresh_connection_state() {
-    let h = start_with_password().await;
+    let h = start_with_password(PASS).await;
     let mut c = Raw::to(&h).await;
     c.cmd(&["HELLO", "3", "AUTH", "default", PASS, "SETNAME", "n"])
         .await;

@@ -5,54 +5,13 @@
 //! Marked ignored (build.rs) when `redis-server` is not on PATH. Set `DIFF_SEED=n` to replay
 //! a failing run; `DIFF_OPS=n` changes the length.
 
-mod common;
-use common::*;
+mod support;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use redlockd::{Config, Server};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn start_redis() -> (Guard, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn redis-server");
-    let guard = Guard(child);
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    loop {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return (guard, port);
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "redis-server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+use std::time::{SystemTime, UNIX_EPOCH};
+use support::redis_server::{redlockd_like_redis, RedisNode};
+use support::*;
 
 /// Generates commands. Every relative TTL comes from a pool of distinct whole seconds
 /// (PX ones offset by 500 ms), so two TTLs compared by GT/LT never differ by only the
@@ -373,17 +332,9 @@ async fn random_commands_get_the_same_replies_as_redis() {
         .unwrap_or(4000);
     eprintln!("differential: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
 
-    let (_redis, redis_port) = start_redis().await;
-    let ours = Server::start(Config {
-        port: 0,
-        max_ttl: Duration::from_secs(3600),
-        restart_delay: Some(Duration::ZERO),
-        seed: Some(seed),
-        ..Config::default()
-    })
-    .await
-    .unwrap();
-    let mut a = Raw::connect(([127, 0, 0, 1], redis_port).into()).await;
+    let redis = RedisNode::start(None);
+    let ours = redlockd_like_redis(seed).await;
+    let mut a = Raw::to(&redis).await;
     let mut b = Raw::to(&ours).await;
     assert_eq!(a.cmd(&["FLUSHALL"]).await, OK);
 

@@ -6,15 +6,12 @@
 //!
 //! Set `DIFF_SEED=n` to replay a failing run; `DIFF_OPS=n` changes the length.
 
-mod common;
-mod real_redis;
-use common::*;
+mod support;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use real_redis::RedisNode;
-use redlockd::{Config, Server};
-use std::time::Duration;
+use support::redis_server::{redlockd_like_redis, RedisNode};
+use support::*;
 
 /// Keys: mostly of one type each, but every command also meets the others.
 const ZKEYS: &[&str] = &["z0", "z1", "z2"];
@@ -336,16 +333,8 @@ async fn random_collection_commands_get_the_same_replies_as_redis() {
     eprintln!("differential_types: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
 
     let redis = RedisNode::start(None);
-    let ours = Server::start(Config {
-        port: 0,
-        max_ttl: Duration::from_secs(3600),
-        restart_delay: Some(Duration::ZERO),
-        seed: Some(seed),
-        ..Config::default()
-    })
-    .await
-    .unwrap();
-    let mut a = Raw::connect(([127, 0, 0, 1], redis.port).into()).await;
+    let ours = redlockd_like_redis(seed).await;
+    let mut a = Raw::to(&redis).await;
     let mut b = Raw::to(&ours).await;
     assert_eq!(a.cmd(&["FLUSHALL"]).await, OK);
 

@@ -1,10 +1,10 @@
 //! Expiry: EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL/EXPIRETIME/
 //! PEXPIRETIME/PERSIST, expiry driven by the manual clock, and wall-clock jumps.
 
-mod common;
-use common::*;
+mod support;
 use redlockd::clock::MANUAL_WALL_START_MS;
 use std::time::Duration;
+use support::*;
 
 const HOUR_MS: i64 = 3_600_000;
 

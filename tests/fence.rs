@@ -1,9 +1,9 @@
 //! The restart fence, the max-TTL rule and --require-ttl.
 
-mod common;
-use common::*;
-use redlockd::ServerHandle;
+mod support;
 use std::time::Duration;
+use support::*;
+use TestServer;
 
 fn tryagain(ms: u64) -> String {
     err(&format!(
@@ -20,7 +20,7 @@ fn above_max(ttl_ms: i64) -> String {
 const REQUIRE_TTL: &str =
     "ERR this server runs with --require-ttl: every key needs a TTL (use PX, EX, PXAT or EXAT)";
 
-async fn start_fenced() -> ServerHandle {
+async fn start_fenced() -> TestServer {
     start_with(|c| c.restart_delay = Some(Duration::from_secs(31))).await
 }
 
@@ -141,7 +141,7 @@ async fn redis_invalid_expire_time_wins_over_max_ttl() {
     h.shutdown().await;
 }
 
-async fn start_require_ttl() -> ServerHandle {
+async fn start_require_ttl() -> TestServer {
     start_with(|c| c.require_ttl = true).await
 }
 

@@ -13,12 +13,14 @@
 //!
 //! Everything runs in one task, step by step: the same seed gives the same schedule.
 
+mod support;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlockd::redlock::{Lock, Redlock, RedlockOptions};
+use redlockd::redlock::{Lock, Redlock};
 use redlockd::testing::TestCluster;
-use redlockd::Config;
 use std::time::Duration;
+use support::nodes::{checker_clients, checker_cluster};
 
 const NODES: usize = 5;
 const CLIENTS: usize = 3;
@@ -127,39 +129,6 @@ struct Outcome {
     violations: Violations,
 }
 
-async fn cluster(fence: bool) -> TestCluster {
-    TestCluster::start_with(NODES, |c| {
-        let c = Config { max_ttl: TTL, ..c };
-        if fence {
-            c
-        } else {
-            Config {
-                restart_delay: Some(Duration::ZERO),
-                ..c
-            }
-        }
-    })
-    .await
-}
-
-fn clients(cluster: &TestCluster, tokens: Tokens) -> Vec<Redlock> {
-    let addrs: Vec<String> = cluster.addrs().iter().map(|a| a.to_string()).collect();
-    (0..CLIENTS)
-        .map(|_| {
-            Redlock::new(
-                addrs.clone(),
-                RedlockOptions {
-                    node_timeout: Some(Duration::from_millis(25)),
-                    retry_count: 0,
-                    fencing_tokens: tokens == Tokens::Fencing,
-                    ..RedlockOptions::default()
-                },
-            )
-            .expect("valid nodes")
-        })
-        .collect()
-}
-
 /// INCR on node 0, bounded: `None` when the node is down, paused or fenced.
 async fn incr_on_node0(cluster: &TestCluster) -> Option<u64> {
     let client = redis::Client::open(cluster.node(0).url()).ok()?;
@@ -219,8 +188,8 @@ async fn acquire(
 
 /// Runs one seeded schedule with `tokens`.
 async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
-    let cluster = cluster(fence).await;
-    let redlocks = clients(&cluster, tokens);
+    let cluster = checker_cluster(NODES, TTL, fence).await;
+    let redlocks = checker_clients(&cluster, CLIENTS, tokens == Tokens::Fencing);
     let clock = cluster.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<Holder>> = (0..CLIENTS).map(|_| None).collect();
@@ -392,8 +361,8 @@ async fn fencing_tokens_protect_the_storage_and_the_checker_can_fail() {
 /// acquires and writes, A wakes up and writes. Only the token stops A.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_holder_is_refused_by_its_token() {
-    let cluster = cluster(true).await;
-    let rl = clients(&cluster, Tokens::Fencing);
+    let cluster = checker_cluster(NODES, TTL, true).await;
+    let rl = checker_clients(&cluster, CLIENTS, true);
     let a = rl[0].try_acquire(RESOURCE, TTL).await.expect("A acquires");
     cluster.advance(TTL + Duration::from_millis(1));
     let b = rl[1].try_acquire(RESOURCE, TTL).await.expect("B acquires");

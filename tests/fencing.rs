@@ -1,30 +1,19 @@
 //! Fencing tokens on one node (FENCING.GRANT / COMMIT / MARK, exact replies), the
 //! token mark across crashes, and clean restarts through the data directory.
 
-mod common;
+mod support;
 
-use common::{bulk, err, int, Raw, NIL, OK};
 use redlockd::testing::TestServer;
 use redlockd::{Config, Server};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-fn temp_dir(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "redlockd-fencing-{name}-{}-{:x}",
-        std::process::id(),
-        rand::random::<u64>()
-    ))
-}
-
-async fn raw(server: &TestServer) -> Raw {
-    Raw::connect(server.addr()).await
-}
+use support::process::data_dir;
+use support::{bulk, err, int, Raw, NIL, OK};
 
 #[tokio::test]
 async fn grant_returns_the_mark_and_commit_raises_it_only_for_the_holder() {
     let server = TestServer::start().await;
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     assert_eq!(c.cmd(&["FENCING.MARK"]).await, int(0));
     assert_eq!(
         c.cmd(&["FENCING.GRANT", "res", "v1", "PX", "10000"]).await,
@@ -63,7 +52,7 @@ async fn grant_returns_the_mark_and_commit_raises_it_only_for_the_holder() {
 #[tokio::test]
 async fn bad_arguments_get_redis_style_errors() {
     let server = TestServer::start().await;
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     let arity = |cmd: &str| {
         err(&format!(
             "ERR wrong number of arguments for '{cmd}' command"
@@ -112,7 +101,7 @@ async fn bad_arguments_get_redis_style_errors() {
 #[tokio::test]
 async fn both_phases_work_from_lua_and_the_fence_refuses_grants() {
     let server = TestServer::start().await;
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     let script = "local m = redis.call('FENCING.GRANT', KEYS[1], ARGV[1], 'PX', ARGV[2]) \
                   if not m then return false end \
                   redis.call('FENCING.COMMIT', KEYS[1], ARGV[1], m + 1) return m + 1";
@@ -126,7 +115,7 @@ async fn both_phases_work_from_lua_and_the_fence_refuses_grants() {
     );
     assert_eq!(c.cmd(&["FENCING.MARK"]).await, int(1));
     server.crash_restart();
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     let reply = c.cmd(&["FENCING.GRANT", "lk", "v", "PX", "100"]).await;
     assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
     // Reads and commits are not fenced (a commit needs a key the crash erased anyway).
@@ -139,7 +128,7 @@ async fn both_phases_work_from_lua_and_the_fence_refuses_grants() {
 #[tokio::test]
 async fn the_mark_survives_crashes_but_not_a_lost_directory() {
     let server = TestServer::start().await;
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     for t in 1..=3 {
         let v = format!("v{t}");
         c.cmd(&["FENCING.GRANT", "k", &v, "PX", "100"]).await;
@@ -173,7 +162,7 @@ async fn a_clean_restart_keeps_locks_and_serves_at_once() {
     })
     .await;
     server.advance(Duration::from_secs(31));
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     assert_eq!(c.cmd(&["SET", "lock", "me", "NX", "PX", "20000"]).await, OK);
     assert_eq!(c.cmd(&["HSET", "h", "f", "v"]).await, int(1));
     assert_eq!(c.cmd(&["RPUSH", "l", "a", "b"]).await, int(2));
@@ -186,7 +175,7 @@ async fn a_clean_restart_keeps_locks_and_serves_at_once() {
     assert_eq!(c.cmd(&["FENCING.COMMIT", "t", "v", "42"]).await, int(1));
     server.advance(Duration::from_secs(5));
     assert!(server.restart_clean(), "the snapshot is restored");
-    let mut c2 = raw(&server).await;
+    let mut c2 = Raw::to(&server).await;
     assert_eq!(c2.cmd(&["PTTL", "lock"]).await, int(15_000));
     assert_eq!(c2.cmd(&["GET", "lock"]).await, bulk("me"));
     assert_eq!(
@@ -208,7 +197,7 @@ async fn a_clean_restart_keeps_locks_and_serves_at_once() {
     assert_eq!(c2.cmd(&["GET", "other-db"]).await, bulk("x"));
     // The snapshot was consumed: a crash now brings the fence.
     server.crash_restart();
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     let reply = c.cmd(&["SET", "x", "1", "PX", "100"]).await;
     assert!(reply.starts_with("-TRYAGAIN"), "{reply}");
     assert_eq!(c.cmd(&["HGET", "h", "f"]).await, NIL);
@@ -223,22 +212,22 @@ async fn a_clean_restart_resumes_the_ttl_left_and_an_unfinished_fence() {
     })
     .await;
     server.advance(Duration::from_secs(31));
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     assert_eq!(c.cmd(&["SET", "lock", "me", "PX", "20000"]).await, OK);
     server.advance(Duration::from_secs(5));
     server.crash_restart();
     server.advance(Duration::from_secs(10));
     // Shut down cleanly while the fence still had 21 s left: it is not forgotten.
     assert!(server.restart_clean(), "the snapshot is restored");
-    let mut c = raw(&server).await;
+    let mut c = Raw::to(&server).await;
     let reply = c.cmd(&["SET", "x", "1", "PX", "100"]).await;
     assert!(reply.contains("for another 21000 ms"), "{reply}");
     server.shutdown().await;
 }
 
 /// Starts a real server (not the test backend) on `dir`; `fence` turns the boot fence on.
-async fn start_on(dir: &Path, clock: redlockd::Clock) -> redlockd::ServerHandle {
-    Server::start(Config {
+async fn start_on(dir: &Path, clock: redlockd::Clock) -> TestServer {
+    TestServer::start_with(Config {
         dir: Some(dir.to_path_buf()),
         ..Config {
             fence_at_boot: true,
@@ -247,16 +236,15 @@ async fn start_on(dir: &Path, clock: redlockd::Clock) -> redlockd::ServerHandle 
         }
     })
     .await
-    .expect("server starts")
 }
 
-fn fenced(h: &redlockd::ServerHandle) -> bool {
+fn fenced(h: &TestServer) -> bool {
     !h.fence_remaining().is_zero()
 }
 
 #[tokio::test]
 async fn shutdown_saves_and_the_next_process_restores_once() {
-    let dir = temp_dir("restore");
+    let dir = data_dir("fencing-restore");
     let clock = redlockd::Clock::manual();
     let h = start_on(&dir, clock.clone()).await;
     assert!(fenced(&h), "a first start is fenced");
@@ -292,7 +280,7 @@ async fn shutdown_saves_and_the_next_process_restores_once() {
 
 #[tokio::test]
 async fn stale_foreign_or_damaged_snapshots_are_refused() {
-    let (a, b) = (temp_dir("a"), temp_dir("b"));
+    let (a, b) = (data_dir("fencing-a"), data_dir("fencing-b"));
     let clock = redlockd::Clock::manual();
     // A snapshot of node a.
     start_on(&a, clock.clone()).await.shutdown().await;
@@ -337,7 +325,7 @@ async fn stale_foreign_or_damaged_snapshots_are_refused() {
 
 #[tokio::test]
 async fn a_directory_in_use_is_refused_with_a_clear_error() {
-    let dir = temp_dir("busy");
+    let dir = data_dir("fencing-busy");
     let clock = redlockd::Clock::manual();
     let h = start_on(&dir, clock.clone()).await;
     let second = Server::start(Config {

@@ -7,142 +7,28 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock, RedlockOptions};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use support::process::{call, free_ports, os_args, Node};
 
-const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
+mod support;
+
 const NODES: usize = 5;
 const TTL: Duration = Duration::from_secs(10);
-const BOUND: Duration = Duration::from_secs(10);
-
-/// One node process: its port and directory outlive the process (restarts reuse them).
-struct Node {
-    port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl Node {
-    fn start(&mut self) {
-        let child = Command::new(BIN)
-            .args(["--port", &self.port.to_string(), "--max-ttl", "10s"])
-            .args([
-                "--clock",
-                "manual",
-                "--enable-debug-command",
-                "--log",
-                "warn",
-            ])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redlockd");
-        self.child = Some(child);
-        let deadline = Instant::now() + BOUND;
-        while cmd(self.port, &["PING"]).as_deref() != Some("+PONG") {
-            assert!(
-                Instant::now() < deadline,
-                "node {} never answered",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    /// SIGKILL: no snapshot, the next boot raises the fence.
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// SIGTERM: a clean shutdown that saves a snapshot.
-    fn terminate(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let ok = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "kill -TERM");
-            let deadline = Instant::now() + BOUND;
-            while c.try_wait().unwrap().is_none() {
-                assert!(Instant::now() < deadline, "node did not stop on SIGTERM");
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill9();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// One command over a fresh connection; the reply's first line (None if unreachable).
-fn cmd(port: u16, args: &[&str]) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(BOUND)).ok()?;
-    let mut out = format!("*{}\r\n", args.len());
-    for a in args {
-        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    s.write_all(out.as_bytes()).ok()?;
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n") {
-        if s.read(&mut byte).ok()? == 0 {
-            return None;
-        }
-        buf.push(byte[0]);
-    }
-    buf.truncate(buf.len() - 2);
-    Some(String::from_utf8_lossy(&buf).into_owned())
-}
-
-/// `n` consecutive ports free now, below the ephemeral range.
-fn free_ports(n: u16) -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() as u64)
-        ^ u64::from(std::process::id());
-    for attempt in 0..200u64 {
-        let base = 20_000 + ((seed + attempt * 7_919) % 12_000) as u16;
-        let all: Vec<_> = (0..n)
-            .map(|i| TcpListener::bind(("127.0.0.1", base + i)))
-            .collect();
-        if all.iter().all(Result::is_ok) {
-            return base;
-        }
-    }
-    panic!("no {n} consecutive free ports");
-}
 
 fn start_nodes() -> Vec<Node> {
     let base = free_ports(NODES as u16);
+    let args = [
+        "--max-ttl",
+        "10s",
+        "--clock",
+        "manual",
+        "--enable-debug-command",
+        "--log",
+        "warn",
+    ];
     (0..NODES)
         .map(|i| {
-            let mut n = Node {
-                port: base + i as u16,
-                dir: std::env::temp_dir().join(format!(
-                    "redlockd-procs-{}-{}-{i}",
-                    std::process::id(),
-                    base
-                )),
-                child: None,
-            };
+            let mut n = Node::new(base + i as u16, os_args(&args));
             n.start();
             n
         })
@@ -151,9 +37,9 @@ fn start_nodes() -> Vec<Node> {
 
 /// Moves every running node's manual clock (the processes have one clock each).
 fn advance(nodes: &[Node], ms: u64) {
-    for n in nodes.iter().filter(|n| n.child.is_some()) {
+    for n in nodes.iter().filter(|n| n.running()) {
         assert_eq!(
-            cmd(n.port, &["DEBUG", "CLOCK", "ADVANCE", &ms.to_string()]).as_deref(),
+            call(n.port, &["DEBUG", "CLOCK", "ADVANCE", &ms.to_string()]).as_deref(),
             Some("+OK")
         );
     }
@@ -161,7 +47,7 @@ fn advance(nodes: &[Node], ms: u64) {
 
 fn client(nodes: &[Node]) -> Redlock {
     Redlock::new(
-        nodes.iter().map(Node::addr),
+        nodes.iter().map(|n| n.addr().to_string()),
         RedlockOptions {
             node_timeout: Some(Duration::from_millis(200)),
             retry_count: 0,
@@ -258,7 +144,7 @@ async fn tokens_stay_ordered_through_kill_9_and_clean_restarts() {
                 nodes[n].terminate();
                 nodes[n].start();
                 clean += 1;
-                let info = cmd(nodes[n].port, &["FENCING.MARK"]).unwrap_or_default();
+                let info = call(nodes[n].port, &["FENCING.MARK"]).unwrap_or_default();
                 format!("SIGTERM node {n}, restarted clean (mark {info})")
             }
         };
@@ -337,24 +223,24 @@ async fn a_clean_restart_keeps_locks_and_kill_9_brings_the_fence() {
     let mut nodes = start_nodes();
     let node = &mut nodes[0];
     // A first start is fenced (max-ttl 10 s + 1 s); let it pass.
-    let fenced = cmd(node.port, &["SET", "k", "v", "PX", "5000"]).unwrap();
+    let fenced = call(node.port, &["SET", "k", "v", "PX", "5000"]).unwrap();
     assert!(fenced.starts_with("-TRYAGAIN"), "{fenced}");
     advance(std::slice::from_ref(node), 11_001);
     assert_eq!(
-        cmd(node.port, &["SET", "lock", "me", "PX", "8000"]).as_deref(),
+        call(node.port, &["SET", "lock", "me", "PX", "8000"]).as_deref(),
         Some("+OK")
     );
     node.terminate();
     node.start();
-    assert_eq!(cmd(node.port, &["GET", "lock"]).as_deref(), Some("$2"));
-    assert_eq!(cmd(node.port, &["PTTL", "lock"]).as_deref(), Some(":8000"));
+    assert_eq!(call(node.port, &["GET", "lock"]).as_deref(), Some("$2"));
+    assert_eq!(call(node.port, &["PTTL", "lock"]).as_deref(), Some(":8000"));
     assert_eq!(
-        cmd(node.port, &["SET", "new", "x", "PX", "100"]).as_deref(),
+        call(node.port, &["SET", "new", "x", "PX", "100"]).as_deref(),
         Some("+OK")
     );
     node.kill9();
     node.start();
-    assert_eq!(cmd(node.port, &["GET", "lock"]).as_deref(), Some("$-1"));
-    let fenced = cmd(node.port, &["SET", "new", "x", "PX", "100"]).unwrap();
+    assert_eq!(call(node.port, &["GET", "lock"]).as_deref(), Some("$-1"));
+    let fenced = call(node.port, &["SET", "new", "x", "PX", "100"]).unwrap();
     assert!(fenced.starts_with("-TRYAGAIN"), "{fenced}");
 }

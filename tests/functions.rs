@@ -2,9 +2,9 @@
 //! FCALL_RO) and EVAL shebang flags. Expected replies were read from redis-server
 //! 7.0.15 running the same commands.
 
-mod common;
+mod support;
 
-use common::{bulk, err, int, Raw, OK};
+use support::{bulk, err, int, Raw, OK};
 
 const LIB: &str = "#!lua name=mylib
 redis.register_function('set_it', function(keys, args) return redis.call('set', keys[1], args[1]) end)
@@ -18,7 +18,7 @@ async fn load(con: &mut Raw, code: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn functions_load_run_and_refuse_writes_from_fcall_ro() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     assert_eq!(load(&mut con, LIB).await, bulk("mylib"));
     assert_eq!(con.cmd(&["FCALL", "set_it", "1", "k", "v"]).await, OK);
@@ -68,7 +68,7 @@ async fn functions_load_run_and_refuse_writes_from_fcall_ro() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn library_load_errors_are_redis_errors() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     let cases = [
         ("return 1", "ERR Missing library metadata"),
@@ -95,7 +95,7 @@ async fn library_load_errors_are_redis_errors() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn list_delete_flush_stats_and_script_flush_keeps_functions() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     assert_eq!(load(&mut con, LIB).await, bulk("mylib"));
     let listed = con.cmd(&["FUNCTION", "LIST", "LIBRARYNAME", "MY*"]).await;
@@ -146,7 +146,7 @@ async fn list_delete_flush_stats_and_script_flush_keeps_functions() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dump_and_restore_round_trip_with_policies() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     assert_eq!(load(&mut con, LIB).await, bulk("mylib"));
     let dump = con.cmd_bytes(&[b"FUNCTION", b"DUMP"]).await;
@@ -209,7 +209,7 @@ async fn a_restart_forgets_functions_as_it_forgets_keys() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn eval_shebang_flags_are_checked_as_redis_checks_them() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     let eval = |script: &'static str| ["EVAL", script, "0"];
     assert_eq!(
@@ -265,7 +265,7 @@ async fn eval_shebang_flags_are_checked_as_redis_checks_them() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_library_that_loops_at_load_times_out_and_names_are_case_insensitive() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     assert_eq!(
         load(
@@ -293,7 +293,7 @@ async fn a_library_that_loops_at_load_times_out_and_names_are_case_insensitive()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_busy_threshold_can_be_set_at_run_time() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     assert_eq!(
         con.cmd(&["CONFIG", "SET", "busy-reply-threshold", "10"])

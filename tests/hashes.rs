@@ -1,11 +1,10 @@
 //! Hash commands, with Redis 7's exact replies and errors (checked against
 //! redis-server 7.0.15).
 
-mod eco_util;
+mod support;
 
-use eco_util::*;
-use redlockd::Config;
 use std::collections::HashMap;
+use support::*;
 
 #[tokio::test]
 async fn hset_counts_new_fields_and_hget_reads_them() {
@@ -51,12 +50,12 @@ async fn hset_with_odd_pairs_is_an_arity_error() {
         &["HSET", "h", "a", "1", "b"],
     ] {
         assert_eq!(
-            err(&mut c, args).await,
+            query_err(&mut c, args).await,
             "ERR wrong number of arguments for 'hset' command"
         );
     }
     assert_eq!(
-        err(&mut c, &["HMSET", "h", "x"]).await,
+        query_err(&mut c, &["HMSET", "h", "x"]).await,
         "ERR wrong number of arguments for 'hmset' command"
     );
     assert_eq!(
@@ -111,7 +110,7 @@ async fn hdel_removes_fields_and_the_key_with_its_last_field() {
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "h"]).await.unwrap(), 0);
     assert_eq!(q::<String>(&mut c, &["TYPE", "h"]).await.unwrap(), "none");
     assert_eq!(
-        err(&mut c, &["HDEL", "h"]).await,
+        query_err(&mut c, &["HDEL", "h"]).await,
         "ERR wrong number of arguments for 'hdel' command"
     );
 }
@@ -144,15 +143,15 @@ async fn hincrby_counts_and_reports_redis_errors() {
         2
     );
     assert_eq!(
-        err(&mut c, &["HINCRBY", "h", "n", "x"]).await,
+        query_err(&mut c, &["HINCRBY", "h", "n", "x"]).await,
         "ERR value is not an integer or out of range"
     );
     assert_eq!(
-        err(&mut c, &["HINCRBY", "h", "n", "1.5"]).await,
+        query_err(&mut c, &["HINCRBY", "h", "n", "1.5"]).await,
         "ERR value is not an integer or out of range"
     );
     assert_eq!(
-        err(&mut c, &["HINCRBY", "h", "n", "99999999999999999999"]).await,
+        query_err(&mut c, &["HINCRBY", "h", "n", "99999999999999999999"]).await,
         "ERR value is not an integer or out of range"
     );
     q::<i64>(
@@ -162,16 +161,16 @@ async fn hincrby_counts_and_reports_redis_errors() {
     .await
     .unwrap();
     assert_eq!(
-        err(&mut c, &["HINCRBY", "h", "s", "1"]).await,
+        query_err(&mut c, &["HINCRBY", "h", "s", "1"]).await,
         "ERR hash value is not an integer"
     );
     assert_eq!(
-        err(&mut c, &["HINCRBY", "h", "m", "1"]).await,
+        query_err(&mut c, &["HINCRBY", "h", "m", "1"]).await,
         "ERR increment or decrement would overflow"
     );
     // A failed increment on a new key leaves no key behind.
     assert_eq!(
-        err(&mut c, &["HINCRBY", "fresh", "f", "x"]).await,
+        query_err(&mut c, &["HINCRBY", "fresh", "f", "x"]).await,
         "ERR value is not an integer or out of range"
     );
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "fresh"]).await.unwrap(), 0);
@@ -203,11 +202,11 @@ async fn hincrbyfloat_adds_and_reports_redis_errors() {
         "0.1"
     );
     assert_eq!(
-        err(&mut c, &["HINCRBYFLOAT", "h", "s", "1"]).await,
+        query_err(&mut c, &["HINCRBYFLOAT", "h", "s", "1"]).await,
         "ERR hash value is not a float"
     );
     assert_eq!(
-        err(&mut c, &["HINCRBYFLOAT", "h", "b", "abc"]).await,
+        query_err(&mut c, &["HINCRBYFLOAT", "h", "b", "abc"]).await,
         "ERR value is not a valid float"
     );
 }
@@ -241,15 +240,15 @@ async fn hgetall_hkeys_hvals_agree() {
 #[tokio::test]
 async fn hgetall_is_a_map_in_resp3_and_a_flat_array_in_resp2() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.cmd(&["HSET", "h", "a", "1"], ":1\r\n").await;
-    r.cmd(&["HGETALL", "h"], "*2\r\n$1\r\na\r\n$1\r\n1\r\n")
+    let mut r = Raw::to(&h).await;
+    r.check(&["HSET", "h", "a", "1"], ":1\r\n").await;
+    r.check(&["HGETALL", "h"], "*2\r\n$1\r\na\r\n$1\r\n1\r\n")
         .await;
-    r.cmd(&["HGETALL", "nokey"], "*0\r\n").await;
+    r.check(&["HGETALL", "nokey"], "*0\r\n").await;
     r.hello3().await;
-    r.cmd(&["HGETALL", "h"], "%1\r\n$1\r\na\r\n$1\r\n1\r\n")
+    r.check(&["HGETALL", "h"], "%1\r\n$1\r\na\r\n$1\r\n1\r\n")
         .await;
-    r.cmd(&["HGETALL", "nokey"], "%0\r\n").await;
+    r.check(&["HGETALL", "nokey"], "%0\r\n").await;
 }
 
 #[tokio::test]
@@ -269,11 +268,11 @@ async fn hash_commands_on_other_types_are_wrongtype() {
         &["HGETALL", "s"],
         &["HMGET", "s", "a"],
     ] {
-        assert_eq!(err(&mut c, args).await, wrong, "{args:?}");
+        assert_eq!(query_err(&mut c, args).await, wrong, "{args:?}");
     }
     q::<i64>(&mut c, &["HSET", "h", "a", "1"]).await.unwrap();
-    assert_eq!(err(&mut c, &["GET", "h"]).await, wrong);
-    assert_eq!(err(&mut c, &["LPUSH", "h", "x"]).await, wrong);
+    assert_eq!(query_err(&mut c, &["GET", "h"]).await, wrong);
+    assert_eq!(query_err(&mut c, &["LPUSH", "h", "x"]).await, wrong);
 }
 
 #[tokio::test]
@@ -305,11 +304,7 @@ async fn hashes_work_with_expire_rename_and_del() {
 
 #[tokio::test]
 async fn creating_a_hash_is_fenced_but_hdel_is_not() {
-    let config = Config {
-        restart_delay: Some(std::time::Duration::from_secs(31)),
-        ..Config::for_tests()
-    };
-    let h = start_with(config).await;
+    let h = start_with(|c| c.restart_delay = Some(std::time::Duration::from_secs(31))).await;
     let mut c = conn(&h).await;
     for args in [
         &["HSET", "h", "a", "1"][..],
@@ -317,7 +312,10 @@ async fn creating_a_hash_is_fenced_but_hdel_is_not() {
         &["HINCRBY", "h", "a", "1"],
         &["HMSET", "h", "a", "1"],
     ] {
-        assert!(err(&mut c, args).await.starts_with("TRYAGAIN "), "{args:?}");
+        assert!(
+            query_err(&mut c, args).await.starts_with("TRYAGAIN "),
+            "{args:?}"
+        );
     }
     assert_eq!(q::<i64>(&mut c, &["HDEL", "h", "a"]).await.unwrap(), 0);
     assert_eq!(
@@ -330,16 +328,12 @@ async fn creating_a_hash_is_fenced_but_hdel_is_not() {
 
 #[tokio::test]
 async fn require_ttl_refuses_creating_a_hash() {
-    let config = Config {
-        require_ttl: true,
-        ..Config::for_tests()
-    };
-    let h = start_with(config).await;
+    let h = start_with(|c| c.require_ttl = true).await;
     let mut c = conn(&h).await;
-    assert!(err(&mut c, &["HSET", "h", "a", "1"])
+    assert!(query_err(&mut c, &["HSET", "h", "a", "1"])
         .await
         .contains("--require-ttl"));
-    assert!(err(&mut c, &["HINCRBY", "h", "a", "1"])
+    assert!(query_err(&mut c, &["HINCRBY", "h", "a", "1"])
         .await
         .contains("--require-ttl"));
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "h"]).await.unwrap(), 0);

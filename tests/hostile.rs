@@ -1,10 +1,10 @@
 //! Hostile input (issue 15): what an attacker can send must not wedge the server. Each
 //! test is one case of the issue, bounded and on loopback only.
 
-mod common;
+mod support;
 
-use common::{resp, start, Raw};
 use std::time::{Duration, Instant};
+use support::*;
 
 fn sha1hex(body: &[u8]) -> String {
     sha1_smol::Sha1::from(body).digest().to_string()
@@ -18,16 +18,6 @@ async fn info_field(c: &mut Raw, field: &str) -> String {
         .find_map(|l| l.strip_prefix(&prefix))
         .unwrap_or_else(|| panic!("{field} missing from INFO"))
         .to_string()
-}
-
-/// Waits (bounded) until `done` holds, polling every millisecond.
-async fn wait_until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < bound, "{what}: not within {bound:?}");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    started.elapsed()
 }
 
 const KILLED: &str = "-ERR Script killed by user with SCRIPT KILL...";
@@ -221,86 +211,31 @@ async fn after_a_script_hits_the_memory_limit_the_next_script_compiles_and_runs(
 // script runs, one that loops in a coroutine or one stuck in a single long C call.
 
 mod binary {
-    use std::io::{Read, Write};
+    use super::support::process::{call, Node};
+    use std::io::Write;
     use std::net::TcpStream;
-    use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
-    const BIN: &str = env!("CARGO_BIN_EXE_redlockd");
-
-    /// Kills the child if a test fails before it stopped; removes its data directory.
-    struct Node(Child, u16, std::path::PathBuf);
-
-    impl Drop for Node {
-        fn drop(&mut self) {
-            if let Ok(None) = self.0.try_wait() {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-            let _ = std::fs::remove_dir_all(&self.2);
-        }
-    }
-
-    /// A node on a free port below the ephemeral range, answering PING.
     fn spawn_node() -> Node {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos() as u64)
-            ^ u64::from(std::process::id());
-        for attempt in 0..50u64 {
-            let port = 20_000 + ((seed + attempt * 7_919) % 12_000) as u16;
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
-                continue;
-            }
-            // Each node its own data directory (--dir defaults to the working one).
-            let dir = std::env::temp_dir()
-                .join(format!("redlockd-hostile-{}-{port}", std::process::id()));
-            let child = Command::new(BIN)
-                .args(["--port", &port.to_string(), "--restart-delay", "0"])
-                .args(["--busy-script-time", "50ms", "--log", "error"])
-                .arg("--dir")
-                .arg(&dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redlockd");
-            let mut node = Node(child, port, dir);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if node.0.try_wait().unwrap().is_some() {
-                    break; // lost the port to someone else: try another
-                }
-                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-                    if command(&mut s, "*1\r\n$4\r\nPING\r\n") == "+PONG\r\n" {
-                        return node;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let _ = node.0.kill();
-        }
-        panic!("no node started");
-    }
-
-    /// Sends raw bytes and reads one line-sized reply.
-    fn command(s: &mut TcpStream, raw: &str) -> String {
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(raw.as_bytes()).unwrap();
-        let mut buf = [0u8; 512];
-        let n = s.read(&mut buf).unwrap_or(0);
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        Node::spawn(&[
+            "--restart-delay",
+            "0",
+            "--busy-script-time",
+            "50ms",
+            "--log",
+            "error",
+        ])
     }
 
     /// Starts `script` on its own connection and waits until others get BUSY.
     fn start_script(node: &Node, script: &str) -> TcpStream {
-        let mut looping = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
-        let eval = super::resp(&["EVAL", script, "0"]);
-        looping.write_all(&eval).unwrap();
-        let mut probe = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
+        let mut looping = TcpStream::connect(node.addr()).unwrap();
+        looping
+            .write_all(&super::resp(&["EVAL", script, "0"]))
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let reply = command(&mut probe, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+            let reply = call(node.port, &["GET", "k"]).unwrap_or_default();
             if reply.starts_with("-BUSY") {
                 return looping;
             }
@@ -311,24 +246,12 @@ mod binary {
 
     /// Waits (bounded) for a clean exit.
     fn wait_exit(node: &mut Node) {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = node.0.try_wait().unwrap() {
-                assert!(status.success(), "{status:?}");
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "process did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let status = node.wait_exit();
+        assert!(status.success(), "{status:?}");
     }
 
     fn sigterm(node: &Node) {
-        // SAFETY: kill(2) on our own child's pid.
-        let r = unsafe { libc::kill(node.0.id() as i32, libc::SIGTERM) };
-        assert_eq!(r, 0);
+        node.signal("-TERM");
     }
 
     /// Exponential backtracking inside one call of Lua's C matcher.
@@ -362,7 +285,7 @@ mod binary {
         for script in [super::COROUTINE_LOOPS[0], BACKTRACKING] {
             let mut node = spawn_node();
             let _looping = start_script(&node, script);
-            let mut admin = TcpStream::connect(("127.0.0.1", node.1)).unwrap();
+            let mut admin = TcpStream::connect(node.addr()).unwrap();
             let sent = Instant::now();
             admin
                 .write_all(&super::resp(&["SHUTDOWN", "NOSAVE"]))
@@ -377,13 +300,9 @@ mod binary {
 // Before AUTH (with --requirepass): at most 10 arguments of at most 16 KB each, refused
 // from the header, before the bytes are buffered (Redis's fix for CVE-2021-32675).
 
-async fn start_with_password() -> redlockd::ServerHandle {
-    common::start_with(|c| c.requirepass = Some("pw".into())).await
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn unauthenticated_clients_are_limited_to_10_arguments_of_16_kb() {
-    let server = start_with_password().await;
+    let server = start_with_password("pw").await;
     // The header alone is enough: no reply is waited for the million arguments.
     let mut c = Raw::to(&server).await;
     c.send(b"*1000000\r\n").await;
@@ -433,7 +352,7 @@ async fn without_a_password_there_is_no_pre_auth_limit() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failed_auth_attempts_are_counted_in_info() {
-    let server = start_with_password().await;
+    let server = start_with_password("pw").await;
     let mut c = Raw::to(&server).await;
     let wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
     assert_eq!(c.cmd(&["AUTH", "nope"]).await, wrongpass);

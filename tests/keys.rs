@@ -1,9 +1,9 @@
 //! Key commands: DEL/UNLINK, EXISTS, TYPE, KEYS, SCAN, RENAME.
 
-mod common;
-use common::*;
+mod support;
 use std::collections::HashSet;
 use std::time::Duration;
+use support::*;
 
 #[tokio::test]
 async fn del_and_unlink_count_only_existing_keys() {
@@ -138,7 +138,7 @@ async fn scan_all(
 #[tokio::test]
 async fn scan_full_iteration_returns_every_key_once() {
     let h = start().await;
-    let mut con = client(&h).await;
+    let mut con = conn(&h).await;
     let mut pipe = redis::pipe();
     for i in 0..1000 {
         pipe.cmd("SET").arg(format!("k:{i}")).arg(i).ignore();
@@ -156,7 +156,7 @@ async fn scan_full_iteration_returns_every_key_once() {
 #[tokio::test]
 async fn scan_match_filters_keys() {
     let h = start().await;
-    let mut con = client(&h).await;
+    let mut con = conn(&h).await;
     for i in 0..50 {
         let () = redis::cmd("MSET")
             .arg(format!("lock:{i}"))
@@ -176,7 +176,7 @@ async fn scan_match_filters_keys() {
 #[tokio::test]
 async fn scan_type_filters_by_value_type() {
     let h = start().await;
-    let mut con = client(&h).await;
+    let mut con = conn(&h).await;
     let () = redis::cmd("MSET")
         .arg("a")
         .arg(1)

@@ -2,10 +2,10 @@
 //! redis-server 7.0.15, then the blocking moves' waits (FIFO, woken by scripts, timeouts
 //! on the server clock).
 
-mod eco_util;
+mod support;
 
-use eco_util::*;
 use std::time::Duration;
+use support::*;
 
 /// (command, the exact reply frame redis-server 7.0.15 sent).
 #[rustfmt::skip]
@@ -66,45 +66,46 @@ const RECORDED: &[(&[&str], &str)] = &[
 #[tokio::test]
 async fn list_commands_reply_as_redis_does() {
     let h = start().await;
-    let mut c = Raw::connect(&h).await;
+    let mut c = Raw::to(&h).await;
     for (args, expected) in RECORDED {
-        c.cmd(args, expected).await;
+        c.check(args, expected).await;
     }
 }
 
 #[tokio::test]
 async fn blmove_waiters_are_served_in_order_and_the_move_wakes_the_next_list() {
     let h = start().await;
-    let mut first = Raw::connect(&h).await;
+    let mut first = Raw::to(&h).await;
     first
-        .send(&["BLMOVE", "src", "mid", "LEFT", "RIGHT", "0"])
+        .send_cmd(&["BLMOVE", "src", "mid", "LEFT", "RIGHT", "0"])
         .await;
     wait_blocked(&h, 1).await;
-    let mut second = Raw::connect(&h).await;
-    second.send(&["BRPOPLPUSH", "src", "other", "0"]).await;
+    let mut second = Raw::to(&h).await;
+    second.send_cmd(&["BRPOPLPUSH", "src", "other", "0"]).await;
     wait_blocked(&h, 2).await;
-    let mut popper = Raw::connect(&h).await;
-    popper.send(&["BLPOP", "mid", "0"]).await;
+    let mut popper = Raw::to(&h).await;
+    popper.send_cmd(&["BLPOP", "mid", "0"]).await;
     wait_blocked(&h, 3).await;
-    let mut c = Raw::connect(&h).await;
-    c.cmd(&["RPUSH", "src", "a", "b"], ":2\r\n").await;
+    let mut c = Raw::to(&h).await;
+    c.check(&["RPUSH", "src", "a", "b"], ":2\r\n").await;
     first.expect("$1\r\na\r\n").await;
     second.expect("$1\r\nb\r\n").await;
     // The element moved into "mid" reached the BLPOP waiter there.
     popper.expect("*2\r\n$3\r\nmid\r\n$1\r\na\r\n").await;
-    c.cmd(&["LRANGE", "other", "0", "-1"], "*1\r\n$1\r\nb\r\n")
+    c.check(&["LRANGE", "other", "0", "-1"], "*1\r\n$1\r\nb\r\n")
         .await;
-    c.cmd(&["EXISTS", "src", "mid"], ":0\r\n").await;
+    c.check(&["EXISTS", "src", "mid"], ":0\r\n").await;
 }
 
 #[tokio::test]
 async fn a_push_inside_a_script_wakes_blmove_after_the_script() {
     let h = start().await;
-    let mut w = Raw::connect(&h).await;
-    w.send(&["BLMOVE", "q", "done", "RIGHT", "LEFT", "0"]).await;
+    let mut w = Raw::to(&h).await;
+    w.send_cmd(&["BLMOVE", "q", "done", "RIGHT", "LEFT", "0"])
+        .await;
     wait_blocked(&h, 1).await;
-    let mut c = Raw::connect(&h).await;
-    c.cmd(
+    let mut c = Raw::to(&h).await;
+    c.check(
         &[
             "EVAL",
             "return redis.call('lpush', KEYS[1], 'job')",
@@ -115,30 +116,31 @@ async fn a_push_inside_a_script_wakes_blmove_after_the_script() {
     )
     .await;
     w.expect("$3\r\njob\r\n").await;
-    c.cmd(&["LRANGE", "done", "0", "-1"], "*1\r\n$3\r\njob\r\n")
+    c.check(&["LRANGE", "done", "0", "-1"], "*1\r\n$3\r\njob\r\n")
         .await;
 }
 
 #[tokio::test]
 async fn blmove_to_a_key_of_another_type_gets_wrongtype_and_the_element_stays() {
     let h = start().await;
-    let mut w = Raw::connect(&h).await;
-    w.send(&["BLMOVE", "q", "dst", "LEFT", "LEFT", "0"]).await;
+    let mut w = Raw::to(&h).await;
+    w.send_cmd(&["BLMOVE", "q", "dst", "LEFT", "LEFT", "0"])
+        .await;
     wait_blocked(&h, 1).await;
-    let mut c = Raw::connect(&h).await;
-    c.cmd(&["SET", "dst", "x"], "+OK\r\n").await;
-    c.cmd(&["RPUSH", "q", "job"], ":1\r\n").await;
+    let mut c = Raw::to(&h).await;
+    c.check(&["SET", "dst", "x"], "+OK\r\n").await;
+    c.check(&["RPUSH", "q", "job"], ":1\r\n").await;
     w.expect("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n")
         .await;
-    c.cmd(&["LRANGE", "q", "0", "-1"], "*1\r\n$3\r\njob\r\n")
+    c.check(&["LRANGE", "q", "0", "-1"], "*1\r\n$3\r\njob\r\n")
         .await;
 }
 
 #[tokio::test]
 async fn blmove_times_out_on_the_server_clock_with_a_null_array() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.send(&["BLMOVE", "q", "d", "LEFT", "LEFT", "2"]).await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["BLMOVE", "q", "d", "LEFT", "LEFT", "2"]).await;
     wait_blocked(&h, 1).await;
     h.clock().advance(Duration::from_millis(1999));
     r.expect_silence(20).await;

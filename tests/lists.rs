@@ -1,11 +1,10 @@
 //! List commands and the blocking pops, with Redis 7's exact replies (checked against
 //! redis-server 7.0.15). Blocking timeouts run on the server's manual clock.
 
-mod eco_util;
+mod support;
 
-use eco_util::*;
-use redlockd::Config;
 use std::time::Duration;
+use support::*;
 
 const WRONG: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -29,7 +28,7 @@ async fn pushes_return_the_length_and_keep_order() {
     assert_eq!(q::<i64>(&mut c, &["LLEN", "nol"]).await.unwrap(), 0);
     assert_eq!(q::<String>(&mut c, &["TYPE", "l"]).await.unwrap(), "list");
     assert_eq!(
-        err(&mut c, &["LPUSH", "l"]).await,
+        query_err(&mut c, &["LPUSH", "l"]).await,
         "ERR wrong number of arguments for 'lpush' command"
     );
 }
@@ -59,21 +58,21 @@ async fn pushx_only_pushes_to_existing_lists() {
 #[tokio::test]
 async fn pop_replies_match_redis_in_resp2() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.cmd(&["LPOP", "nol"], "$-1\r\n").await;
-    r.cmd(&["LPOP", "nol", "2"], "*-1\r\n").await;
-    r.cmd(&["LPOP", "nol", "0"], "*-1\r\n").await;
-    r.cmd(&["RPUSH", "l", "a", "b", "c", "d"], ":4\r\n").await;
-    r.cmd(&["LPOP", "l", "0"], "*0\r\n").await;
-    r.cmd(&["LPOP", "l"], "$1\r\na\r\n").await;
-    r.cmd(&["RPOP", "l"], "$1\r\nd\r\n").await;
-    r.cmd(&["RPOP", "l", "5"], "*2\r\n$1\r\nc\r\n$1\r\nb\r\n")
+    let mut r = Raw::to(&h).await;
+    r.check(&["LPOP", "nol"], "$-1\r\n").await;
+    r.check(&["LPOP", "nol", "2"], "*-1\r\n").await;
+    r.check(&["LPOP", "nol", "0"], "*-1\r\n").await;
+    r.check(&["RPUSH", "l", "a", "b", "c", "d"], ":4\r\n").await;
+    r.check(&["LPOP", "l", "0"], "*0\r\n").await;
+    r.check(&["LPOP", "l"], "$1\r\na\r\n").await;
+    r.check(&["RPOP", "l"], "$1\r\nd\r\n").await;
+    r.check(&["RPOP", "l", "5"], "*2\r\n$1\r\nc\r\n$1\r\nb\r\n")
         .await;
-    r.cmd(&["EXISTS", "l"], ":0\r\n").await;
+    r.check(&["EXISTS", "l"], ":0\r\n").await;
     let positive = "-ERR value is out of range, must be positive\r\n";
-    r.cmd(&["LPOP", "l", "-1"], positive).await;
-    r.cmd(&["LPOP", "l", "x"], positive).await;
-    r.cmd(
+    r.check(&["LPOP", "l", "-1"], positive).await;
+    r.check(&["LPOP", "l", "x"], positive).await;
+    r.check(
         &["LPOP", "l", "1", "2"],
         "-ERR wrong number of arguments for 'lpop' command\r\n",
     )
@@ -83,13 +82,13 @@ async fn pop_replies_match_redis_in_resp2() {
 #[tokio::test]
 async fn pop_replies_match_redis_in_resp3() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
+    let mut r = Raw::to(&h).await;
     r.hello3().await;
-    r.cmd(&["LPOP", "nol"], "_\r\n").await;
-    r.cmd(&["LPOP", "nol", "2"], "_\r\n").await;
-    r.cmd(&["RPUSH", "l", "x"], ":1\r\n").await;
-    r.cmd(&["LPOP", "l", "0"], "*0\r\n").await;
-    r.cmd(&["LPOP", "l", "3"], "*1\r\n$1\r\nx\r\n").await;
+    r.check(&["LPOP", "nol"], "_\r\n").await;
+    r.check(&["LPOP", "nol", "2"], "_\r\n").await;
+    r.check(&["RPUSH", "l", "x"], ":1\r\n").await;
+    r.check(&["LPOP", "l", "0"], "*0\r\n").await;
+    r.check(&["LPOP", "l", "3"], "*1\r\n$1\r\nx\r\n").await;
 }
 
 #[tokio::test]
@@ -125,7 +124,7 @@ async fn lrange_and_lindex_follow_redis_indexes() {
         r(&[])
     );
     assert_eq!(
-        err(&mut c, &["LRANGE", "l", "a", "b"]).await,
+        query_err(&mut c, &["LRANGE", "l", "a", "b"]).await,
         "ERR value is not an integer or out of range"
     );
     assert_eq!(
@@ -149,7 +148,7 @@ async fn lrange_and_lindex_follow_redis_indexes() {
         None
     );
     assert_eq!(
-        err(&mut c, &["LINDEX", "l", "x"]).await,
+        query_err(&mut c, &["LINDEX", "l", "x"]).await,
         "ERR value is not an integer or out of range"
     );
 }
@@ -174,7 +173,7 @@ async fn lrem_removes_from_either_end() {
         0
     );
     assert_eq!(
-        err(&mut c, &["LREM", "l", "x", "a"]).await,
+        query_err(&mut c, &["LREM", "l", "x", "a"]).await,
         "ERR value is not an integer or out of range"
     );
     for v in ["x", "y", "z"] {
@@ -233,7 +232,7 @@ async fn lmove_moves_between_ends() {
         "1"
     );
     assert_eq!(
-        err(&mut c, &["LMOVE", "src", "dst", "up", "right"]).await,
+        query_err(&mut c, &["LMOVE", "src", "dst", "up", "right"]).await,
         "ERR syntax error"
     );
     assert_eq!(
@@ -246,7 +245,7 @@ async fn lmove_moves_between_ends() {
     assert_eq!(all, ["3", "2"]);
     q::<String>(&mut c, &["SET", "s", "v"]).await.unwrap();
     assert_eq!(
-        err(&mut c, &["LMOVE", "src", "s", "LEFT", "LEFT"]).await,
+        query_err(&mut c, &["LMOVE", "src", "s", "LEFT", "LEFT"]).await,
         WRONG
     );
     assert_eq!(q::<i64>(&mut c, &["LLEN", "src"]).await.unwrap(), 2);
@@ -272,41 +271,37 @@ async fn list_commands_on_other_types_are_wrongtype() {
         &["BLPOP", "s", "0"],
         &["BRPOP", "s", "0"],
     ] {
-        assert_eq!(err(&mut c, args).await, WRONG, "{args:?}");
+        assert_eq!(query_err(&mut c, args).await, WRONG, "{args:?}");
     }
 }
 
 #[tokio::test]
 async fn creating_a_list_is_fenced_but_popping_is_not() {
-    let config = Config {
-        restart_delay: Some(Duration::from_secs(31)),
-        ..Config::for_tests()
-    };
-    let h = start_with(config).await;
+    let h = start_with(|c| c.restart_delay = Some(Duration::from_secs(31))).await;
     let mut c = conn(&h).await;
-    assert!(err(&mut c, &["LPUSH", "l", "a"])
+    assert!(query_err(&mut c, &["LPUSH", "l", "a"])
         .await
         .starts_with("TRYAGAIN "));
-    assert!(err(&mut c, &["RPUSH", "l", "a"])
+    assert!(query_err(&mut c, &["RPUSH", "l", "a"])
         .await
         .starts_with("TRYAGAIN "));
     assert_eq!(
         q::<Option<String>>(&mut c, &["LPOP", "l"]).await.unwrap(),
         None
     );
-    let r: Option<Vec<String>> = q(&mut c, &["BLPOP", "l", "0.001"]).await.unwrap_or(None);
-    assert_eq!(r, None);
+    // BLPOP is not fenced: it blocks, and times out on the node's clock.
+    let mut raw = Raw::to(&h).await;
+    raw.send_cmd(&["BLPOP", "l", "0.001"]).await;
+    wait_blocked(&h, 1).await;
+    h.advance(Duration::from_millis(2));
+    raw.expect("*-1\r\n").await;
 }
 
 #[tokio::test]
 async fn require_ttl_refuses_creating_a_list() {
-    let config = Config {
-        require_ttl: true,
-        ..Config::for_tests()
-    };
-    let h = start_with(config).await;
+    let h = start_with(|c| c.require_ttl = true).await;
     let mut c = conn(&h).await;
-    assert!(err(&mut c, &["LPUSH", "l", "a"])
+    assert!(query_err(&mut c, &["LPUSH", "l", "a"])
         .await
         .contains("--require-ttl"));
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "l"]).await.unwrap(), 0);
@@ -329,16 +324,16 @@ async fn blpop_pops_at_once_from_the_first_non_empty_key() {
 #[tokio::test]
 async fn blpop_timeout_errors_match_redis() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
+    let mut r = Raw::to(&h).await;
     let not_float = "-ERR timeout is not a float or out of range\r\n";
     let negative = "-ERR timeout is negative\r\n";
-    r.cmd(&["BLPOP", "l", "abc"], not_float).await;
-    r.cmd(&["BLPOP", "l", " 1"], not_float).await;
-    r.cmd(&["BLPOP", "l", "nan"], not_float).await;
-    r.cmd(&["BLPOP", "l", "-1"], negative).await;
-    r.cmd(&["BRPOP", "l", "-0.5"], negative).await;
-    r.cmd(&["BLPOP", "l", "1e30"], negative).await;
-    r.cmd(
+    r.check(&["BLPOP", "l", "abc"], not_float).await;
+    r.check(&["BLPOP", "l", " 1"], not_float).await;
+    r.check(&["BLPOP", "l", "nan"], not_float).await;
+    r.check(&["BLPOP", "l", "-1"], negative).await;
+    r.check(&["BRPOP", "l", "-0.5"], negative).await;
+    r.check(&["BLPOP", "l", "1e30"], negative).await;
+    r.check(
         &["BLPOP", "l"],
         "-ERR wrong number of arguments for 'blpop' command\r\n",
     )
@@ -348,8 +343,8 @@ async fn blpop_timeout_errors_match_redis() {
 #[tokio::test]
 async fn blocked_client_times_out_on_the_server_clock() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.send(&["BLPOP", "l", "2"]).await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["BLPOP", "l", "2"]).await;
     wait_blocked(&h, 1).await;
     h.clock().advance(Duration::from_millis(1999));
     r.expect_silence(20).await;
@@ -362,9 +357,9 @@ async fn blocked_client_times_out_on_the_server_clock() {
 #[tokio::test]
 async fn timeout_reply_is_null_in_resp3() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
+    let mut r = Raw::to(&h).await;
     r.hello3().await;
-    r.send(&["BRPOP", "l", "1"]).await;
+    r.send_cmd(&["BRPOP", "l", "1"]).await;
     wait_blocked(&h, 1).await;
     h.clock().advance(Duration::from_millis(1000));
     r.expect("_\r\n").await;
@@ -373,15 +368,15 @@ async fn timeout_reply_is_null_in_resp3() {
 #[tokio::test]
 async fn fractional_timeouts_are_milliseconds() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.send(&["BLPOP", "l", "0.25"]).await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["BLPOP", "l", "0.25"]).await;
     wait_blocked(&h, 1).await;
     h.clock().advance(Duration::from_millis(249));
     r.expect_silence(20).await;
     h.clock().advance(Duration::from_millis(1));
     r.expect("*-1\r\n").await;
     // 0.0001 s rounds up to 1 ms, as in Redis (not 0, which would mean forever).
-    r.send(&["BLPOP", "l", "0.0001"]).await;
+    r.send_cmd(&["BLPOP", "l", "0.0001"]).await;
     wait_blocked(&h, 1).await;
     h.clock().advance(Duration::from_millis(1));
     r.expect("*-1\r\n").await;
@@ -390,8 +385,8 @@ async fn fractional_timeouts_are_milliseconds() {
 #[tokio::test]
 async fn timeout_zero_blocks_forever() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.send(&["BLPOP", "l", "0"]).await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["BLPOP", "l", "0"]).await;
     wait_blocked(&h, 1).await;
     h.clock().advance(Duration::from_secs(365 * 24 * 3600));
     r.expect_silence(20).await;
@@ -405,8 +400,8 @@ async fn three_waiters_are_served_in_fifo_order() {
     let h = start().await;
     let mut waiters = Vec::new();
     for i in 0..3 {
-        let mut r = Raw::connect(&h).await;
-        r.send(&["BLPOP", "q", "0"]).await;
+        let mut r = Raw::to(&h).await;
+        r.send_cmd(&["BLPOP", "q", "0"]).await;
         wait_blocked(&h, i + 1).await;
         waiters.push(r);
     }
@@ -429,8 +424,8 @@ async fn one_push_at_a_time_wakes_the_oldest_waiter() {
     let h = start().await;
     let mut waiters = Vec::new();
     for i in 0..3 {
-        let mut r = Raw::connect(&h).await;
-        r.send(&["BRPOP", "q", "0"]).await;
+        let mut r = Raw::to(&h).await;
+        r.send_cmd(&["BRPOP", "q", "0"]).await;
         wait_blocked(&h, i + 1).await;
         waiters.push(r);
     }
@@ -449,8 +444,8 @@ async fn one_push_at_a_time_wakes_the_oldest_waiter() {
 #[tokio::test]
 async fn a_new_blpop_queues_behind_existing_waiters() {
     let h = start().await;
-    let mut first = Raw::connect(&h).await;
-    first.send(&["BLPOP", "q", "0"]).await;
+    let mut first = Raw::to(&h).await;
+    first.send_cmd(&["BLPOP", "q", "0"]).await;
     wait_blocked(&h, 1).await;
     let mut c = conn(&h).await;
     q::<i64>(&mut c, &["RPUSH", "q", "a"]).await.unwrap();
@@ -460,8 +455,8 @@ async fn a_new_blpop_queues_behind_existing_waiters() {
 #[tokio::test]
 async fn blpop_on_several_keys_wakes_on_any() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.send(&["BLPOP", "k1", "k2", "k3", "0"]).await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["BLPOP", "k1", "k2", "k3", "0"]).await;
     wait_blocked(&h, 1).await;
     let mut c = conn(&h).await;
     q::<i64>(&mut c, &["RPUSH", "k3", "v"]).await.unwrap();
@@ -475,11 +470,11 @@ async fn blpop_on_several_keys_wakes_on_any() {
 #[tokio::test]
 async fn a_waiter_that_disconnects_is_forgotten_and_loses_nothing() {
     let h = start().await;
-    let mut gone = Raw::connect(&h).await;
-    gone.send(&["BLPOP", "q", "0"]).await;
+    let mut gone = Raw::to(&h).await;
+    gone.send_cmd(&["BLPOP", "q", "0"]).await;
     wait_blocked(&h, 1).await;
-    let mut next = Raw::connect(&h).await;
-    next.send(&["BLPOP", "q", "0"]).await;
+    let mut next = Raw::to(&h).await;
+    next.send_cmd(&["BLPOP", "q", "0"]).await;
     wait_blocked(&h, 2).await;
     drop(gone);
     wait_blocked(&h, 1).await;
@@ -487,8 +482,8 @@ async fn a_waiter_that_disconnects_is_forgotten_and_loses_nothing() {
     q::<i64>(&mut c, &["RPUSH", "q", "a"]).await.unwrap();
     next.expect("*2\r\n$1\r\nq\r\n$1\r\na\r\n").await;
     // With nobody waiting, a push stays in the list.
-    let mut alone = Raw::connect(&h).await;
-    alone.send(&["BLPOP", "r", "0"]).await;
+    let mut alone = Raw::to(&h).await;
+    alone.send_cmd(&["BLPOP", "r", "0"]).await;
     wait_blocked(&h, 1).await;
     drop(alone);
     wait_blocked(&h, 0).await;
@@ -499,13 +494,13 @@ async fn a_waiter_that_disconnects_is_forgotten_and_loses_nothing() {
 #[tokio::test]
 async fn client_kill_ends_a_blocked_client() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.send(&["CLIENT", "ID"]).await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["CLIENT", "ID"]).await;
     let mut buf = [0u8; 32];
     use tokio::io::AsyncReadExt;
     let n = r.stream.read(&mut buf).await.unwrap();
     let id = String::from_utf8_lossy(&buf[1..n - 2]).to_string();
-    r.send(&["BLPOP", "q", "0"]).await;
+    r.send_cmd(&["BLPOP", "q", "0"]).await;
     wait_blocked(&h, 1).await;
     let mut c = conn(&h).await;
     assert_eq!(
@@ -522,7 +517,7 @@ async fn client_kill_ends_a_blocked_client() {
 async fn pipelined_commands_wait_behind_a_blocked_blpop() {
     use tokio::io::AsyncWriteExt;
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
+    let mut r = Raw::to(&h).await;
     r.stream
         .write_all(b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n*1\r\n$4\r\nPING\r\n")
         .await
@@ -537,8 +532,8 @@ async fn pipelined_commands_wait_behind_a_blocked_blpop() {
 #[tokio::test]
 async fn info_counts_blocked_clients() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.send(&["BLPOP", "q", "0"]).await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["BLPOP", "q", "0"]).await;
     wait_blocked(&h, 1).await;
     let mut c = conn(&h).await;
     let info: String = q(&mut c, &["INFO", "clients"]).await.unwrap();

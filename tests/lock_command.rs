@@ -1,17 +1,17 @@
 //! `redlockd lock` (run_lock_command) against 5 real redis-servers.
 
-mod real_redis;
+mod support;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use real_redis::{addrs, cluster};
 use redlockd::redlock::flock::{
     run_lock_command, LockArgs, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_NOT_FOUND,
     EXIT_UNAVAILABLE, EXIT_USAGE,
 };
 use redlockd::redlock::{Redlock, RedlockOptions};
+use support::redis_server::{addrs, cluster};
+use support::TempPath;
 use tokio::time::{timeout, Instant};
 
 fn args(nodes: &[String], name: &str, command: &[&str]) -> LockArgs {
@@ -29,32 +29,11 @@ fn args(nodes: &[String], name: &str, command: &[&str]) -> LockArgs {
     }
 }
 
-/// A unique temp file path (removed on drop).
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(tag: &str) -> TempFile {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        TempFile(
-            std::env::temp_dir().join(format!("redlockd-{tag}-{}-{nanos}", std::process::id())),
-        )
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_invocations_on_one_name_run_one_after_the_other() {
     let nodes = cluster(5);
-    let file = TempFile::new("serial");
+    let file = TempPath::new("serial");
     let script = format!(
         "echo start >> '{0}'; sleep 0.3; echo end >> '{0}'",
         file.0.display()

@@ -1,32 +1,26 @@
 //! The `redlockd lock` binary (a child process) against 5 in-process redlockd nodes.
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use redlockd::redlock::flock::{EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_UNAVAILABLE};
-use redlockd::redlock::{Redlock, RedlockOptions};
 use redlockd::testing::TestCluster;
+use support::nodes::{nodes_arg, opts, redlock};
+use support::process::BIN;
+use support::TempPath;
 use tokio::process::{Child, Command};
 use tokio::time::{timeout, Instant};
 
 /// Bound on every wait for the binary or for something it does.
 const BOUND: Duration = Duration::from_secs(10);
 
-fn nodes(cluster: &TestCluster) -> String {
-    cluster
-        .addrs()
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// `redlockd lock --nodes ... <flags> NAME -- <command>`, killed if the test drops it.
 fn lock(cluster: &TestCluster, flags: &[&str], name: &str, command: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_redlockd"))
+    Command::new(BIN)
         .arg("lock")
-        .args(["--nodes", &nodes(cluster), "--node-timeout", "100ms"])
+        .args(["--nodes", &nodes_arg(cluster), "--node-timeout", "100ms"])
         .args(flags)
         .arg(name)
         .arg("--")
@@ -51,45 +45,6 @@ async fn exit_of(child: Child) -> ExitStatus {
     out.status
 }
 
-/// A unique temp file path (removed on drop).
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(tag: &str) -> TempFile {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        TempFile(std::env::temp_dir().join(format!(
-            "redlockd-inproc-{tag}-{}-{nanos}",
-            std::process::id()
-        )))
-    }
-
-    fn read(&self) -> String {
-        std::fs::read_to_string(&self.0).unwrap_or_default()
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn redlock(cluster: &TestCluster) -> Redlock {
-    let addrs: Vec<String> = cluster.addrs().iter().map(|a| a.to_string()).collect();
-    Redlock::new(
-        addrs,
-        RedlockOptions {
-            node_timeout: Some(Duration::from_millis(100)),
-            retry_count: 0,
-            ..RedlockOptions::default()
-        },
-    )
-    .expect("client")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_exit_status_passes_through() {
     let cluster = TestCluster::start(5).await;
@@ -99,7 +54,7 @@ async fn the_command_exit_status_passes_through() {
     let status = exit_of(lock(&cluster, &flags, "x", &["true"])).await;
     assert_eq!(status.code(), Some(0));
     // Released at the end of each run: the name is free.
-    let rl = redlock(&cluster);
+    let rl = redlock(&cluster, opts(100));
     rl.try_acquire(b"x", Duration::from_secs(10))
         .await
         .expect("released after the command");
@@ -109,7 +64,7 @@ async fn the_command_exit_status_passes_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_invocations_run_one_after_the_other() {
     let cluster = TestCluster::start(5).await;
-    let file = TempFile::new("serial");
+    let file = TempPath::new("serial");
     let script = format!(
         "echo start >> '{0}'; sleep 0.3; echo end >> '{0}'",
         file.0.display()
@@ -134,7 +89,7 @@ async fn two_concurrent_invocations_run_one_after_the_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_name_exits_75_and_a_fenced_majority_exits_69() {
     let cluster = TestCluster::start(5).await;
-    let rl = redlock(&cluster);
+    let rl = redlock(&cluster, opts(100));
     let held = rl
         .try_acquire(b"busy", Duration::from_secs(10))
         .await
@@ -159,7 +114,7 @@ async fn a_held_name_exits_75_and_a_fenced_majority_exits_69() {
 async fn sleeping_under_lock(
     cluster: &TestCluster,
     name: &str,
-    pid_file: &TempFile,
+    pid_file: &TempPath,
 ) -> (Child, i32) {
     let script = format!("echo $$ > '{}'; exec sleep 30", pid_file.0.display());
     let child = lock(
@@ -187,7 +142,7 @@ fn process_exists(pid: i32) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_lost_to_a_majority_crash_restart_stops_the_command_with_74() {
     let cluster = TestCluster::start(5).await;
-    let pid_file = TempFile::new("crash");
+    let pid_file = TempPath::new("crash");
     let (child, pid) = sleeping_under_lock(&cluster, "crashed", &pid_file).await;
     assert!(process_exists(pid));
     // A majority forgets the lock: the next extension is refused there.
@@ -209,7 +164,7 @@ async fn a_lock_lost_to_a_majority_crash_restart_stops_the_command_with_74() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_lost_to_a_partition_stops_the_command_with_74() {
     let cluster = TestCluster::start(5).await;
-    let pid_file = TempFile::new("partition");
+    let pid_file = TempPath::new("partition");
     let (child, pid) = sleeping_under_lock(&cluster, "cut", &pid_file).await;
     // One node crashes and two are cut off: no majority can be reached.
     cluster.node(0).crash_restart();
@@ -232,7 +187,7 @@ async fn a_lock_lost_to_a_partition_stops_the_command_with_74() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_tokens_reach_the_command_and_grow_from_run_to_run() {
     let cluster = TestCluster::start(5).await;
-    let out = TempFile::new("token");
+    let out = TempPath::new("token");
     let flags = ["--ttl", "10s", "--fencing-token", "-v"];
     let write_token = format!("echo $REDLOCKD_FENCING_TOKEN >> {}", out.0.display());
     for _ in 0..2 {

@@ -2,9 +2,9 @@
 //! settings), and the read-only protections around them. Every expected reply here was
 //! read from redis-server 7.0.15 running the same script.
 
-mod common;
+mod support;
 
-use common::{bulk, err, int, Raw};
+use support::{bulk, err, int, Raw};
 
 /// Lua that turns the string `s` into lowercase hex (scripts return binary this way).
 const HEX: &str = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
@@ -30,7 +30,7 @@ fn script_err(text: &str) -> String {
 }
 
 async fn check(cases: &[(&str, String)]) {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     for (script, want) in cases {
         assert_eq!(&eval(&mut con, script).await, want, "{script}");
@@ -227,7 +227,7 @@ async fn cjson_errors_and_settings_match_lua_cjson() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cjson_settings_last_until_script_flush() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     assert_eq!(
         eval(&mut con, "return cjson.encode_number_precision(3)").await,
@@ -237,7 +237,7 @@ async fn cjson_settings_last_until_script_flush() {
         eval(&mut con, "return cjson.encode(1/3)").await,
         bulk("0.333")
     );
-    assert_eq!(con.cmd(&["SCRIPT", "FLUSH"]).await, common::OK);
+    assert_eq!(con.cmd(&["SCRIPT", "FLUSH"]).await, support::OK);
     assert_eq!(
         eval(&mut con, "return cjson.encode(1/3)").await,
         bulk("0.33333333333333")
@@ -297,7 +297,7 @@ return {id, stored.attempts, stored.removeOnComplete and 1 or 0,
     opts.extend_from_slice(b"\xa6parent\x82\xa2id\xa17\xa5queue\xa8q:parent");
     // Two values in one stream: "a", 300.
     let stream = b"\xa1a\xcd\x01\x2c".as_slice();
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     let reply = con
         .cmd_bytes(&[

@@ -2,10 +2,10 @@
 //! exact replies (checked side by side with redis-server 7.0.15), their atomicity
 //! against other clients and scripts, and pipelined use as clients send it.
 
-mod common;
-use common::*;
-use redlockd::ServerHandle;
+mod support;
 use std::time::Duration;
+use support::*;
+use TestServer;
 
 const QUEUED: &str = "+QUEUED\r\n";
 const EXECABORT: &str = "-EXECABORT Transaction discarded because of previous errors.\r\n";
@@ -13,7 +13,7 @@ const NULL_ARRAY: &str = "*-1\r\n";
 const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
-async fn raw(h: &ServerHandle) -> Raw {
+async fn raw(h: &TestServer) -> Raw {
     Raw::to(h).await
 }
 
@@ -482,7 +482,7 @@ async fn pipelined_commands_never_run_before_exec_nor_after_discard_or_execabort
 }
 
 /// Starts a script that spins until killed, from its own connection.
-async fn spin(h: &ServerHandle) -> Raw {
+async fn spin(h: &TestServer) -> Raw {
     let mut looping = raw(h).await;
     looping
         .send(&resp(&["EVAL", "while true do end", "0"]))
@@ -613,7 +613,7 @@ async fn concurrent_watch_transactions_never_lose_an_increment() {
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_rs_atomic_pipeline_and_transaction_helper() {
     let h = start().await;
-    let mut con = client(&h).await;
+    let mut con = conn(&h).await;
     let (set, incr, get): (String, i64, String) = redis::pipe()
         .atomic()
         .set("k", 41)
@@ -626,7 +626,7 @@ async fn redis_rs_atomic_pipeline_and_transaction_helper() {
 
     // An optimistic-lock update the way redis-rs documents it (WATCH + atomic pipe,
     // retried on a null reply), against a writer that interferes once.
-    let mut other = client(&h).await;
+    let mut other = conn(&h).await;
     let mut interfered = false;
     let value: i64 = loop {
         let _: () = redis::cmd("WATCH")

@@ -6,12 +6,13 @@
 //! Everything runs in one task, one step at a time, so the same seed gives the same
 //! history. Time only moves when the schedule says so: no sleeps.
 
+mod support;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlockd::redlock::{Lock, Redlock, RedlockOptions};
-use redlockd::testing::TestCluster;
-use redlockd::Config;
+use redlockd::redlock::{Lock, Redlock};
 use std::time::Duration;
+use support::nodes::{checker_clients, checker_cluster};
 
 const NODES: usize = 5;
 const CLIENTS: usize = 3;
@@ -44,40 +45,6 @@ fn overlaps(grants: &[Grant]) -> Vec<(Grant, Grant)> {
         }
     }
     found
-}
-
-async fn cluster(fence: bool) -> TestCluster {
-    TestCluster::start_with(NODES, |c| {
-        // The fence lasts max-ttl + 1 s; a max-ttl equal to the lock TTL keeps it short.
-        let c = Config { max_ttl: TTL, ..c };
-        if fence {
-            c
-        } else {
-            Config {
-                restart_delay: Some(Duration::ZERO),
-                ..c
-            }
-        }
-    })
-    .await
-}
-
-fn clients(cluster: &TestCluster) -> Vec<Redlock> {
-    let addrs: Vec<String> = cluster.addrs().iter().map(|a| a.to_string()).collect();
-    (0..CLIENTS)
-        .map(|_| {
-            Redlock::new(
-                addrs.clone(),
-                RedlockOptions {
-                    // Paused and isolated nodes cost this much real time per request.
-                    node_timeout: Some(Duration::from_millis(25)),
-                    retry_count: 0,
-                    ..RedlockOptions::default()
-                },
-            )
-            .expect("valid nodes")
-        })
-        .collect()
 }
 
 /// Client `c` tries once to take the resource at manual time `now`.
@@ -114,8 +81,8 @@ async fn attempt(
 
 /// Runs `steps` seeded steps and checks every pair of grants.
 async fn run_schedule(seed: u64, steps: usize, fence: bool) -> Outcome {
-    let cluster = cluster(fence).await;
-    let redlocks = clients(&cluster);
+    let cluster = checker_cluster(NODES, TTL, fence).await;
+    let redlocks = checker_clients(&cluster, CLIENTS, false);
     let clock = cluster.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<(Lock, usize)>> = vec![None; CLIENTS];
@@ -255,8 +222,8 @@ async fn same_seed_same_history() {
 /// unreachable), one of its nodes crashes and restarts empty, the partition heals, and a
 /// second client asks. Without the fence the restarted node grants it a majority.
 async fn crash_of_a_majority_member(fence: bool) -> (bool, bool) {
-    let cluster = cluster(fence).await;
-    let redlocks = clients(&cluster);
+    let cluster = checker_cluster(NODES, TTL, fence).await;
+    let redlocks = checker_clients(&cluster, CLIENTS, false);
     cluster.node(3).isolate().await;
     cluster.node(4).isolate().await;
     let first = redlocks[0].try_acquire(RESOURCE, TTL).await;

@@ -1,9 +1,9 @@
 //! Operator commands (SLOWLOG, LATENCY, WAIT, CONFIG SET) and the metrics endpoint,
 //! with Redis 7's replies (checked against redis-server 7.0.15 while writing these).
 
-mod common;
-use common::*;
+mod support;
 use std::time::Duration;
+use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A script that keeps the server busy for a few milliseconds at least.

@@ -1,9 +1,9 @@
 //! The wire: pipelining, inline commands, RESP3 encodings, unknown commands and arity,
 //! protocol errors (each closes only its own connection), slow readers, many clients.
 
-mod common;
-use common::*;
+mod support;
 use std::sync::Arc;
+use support::*;
 use tokio::io::AsyncWriteExt;
 
 #[tokio::test]
@@ -143,7 +143,7 @@ async fn wrong_arity_names_the_command_in_lowercase() {
 
 /// Sends `bytes` on a fresh connection and checks that the reply is exactly
 /// `-ERR Protocol error: <text>` followed by a close, while another client is unaffected.
-async fn assert_protocol_error(h: &redlockd::ServerHandle, bytes: &[u8], text: &str) {
+async fn assert_protocol_error(h: &TestServer, bytes: &[u8], text: &str) {
     let mut bystander = Raw::to(h).await;
     assert_eq!(bystander.cmd(&["SET", "k", "v"]).await, OK);
     let mut c = Raw::to(h).await;

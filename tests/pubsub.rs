@@ -1,61 +1,60 @@
 //! Pub/sub: exact frames in RESP2 and RESP3 (checked against redis-server 7.0.15),
 //! subscribed-mode rules, receiver counts, patterns, and the slow-subscriber limit.
 
-mod eco_util;
+mod support;
 
-use eco_util::*;
 use futures_util::StreamExt;
-use redlockd::Config;
 use std::time::Duration;
+use support::*;
 
 #[tokio::test]
 async fn subscribe_confirms_each_channel_in_its_own_frame() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.cmd(
+    let mut r = Raw::to(&h).await;
+    r.check(
         &["SUBSCRIBE", "a", "b"],
         "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["SUBSCRIBE", "a"],
         "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:2\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["PSUBSCRIBE", "n*"],
         "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["UNSUBSCRIBE", "a"],
         "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["UNSUBSCRIBE"],
         "*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n",
     )
     .await;
     // Only patterns left: UNSUBSCRIBE with none has a nil name and the remaining count.
-    r.cmd(
+    r.check(
         &["UNSUBSCRIBE"],
         "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:1\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["PUNSUBSCRIBE"],
         "*3\r\n$12\r\npunsubscribe\r\n$2\r\nn*\r\n:0\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["PUNSUBSCRIBE"],
         "*3\r\n$12\r\npunsubscribe\r\n$-1\r\n:0\r\n",
     )
     .await;
     // Out of subscribed mode again.
-    r.cmd(&["GET", "x"], "$-1\r\n").await;
-    r.cmd(
+    r.check(&["GET", "x"], "$-1\r\n").await;
+    r.check(
         &["SUBSCRIBE"],
         "-ERR wrong number of arguments for 'subscribe' command\r\n",
     )
@@ -65,57 +64,57 @@ async fn subscribe_confirms_each_channel_in_its_own_frame() {
 #[tokio::test]
 async fn resp2_subscribed_mode_allows_only_pubsub_commands() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
-    r.cmd(
+    let mut r = Raw::to(&h).await;
+    r.check(
         &["SUBSCRIBE", "a"],
         "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n",
     )
     .await;
-    r.cmd(&["GET", "x"], "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n").await;
-    r.cmd(&["PUBLISH", "a", "m"], "-ERR Can't execute 'publish': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n").await;
-    r.cmd(&["PING"], "*2\r\n$4\r\npong\r\n$0\r\n\r\n").await;
-    r.cmd(&["PING", "hi"], "*2\r\n$4\r\npong\r\n$2\r\nhi\r\n")
+    r.check(&["GET", "x"], "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n").await;
+    r.check(&["PUBLISH", "a", "m"], "-ERR Can't execute 'publish': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n").await;
+    r.check(&["PING"], "*2\r\n$4\r\npong\r\n$0\r\n\r\n").await;
+    r.check(&["PING", "hi"], "*2\r\n$4\r\npong\r\n$2\r\nhi\r\n")
         .await;
-    r.cmd(&["RESET"], "+RESET\r\n").await;
-    r.cmd(&["GET", "x"], "$-1\r\n").await;
+    r.check(&["RESET"], "+RESET\r\n").await;
+    r.check(&["GET", "x"], "$-1\r\n").await;
     let mut c = conn(&h).await;
     let n: Vec<(String, i64)> = q(&mut c, &["PUBSUB", "NUMSUB", "a"]).await.unwrap();
     assert_eq!(n, vec![("a".to_string(), 0)]);
-    r.cmd(
+    r.check(
         &["SUBSCRIBE", "a"],
         "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n",
     )
     .await;
-    r.cmd(&["QUIT"], "+OK\r\n").await;
+    r.check(&["QUIT"], "+OK\r\n").await;
     assert!(r.read_to_close().await.is_empty());
 }
 
 #[tokio::test]
 async fn resp3_subscribers_get_push_frames_and_may_run_any_command() {
     let h = start().await;
-    let mut r = Raw::connect(&h).await;
+    let mut r = Raw::to(&h).await;
     r.hello3().await;
-    r.cmd(&["UNSUBSCRIBE"], ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n")
+    r.check(&["UNSUBSCRIBE"], ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n")
         .await;
-    r.cmd(
+    r.check(
         &["SUBSCRIBE", "a", "b"],
         ">3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n>3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n",
     )
     .await;
-    r.cmd(&["GET", "x"], "_\r\n").await;
-    r.cmd(&["PING"], "+PONG\r\n").await;
+    r.check(&["GET", "x"], "_\r\n").await;
+    r.check(&["PING"], "+PONG\r\n").await;
     // Publishing to itself: the message comes before PUBLISH's reply, as in Redis.
-    r.cmd(
+    r.check(
         &["PUBLISH", "a", "m"],
         ">3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nm\r\n:1\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["PSUBSCRIBE", "p*"],
         ">3\r\n$10\r\npsubscribe\r\n$2\r\np*\r\n:3\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["PUBLISH", "pz", "1"],
         ">4\r\n$8\r\npmessage\r\n$2\r\np*\r\n$2\r\npz\r\n$1\r\n1\r\n:1\r\n",
     )
@@ -125,13 +124,13 @@ async fn resp3_subscribers_get_push_frames_and_may_run_any_command() {
 #[tokio::test]
 async fn messages_reach_resp2_subscribers() {
     let h = start().await;
-    let mut sub = Raw::connect(&h).await;
-    sub.cmd(
+    let mut sub = Raw::to(&h).await;
+    sub.check(
         &["SUBSCRIBE", "ch"],
         "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
     )
     .await;
-    sub.cmd(
+    sub.check(
         &["PSUBSCRIBE", "c?"],
         "*3\r\n$10\r\npsubscribe\r\n$2\r\nc?\r\n:2\r\n",
     )
@@ -196,46 +195,46 @@ async fn publish_counts_every_receiver() {
 #[tokio::test]
 async fn pubsub_introspection_matches_redis() {
     let h = start().await;
-    let mut s1 = Raw::connect(&h).await;
-    s1.cmd(
+    let mut s1 = Raw::to(&h).await;
+    s1.check(
         &["SUBSCRIBE", "a", "b"],
         "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n",
     )
     .await;
-    let mut s2 = Raw::connect(&h).await;
-    s2.cmd(
+    let mut s2 = Raw::to(&h).await;
+    s2.check(
         &["SUBSCRIBE", "a"],
         "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n",
     )
     .await;
-    s2.cmd(
+    s2.check(
         &["PSUBSCRIBE", "x*"],
         "*3\r\n$10\r\npsubscribe\r\n$2\r\nx*\r\n:2\r\n",
     )
     .await;
-    let mut r = Raw::connect(&h).await;
-    r.cmd(&["PUBSUB", "CHANNELS"], "*2\r\n$1\r\na\r\n$1\r\nb\r\n")
+    let mut r = Raw::to(&h).await;
+    r.check(&["PUBSUB", "CHANNELS"], "*2\r\n$1\r\na\r\n$1\r\nb\r\n")
         .await;
-    r.cmd(&["PUBSUB", "CHANNELS", "b*"], "*1\r\n$1\r\nb\r\n")
+    r.check(&["PUBSUB", "CHANNELS", "b*"], "*1\r\n$1\r\nb\r\n")
         .await;
-    r.cmd(
+    r.check(
         &["PUBSUB", "NUMSUB", "a", "b", "c"],
         "*6\r\n$1\r\na\r\n:2\r\n$1\r\nb\r\n:1\r\n$1\r\nc\r\n:0\r\n",
     )
     .await;
-    r.cmd(&["PUBSUB", "NUMSUB"], "*0\r\n").await;
-    r.cmd(&["PUBSUB", "NUMPAT"], ":1\r\n").await;
-    r.cmd(
+    r.check(&["PUBSUB", "NUMSUB"], "*0\r\n").await;
+    r.check(&["PUBSUB", "NUMPAT"], ":1\r\n").await;
+    r.check(
         &["PUBSUB", "NUMPAT", "x"],
         "-ERR wrong number of arguments for 'pubsub|numpat' command\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["PUBSUB", "CHANNELS", "a", "b"],
         "-ERR unknown subcommand or wrong number of arguments for 'channels'. Try PUBSUB HELP.\r\n",
     )
     .await;
-    r.cmd(
+    r.check(
         &["PUBSUB", "x"],
         "-ERR unknown subcommand 'x'. Try PUBSUB HELP.\r\n",
     )
@@ -245,21 +244,17 @@ async fn pubsub_introspection_matches_redis() {
     assert!(info.contains("pubsub_channels:2\r\n"), "{info}");
     assert!(info.contains("pubsub_patterns:1\r\n"), "{info}");
     // RESET drops the subscriptions from the registry.
-    s2.cmd(&["RESET"], "+RESET\r\n").await;
-    r.cmd(&["PUBSUB", "NUMSUB", "a"], "*2\r\n$1\r\na\r\n:1\r\n")
+    s2.check(&["RESET"], "+RESET\r\n").await;
+    r.check(&["PUBSUB", "NUMSUB", "a"], "*2\r\n$1\r\na\r\n:1\r\n")
         .await;
-    r.cmd(&["PUBSUB", "NUMPAT"], ":0\r\n").await;
+    r.check(&["PUBSUB", "NUMPAT"], ":0\r\n").await;
 }
 
 #[tokio::test]
 async fn a_slow_subscriber_is_disconnected_and_publish_stays_fast() {
-    let config = Config {
-        pubsub_output_limit: 256 * 1024,
-        ..Config::for_tests()
-    };
-    let h = start_with(config).await;
-    let mut slow = Raw::connect(&h).await;
-    slow.cmd(
+    let h = start_with(|c| c.pubsub_output_limit = 256 * 1024).await;
+    let mut slow = Raw::to(&h).await;
+    slow.check(
         &["SUBSCRIBE", "firehose"],
         "*3\r\n$9\r\nsubscribe\r\n$8\r\nfirehose\r\n:1\r\n",
     )

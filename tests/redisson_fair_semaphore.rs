@@ -6,11 +6,11 @@
 //! semaphore keeps its permits' lease ends in a sorted set. Redisson passes the client's
 //! clock in ARGV, so these tests choose the times.
 
-mod eco_util;
+mod support;
 
-use eco_util::*;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
+use support::*;
 
 // -- RedissonFairLock: KEYS = lock, redisson_lock_queue:{lock}, redisson_lock_timeout:{lock}
 

@@ -5,12 +5,12 @@
 //!
 //! The three scripts are Redisson's own, sent with EVAL as Redisson sends them.
 
-mod eco_util;
+mod support;
 
-use eco_util::*;
 use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use std::time::{Duration, Instant};
+use support::*;
 
 const LEASE_MS: i64 = 30_000;
 

@@ -1,32 +1,19 @@
 //! The Redlock client against 5 real redis-server processes (and a few fake nodes).
 
-mod real_redis;
+mod support;
 
 use std::time::Duration;
 
-use real_redis::{addrs, cluster, cluster_with_password, fake_node, Fake};
 use redlockd::redlock::{NodeError, Redlock, RedlockError, RedlockOptions};
+use support::nodes::{opts, redlock, scenario};
+use support::redis_server::{addrs, cluster, cluster_with_password, fake_node, Fake};
 use tokio::time::{timeout, Instant};
-
-/// Options for tests: a per-node timeout generous enough for a loaded 2-core machine,
-/// still small against the TTLs used here.
-fn opts() -> RedlockOptions {
-    RedlockOptions {
-        node_timeout: Some(Duration::from_millis(100)),
-        retry_count: 0,
-        ..Default::default()
-    }
-}
-
-fn client(addrs: &[String]) -> Redlock {
-    Redlock::new(addrs.iter().cloned(), opts()).expect("client")
-}
 
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test]
 async fn acquire_sets_the_key_on_every_node_with_value_and_ttl() {
     let nodes = cluster(5);
-    let rl = client(&addrs(&nodes));
+    let rl = redlock(&nodes, opts(100));
     let lock = rl
         .acquire(b"res", Duration::from_secs(10))
         .await
@@ -44,44 +31,10 @@ async fn acquire_sets_the_key_on_every_node_with_value_and_ttl() {
 
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test]
-async fn of_two_competing_clients_exactly_one_wins() {
-    let nodes = cluster(5);
-    let a = client(&addrs(&nodes));
-    let b = client(&addrs(&nodes));
-    for round in 0..20 {
-        let key = format!("race{round}");
-        let ttl = Duration::from_secs(5);
-        let (ra, rb) = tokio::join!(
-            a.try_acquire(key.as_bytes(), ttl),
-            b.try_acquire(key.as_bytes(), ttl)
-        );
-        // Both may lose a split vote (then both released); never may both win.
-        assert!(!(ra.is_ok() && rb.is_ok()), "round {round}: both won");
-        if let Err(e) = &ra {
-            assert!(!e.nodes_unavailable(), "{e}");
-        }
-    }
-    // Sequential: a holds, b is refused by every node.
-    let held = a
-        .try_acquire(b"seq", Duration::from_secs(5))
-        .await
-        .expect("a");
-    match b.try_acquire(b"seq", Duration::from_secs(5)).await {
-        Err(RedlockError::NotAcquired { last, .. }) => {
-            assert_eq!(last.granted, 0);
-            assert_eq!(last.refused, 5);
-        }
-        other => panic!("b should be refused: {other:?}"),
-    }
-    a.release(&held).await;
-}
-
-#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
-#[tokio::test]
 async fn a_lock_expires_after_its_ttl() {
     let nodes = cluster(5);
-    let a = client(&addrs(&nodes));
-    let b = client(&addrs(&nodes));
+    let a = redlock(&nodes, opts(100));
+    let b = redlock(&nodes, opts(100));
     let ttl = Duration::from_millis(150);
     let lock = a.try_acquire(b"exp", ttl).await.expect("a");
     assert!(b.try_acquire(b"exp", ttl).await.is_err());
@@ -93,8 +46,8 @@ async fn a_lock_expires_after_its_ttl() {
 #[tokio::test]
 async fn extend_keeps_the_lock_past_its_original_ttl() {
     let nodes = cluster(5);
-    let a = client(&addrs(&nodes));
-    let b = client(&addrs(&nodes));
+    let a = redlock(&nodes, opts(100));
+    let b = redlock(&nodes, opts(100));
     let ttl = Duration::from_millis(300);
     let mut lock = a.try_acquire(b"ext", ttl).await.expect("a");
     let first_until = lock.valid_until();
@@ -125,8 +78,8 @@ async fn extend_keeps_the_lock_past_its_original_ttl() {
 #[tokio::test]
 async fn release_frees_the_lock_and_a_non_owner_release_does_nothing() {
     let nodes = cluster(5);
-    let a = client(&addrs(&nodes));
-    let b = client(&addrs(&nodes));
+    let a = redlock(&nodes, opts(100));
+    let b = redlock(&nodes, opts(100));
     let lock = a
         .try_acquire(b"rel", Duration::from_secs(5))
         .await
@@ -156,7 +109,7 @@ async fn release_frees_the_lock_and_a_non_owner_release_does_nothing() {
 #[tokio::test]
 async fn with_two_nodes_down_the_lock_still_works() {
     let mut nodes = cluster(5);
-    let rl = client(&addrs(&nodes));
+    let rl = redlock(&nodes, opts(100));
     nodes[0].kill();
     nodes[3].kill();
     let mut lock = rl
@@ -173,7 +126,7 @@ async fn with_two_nodes_down_the_lock_still_works() {
 #[tokio::test]
 async fn with_three_nodes_down_acquire_fails_fast() {
     let mut nodes = cluster(5);
-    let rl = client(&addrs(&nodes));
+    let rl = redlock(&nodes, opts(100));
     // Warm the pool so that the dead nodes' connections are stale, not just refused.
     let l = rl
         .try_acquire(b"warm", Duration::from_secs(5))
@@ -205,7 +158,7 @@ async fn nodes_that_never_reply_time_out_instead_of_hanging() {
     for _ in 0..3 {
         list.push(fake_node(Fake::BlackHole).await);
     }
-    let rl = client(&list);
+    let rl = redlock(&list, opts(100));
     let start = Instant::now();
     let err = timeout(
         Duration::from_secs(2),
@@ -239,7 +192,10 @@ async fn a_node_replying_tryagain_counts_as_a_failure() {
     let f2 = fake_node(Fake::TryAgain).await;
 
     // 3 real + 2 fenced: still a majority.
-    let rl = client(&[real.clone(), vec![f1.clone(), f2.clone()]].concat());
+    let rl = redlock(
+        &[real.clone(), vec![f1.clone(), f2.clone()]].concat(),
+        opts(100),
+    );
     let lock = rl
         .try_acquire(b"fence", Duration::from_secs(5))
         .await
@@ -249,7 +205,7 @@ async fn a_node_replying_tryagain_counts_as_a_failure() {
     // 2 real + 3 fenced: no majority, and the fence's error is reported.
     let f3 = fake_node(Fake::TryAgain).await;
     let fakes = [f1, f2, f3];
-    let rl = client(&[real[..2].to_vec(), fakes.to_vec()].concat());
+    let rl = redlock(&[real[..2].to_vec(), fakes.to_vec()].concat(), opts(100));
     let err = rl
         .try_acquire(b"fence", Duration::from_secs(5))
         .await
@@ -277,8 +233,8 @@ async fn a_node_replying_tryagain_counts_as_a_failure() {
 #[tokio::test]
 async fn the_watchdog_keeps_a_lock_past_its_ttl_and_signals_loss() {
     let mut nodes = cluster(5);
-    let a = client(&addrs(&nodes));
-    let b = client(&addrs(&nodes));
+    let a = redlock(&nodes, opts(100));
+    let b = redlock(&nodes, opts(100));
     let ttl = Duration::from_millis(300);
     let guard = a.lock_with_watchdog(b"wd", ttl).await.expect("a");
     let first_until = guard.valid_until();
@@ -305,8 +261,8 @@ async fn the_watchdog_keeps_a_lock_past_its_ttl_and_signals_loss() {
 #[tokio::test]
 async fn dropping_the_watchdog_guard_releases_the_lock() {
     let nodes = cluster(5);
-    let a = client(&addrs(&nodes));
-    let b = client(&addrs(&nodes));
+    let a = redlock(&nodes, opts(100));
+    let b = redlock(&nodes, opts(100));
     let guard = a
         .lock_with_watchdog(b"drop", Duration::from_secs(10))
         .await
@@ -327,43 +283,13 @@ async fn dropping_the_watchdog_guard_releases_the_lock() {
 
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test]
-async fn scripts_fall_back_to_eval_after_script_flush() {
-    let nodes = cluster(5);
-    let rl = client(&addrs(&nodes));
-    let mut lock = rl
-        .try_acquire(b"ns", Duration::from_secs(5))
-        .await
-        .expect("a");
-    rl.extend(&mut lock, Duration::from_secs(5))
-        .await
-        .expect("extend (EVAL, then cached)");
-    for n in &nodes {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query(&mut n.conn())
-            .expect("flush");
-    }
-    rl.extend(&mut lock, Duration::from_secs(6))
-        .await
-        .expect("extend after flush");
-    for n in &nodes {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query(&mut n.conn())
-            .expect("flush");
-    }
-    assert_eq!(rl.release(&lock).await, 5, "release after flush");
-}
-
-#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
-#[tokio::test]
 async fn password_is_sent_with_auth() {
     let nodes = cluster_with_password(3, Some("s3cret"));
     let with = Redlock::new(
         addrs(&nodes),
         RedlockOptions {
             password: Some("s3cret".into()),
-            ..opts()
+            ..opts(100)
         },
     )
     .expect("client");
@@ -373,7 +299,7 @@ async fn password_is_sent_with_auth() {
         .expect("acquired");
     assert_eq!(with.release(&lock).await, 3);
 
-    let without = client(&addrs(&nodes));
+    let without = redlock(&nodes, opts(100));
     let err = without
         .try_acquire(b"pw", Duration::from_secs(5))
         .await
@@ -385,8 +311,8 @@ async fn password_is_sent_with_auth() {
 #[tokio::test]
 async fn acquire_within_waits_for_a_release() {
     let nodes = cluster(5);
-    let a = client(&addrs(&nodes));
-    let b = client(&addrs(&nodes));
+    let a = redlock(&nodes, opts(100));
+    let b = redlock(&nodes, opts(100));
     let lock = a
         .try_acquire(b"wait", Duration::from_secs(5))
         .await
@@ -404,7 +330,7 @@ async fn acquire_within_waits_for_a_release() {
     assert!(got.is_ok(), "{got:?}");
 
     // And gives up at the deadline when the lock stays held.
-    let c = client(&addrs(&nodes));
+    let c = redlock(&nodes, opts(100));
     let start = Instant::now();
     let err = c
         .acquire_within(b"wait", Duration::from_secs(5), Duration::from_millis(300))
@@ -437,7 +363,7 @@ async fn the_watchdog_signals_loss_when_validity_ends_before_an_extension_answer
         addrs(&nodes),
         RedlockOptions {
             node_timeout: Some(Duration::from_secs(3)),
-            ..opts()
+            ..opts(100)
         },
     )
     .expect("client");
@@ -469,7 +395,7 @@ async fn the_watchdog_signals_loss_when_validity_ends_before_an_extension_answer
 #[tokio::test]
 async fn a_restarted_node_is_reconnected() {
     let mut nodes = cluster(5);
-    let rl = client(&addrs(&nodes));
+    let rl = redlock(&nodes, opts(100));
     let lock = rl
         .try_acquire(b"re", Duration::from_secs(5))
         .await
@@ -488,4 +414,24 @@ async fn a_restarted_node_is_reconnected() {
         other => panic!("{other:?}"),
     }
     assert_eq!(rl.release(&lock).await, 5);
+}
+
+// The scenarios shared with the in-process runs (`redlock_inprocess.rs`).
+
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_competing_clients_at_most_one_wins() {
+    scenario::of_two_racing_clients_at_most_one_wins(&cluster(5)).await;
+}
+
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_deletes_the_key_everywhere() {
+    scenario::release_deletes_the_key_everywhere(&cluster(5)).await;
+}
+
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_fall_back_to_eval_after_script_flush() {
+    scenario::extend_and_release_fall_back_to_eval_after_script_flush(&cluster(5)).await;
 }

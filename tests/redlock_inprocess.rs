@@ -5,72 +5,22 @@
 //! The client's own validity and the watchdog's cadence run on tokio's real clock: the
 //! watchdog tests use short real TTLs and bounded waits.
 
+mod support;
+
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redlockd::redlock::{NodeError, Redlock, RedlockError, RedlockOptions};
+use redlockd::redlock::{NodeError, Redlock, RedlockError};
 use redlockd::testing::TestCluster;
+use support::nodes::{get, opts, pttl, redlock, scenario, text};
+use support::wait_until;
 use tokio::time::{timeout, Instant};
 
 /// Bound on every wait for something that must happen (a reply, a watchdog event).
 const BOUND: Duration = Duration::from_secs(5);
 const TTL: Duration = Duration::from_secs(10);
 
-/// No retries (each call is one round), and a per-node timeout generous enough for a
-/// loaded 2-core machine yet small against the TTLs used here.
-fn opts(node_timeout_ms: u64) -> RedlockOptions {
-    RedlockOptions {
-        node_timeout: Some(Duration::from_millis(node_timeout_ms)),
-        retry_count: 0,
-        ..RedlockOptions::default()
-    }
-}
-
 fn client(cluster: &TestCluster) -> Redlock {
-    client_with(cluster, opts(100))
-}
-
-fn client_with(cluster: &TestCluster, opts: RedlockOptions) -> Redlock {
-    let addrs: Vec<String> = cluster.addrs().iter().map(|a| a.to_string()).collect();
-    Redlock::new(addrs, opts).expect("valid nodes")
-}
-
-/// A fresh `redis` crate connection to node `i` (which must be up).
-async fn conn(cluster: &TestCluster, i: usize) -> MultiplexedConnection {
-    let c = redis::Client::open(cluster.node(i).url()).expect("url");
-    timeout(BOUND, c.get_multiplexed_async_connection())
-        .await
-        .expect("connect in time")
-        .expect("connect")
-}
-
-async fn get(cluster: &TestCluster, i: usize, key: &str) -> Option<String> {
-    let mut c = conn(cluster, i).await;
-    timeout(BOUND, redis::cmd("GET").arg(key).query_async(&mut c))
-        .await
-        .expect("reply in time")
-        .expect("GET")
-}
-
-async fn pttl(cluster: &TestCluster, i: usize, key: &str) -> i64 {
-    let mut c = conn(cluster, i).await;
-    timeout(BOUND, redis::cmd("PTTL").arg(key).query_async(&mut c))
-        .await
-        .expect("reply in time")
-        .expect("PTTL")
-}
-
-fn text(value: &[u8]) -> String {
-    String::from_utf8(value.to_vec()).expect("lock values are hex")
-}
-
-/// Waits (bounded) until `changed` holds, polling every 2 ms.
-async fn wait_until(what: &str, mut changed: impl FnMut() -> bool) {
-    let deadline = Instant::now() + BOUND;
-    while !changed() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    redlock(cluster, opts(100))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,49 +57,6 @@ async fn a_second_client_is_refused_by_every_node_while_the_lock_is_held() {
     for i in 0..5 {
         assert_eq!(get(&cluster, i, "held").await.as_deref(), Some(&*value));
     }
-    cluster.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn of_two_clients_racing_for_a_name_at_most_one_wins() {
-    let cluster = TestCluster::start(5).await;
-    let a = client(&cluster);
-    let b = client(&cluster);
-    let mut wins = 0;
-    for round in 0..20 {
-        let key = format!("race{round}");
-        let (ra, rb) = tokio::join!(
-            a.try_acquire(key.as_bytes(), TTL),
-            b.try_acquire(key.as_bytes(), TTL)
-        );
-        assert!(!(ra.is_ok() && rb.is_ok()), "round {round}: both won");
-        for r in [&ra, &rb] {
-            if let Err(e) = r {
-                assert!(
-                    matches!(e, RedlockError::NotAcquired { .. }),
-                    "round {round}: {e:?}"
-                );
-                assert!(!e.nodes_unavailable(), "round {round}: {e}");
-            }
-        }
-        // A split vote is released everywhere: then the name is free on every node.
-        match (ra, rb) {
-            (Ok(l), _) | (_, Ok(l)) => {
-                wins += 1;
-                let value = text(l.value());
-                for i in 0..5 {
-                    let on_node = get(&cluster, i, &key).await;
-                    assert!(on_node.is_none() || on_node.as_deref() == Some(&*value));
-                }
-            }
-            (Err(_), Err(_)) => {
-                for i in 0..5 {
-                    assert_eq!(get(&cluster, i, &key).await, None, "round {round}");
-                }
-            }
-        }
-    }
-    assert!(wins > 0, "some round must have a winner");
     cluster.shutdown().await;
 }
 
@@ -215,22 +122,6 @@ async fn extend_fails_once_the_lock_expired_and_another_client_took_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_deletes_the_key_on_every_node_and_frees_the_name() {
-    let cluster = TestCluster::start(5).await;
-    let a = client(&cluster);
-    let b = client(&cluster);
-    let lock = a.try_acquire(b"rel", TTL).await.expect("a");
-    assert_eq!(a.release(&lock).await, 5);
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "rel").await, None, "node {i}");
-    }
-    b.try_acquire(b"rel", TTL)
-        .await
-        .expect("free again at once");
-    cluster.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_by_a_former_holder_leaves_the_new_holders_lock_alone() {
     let cluster = TestCluster::start(5).await;
     let a = client(&cluster);
@@ -271,7 +162,7 @@ async fn with_one_node_stopped_and_one_isolated_the_lock_still_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_three_nodes_down_acquire_fails_within_a_bound_and_leaves_nothing() {
     let cluster = TestCluster::start(5).await;
-    let rl = client_with(&cluster, opts(50));
+    let rl = redlock(&cluster, opts(50));
     let warm = rl.try_acquire(b"warm", TTL).await.expect("warm");
     rl.release(&warm).await;
     cluster.node(0).stop().await;
@@ -302,7 +193,7 @@ async fn with_three_nodes_down_acquire_fails_within_a_bound_and_leaves_nothing()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_nodes_paused_the_lock_is_still_acquired() {
     let cluster = TestCluster::start(5).await;
-    let rl = client_with(&cluster, opts(50));
+    let rl = redlock(&cluster, opts(50));
     cluster.node(1).pause();
     cluster.node(4).pause();
     let start = Instant::now();
@@ -325,7 +216,7 @@ async fn with_two_nodes_paused_the_lock_is_still_acquired() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_three_nodes_paused_acquire_times_out_within_a_bound() {
     let cluster = TestCluster::start(5).await;
-    let rl = client_with(&cluster, opts(50));
+    let rl = redlock(&cluster, opts(50));
     for i in 0..3 {
         cluster.node(i).pause();
     }
@@ -416,7 +307,7 @@ async fn the_watchdog_keeps_the_lock_while_the_nodes_clock_passes_its_ttl() {
         cluster.advance(step);
         advanced += step;
         let before = guard.valid_until();
-        wait_until("an extension", || guard.valid_until() != before).await;
+        wait_until("an extension", BOUND, || guard.valid_until() != before).await;
         assert!(!guard.is_lost());
         for i in 0..5 {
             let left = pttl(&cluster, i, "wd").await;
@@ -439,7 +330,7 @@ async fn the_watchdog_signals_loss_soon_after_a_majority_is_isolated() {
     let guard = a.lock_with_watchdog(b"wd2", ttl).await.expect("a");
     let token = guard.lost_token();
     let before = guard.valid_until();
-    wait_until("a first extension", || guard.valid_until() != before).await;
+    wait_until("a first extension", BOUND, || guard.valid_until() != before).await;
     let valid_until = guard.valid_until();
     for i in 0..3 {
         cluster.node(i).isolate().await;
@@ -486,34 +377,25 @@ async fn the_watchdog_signals_loss_when_the_key_expired_and_another_client_took_
     cluster.shutdown().await;
 }
 
+// The scenarios shared with the real redis-server runs (`redlock_client.rs`).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_clients_racing_for_a_name_at_most_one_wins() {
+    let cluster = TestCluster::start(5).await;
+    scenario::of_two_racing_clients_at_most_one_wins(&cluster).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_deletes_the_key_on_every_node_and_frees_the_name() {
+    let cluster = TestCluster::start(5).await;
+    scenario::release_deletes_the_key_everywhere(&cluster).await;
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_and_release_fall_back_to_eval_after_script_flush() {
     let cluster = TestCluster::start(5).await;
-    let rl = client(&cluster);
-    let mut lock = rl.try_acquire(b"ns", TTL).await.expect("a");
-    rl.extend(&mut lock, TTL)
-        .await
-        .expect("extend (EVAL, cached)");
-    let flush_all = || async {
-        for i in 0..5 {
-            let mut c = conn(&cluster, i).await;
-            let () = redis::cmd("SCRIPT")
-                .arg("FLUSH")
-                .query_async(&mut c)
-                .await
-                .expect("SCRIPT FLUSH");
-        }
-    };
-    flush_all().await;
-    cluster.advance(Duration::from_secs(1));
-    rl.extend(&mut lock, TTL).await.expect("extend after flush");
-    for i in 0..5 {
-        assert_eq!(pttl(&cluster, i, "ns").await, 10_000);
-    }
-    flush_all().await;
-    assert_eq!(rl.release(&lock).await, 5, "release after flush");
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "ns").await, None);
-    }
+    scenario::extend_and_release_fall_back_to_eval_after_script_flush(&cluster).await;
     cluster.shutdown().await;
 }

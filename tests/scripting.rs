@@ -1,43 +1,23 @@
 //! Scripting (issue 3): EVAL/EVALSHA/SCRIPT through the `redis` crate, against Redis
 //! 7's replies (checked side by side with redis-server 7.0.15 while writing these).
 
+mod support;
+
 use redis::aio::MultiplexedConnection;
 use redis::Value;
-use redlockd::{Config, Server, ServerHandle};
 use std::time::Duration;
+use support::{conn, conn_resp3, error_text, start, start_with, TestServer};
 
-async fn start(config: Config) -> (ServerHandle, MultiplexedConnection) {
-    let server = Server::start(config).await.expect("server starts");
-    let con = connect(&server, false).await;
+/// A node with `Config::for_tests()` and a RESP2 connection to it.
+async fn start_default() -> (TestServer, MultiplexedConnection) {
+    let server = start().await;
+    let con = conn(&server).await;
     (server, con)
-}
-
-async fn start_default() -> (ServerHandle, MultiplexedConnection) {
-    start(Config {
-        port: 0,
-        ..Config::for_tests()
-    })
-    .await
-}
-
-async fn connect(server: &ServerHandle, resp3: bool) -> MultiplexedConnection {
-    let proto = if resp3 { "/?protocol=resp3" } else { "" };
-    let client = redis::Client::open(format!("redis://{}{proto}", server.addr())).unwrap();
-    let mut con = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connects");
-    con.set_response_timeout(Duration::from_secs(30));
-    con
 }
 
 /// Error text as Redis sends it (code and message).
 fn text(e: redis::RedisError) -> String {
-    match (e.code(), e.detail()) {
-        (Some(c), Some(d)) => format!("{c} {d}"),
-        (Some(c), None) => c.to_string(),
-        _ => e.to_string(),
-    }
+    error_text(&e)
 }
 
 async fn cmd(con: &mut MultiplexedConnection, args: &[&str]) -> Result<Value, String> {
@@ -997,7 +977,7 @@ async fn scripts_are_atomic_against_other_commands() {
     let rounds = 150;
     let mut tasks = Vec::new();
     for i in 0..clients {
-        let mut c = connect(&server, false).await;
+        let mut c = conn(&server).await;
         tasks.push(tokio::spawn(async move {
             for _ in 0..rounds {
                 if i % 2 == 0 {
@@ -1019,10 +999,10 @@ async fn scripts_are_atomic_against_other_commands() {
 
 /// Starts `script` on its own connection and waits until the server runs it.
 async fn start_long_script(
-    server: &ServerHandle,
+    server: &TestServer,
     script: &'static str,
 ) -> tokio::task::JoinHandle<Result<Value, String>> {
-    let mut c = connect(server, false).await;
+    let mut c = conn(server).await;
     let task = tokio::spawn(async move { eval(&mut c, script, &[], &[]).await });
     for _ in 0..2000 {
         if server.script_running() {
@@ -1118,12 +1098,8 @@ async fn a_script_that_wrote_is_unkillable() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_fence_inside_scripts() {
-    let (server, mut con) = start(Config {
-        port: 0,
-        restart_delay: Some(Duration::from_secs(31)),
-        ..Config::for_tests()
-    })
-    .await;
+    let server = start_with(|c| c.restart_delay = Some(Duration::from_secs(31))).await;
+    let mut con = conn(&server).await;
     let e = eval(
         &mut con,
         "return redis.call('set', KEYS[1], ARGV[1], 'PX', 1000)",
@@ -1173,7 +1149,7 @@ async fn the_fence_inside_scripts() {
 #[tokio::test(flavor = "multi_thread")]
 async fn resp3_callers_get_resp3_results() {
     let (server, _con) = start_default().await;
-    let mut c3 = connect(&server, true).await;
+    let mut c3 = conn_resp3(&server).await;
     assert_eq!(
         eval(&mut c3, "return {map={a=1}}", &[], &[]).await,
         Ok(Value::Map(vec![(bulk("a"), Value::Int(1))]))
@@ -1204,7 +1180,7 @@ async fn resp3_callers_get_resp3_results() {
         Ok(bulk("boolean"))
     );
     // RESP2 callers get the RESP2 downgrade.
-    let mut c2 = connect(&server, false).await;
+    let mut c2 = conn(&server).await;
     assert_eq!(
         eval(&mut c2, "return {map={a=1}}", &[], &[]).await,
         Ok(Value::Array(vec![bulk("a"), Value::Int(1)]))

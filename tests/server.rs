@@ -1,10 +1,10 @@
 //! Server commands: INFO, DBSIZE, FLUSHDB, FLUSHALL, TIME, COMMAND, CONFIG, SHUTDOWN,
 //! DEBUG.
 
-mod common;
-use common::*;
+mod support;
 use redlockd::clock::MANUAL_WALL_START_MS;
 use std::time::Duration;
+use support::*;
 
 #[tokio::test]
 async fn info_has_the_default_sections_and_loading_zero() {
@@ -168,7 +168,7 @@ async fn time_follows_the_manual_clock() {
 #[tokio::test]
 async fn command_count_matches_command_list() {
     let h = start().await;
-    let mut con = client(&h).await;
+    let mut con = conn(&h).await;
     let count: i64 = redis::cmd("COMMAND")
         .arg("COUNT")
         .query_async(&mut con)
@@ -319,7 +319,7 @@ async fn a_client_past_maxclients_is_refused_and_the_others_keep_working() {
 /// within about a second.
 #[tokio::test]
 async fn the_sweeper_reclaims_expired_keys_on_the_real_clock() {
-    let h = start_with(|c| c.clock = None).await;
+    let h = start_with(|c| c.clock = Some(redlockd::Clock::real())).await;
     let mut c = Raw::to(&h).await;
     for i in 0..100 {
         assert_eq!(

@@ -2,8 +2,8 @@
 //! redis-server 7.0.15 running the same sequence (RESP2, then RESP3 after HELLO 3), so
 //! options, errors, double formatting (`%.17g`, inf), WRONGTYPE and encodings match.
 
-mod common;
-use common::*;
+mod support;
+use support::*;
 
 /// (command, the exact reply frame redis-server 7.0.15 sent; "HELLO": not compared,
 /// the server's version differs).

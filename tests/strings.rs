@@ -1,9 +1,9 @@
 //! String commands: SET and its options, SETNX/SETEX/PSETEX, GET, GETDEL, GETEX, MGET,
 //! MSET, and the INCR family, with Redis's exact replies.
 
-mod common;
-use common::*;
+mod support;
 use std::time::Duration;
+use support::*;
 
 const SYNTAX: &str = "-ERR syntax error\r\n";
 const NOT_INT: &str = "-ERR value is not an integer or out of range\r\n";
@@ -21,7 +21,7 @@ async fn set_then_get_returns_the_value() {
 #[tokio::test]
 async fn set_through_the_redis_crate_round_trips_binary_values() {
     let h = start().await;
-    let mut con = client(&h).await;
+    let mut con = conn(&h).await;
     let value: Vec<u8> = (0..=255u8).collect();
     let () = redis::cmd("SET")
         .arg(&value[..20])

@@ -104,6 +104,31 @@ impl TestServer {
         self.handle.clock()
     }
 
+    /// The running server underneath.
+    pub fn handle(&self) -> &ServerHandle {
+        &self.handle
+    }
+
+    /// How long the restart fence still refuses writes (zero once it has lifted).
+    pub fn fence_remaining(&self) -> Duration {
+        self.handle.fence_remaining()
+    }
+
+    /// Whether a script is running right now (tests wait for one to start).
+    pub fn script_running(&self) -> bool {
+        self.handle.script_running()
+    }
+
+    /// Clients blocked in BLPOP and the like.
+    pub fn blocked_clients(&self) -> usize {
+        self.handle.blocked_clients()
+    }
+
+    /// Where `--metrics-addr` serves, if configured.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.handle.metrics_addr()
+    }
+
     /// The server's state (keyspace, fence, clients), for assertions.
     pub fn shared(&self) -> &Arc<Shared> {
         self.handle.shared()
@@ -214,6 +239,11 @@ impl TestServer {
     /// Ends a partition; the port accepts connections when this returns.
     pub async fn heal(&self) {
         self.set_reachable(true).await;
+    }
+
+    /// Waits until the server stops (SHUTDOWN over the wire).
+    pub async fn stopped(&mut self) {
+        self.handle.stopped().await;
     }
 
     /// Stops the server and waits for it.

@@ -1,8 +1,6 @@
-//! Test helpers: real redis-server processes on free ports (killed on drop), and tiny
-//! fake nodes that misbehave on purpose.
-#![allow(dead_code)]
+//! Real redis-server processes on free ports (killed on drop), and tiny fake nodes that
+//! misbehave on purpose.
 
-use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,7 +19,7 @@ impl RedisNode {
         // A port freed just now can be taken by a parallel test before redis binds it:
         // then redis exits, and we try another.
         for _ in 0..20 {
-            if let Some(node) = Self::try_start(free_port(), password) {
+            if let Some(node) = Self::try_start(super::process::free_ports(1), password) {
                 return node;
             }
         }
@@ -101,8 +99,8 @@ impl RedisNode {
         }
     }
 
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+    pub fn addr(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
     }
 
     /// Kills the server (SIGKILL) and waits for it to be gone.
@@ -154,12 +152,7 @@ pub fn cluster_with_password(n: usize, password: Option<&str>) -> Vec<RedisNode>
 }
 
 pub fn addrs(nodes: &[RedisNode]) -> Vec<String> {
-    nodes.iter().map(RedisNode::addr).collect()
-}
-
-fn free_port() -> u16 {
-    let l = StdListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
+    nodes.iter().map(|n| n.addr().to_string()).collect()
 }
 
 /// How a fake node behaves.
@@ -202,4 +195,21 @@ pub async fn fake_node(kind: Fake) -> String {
         }
     });
     addr
+}
+
+impl super::Addressed for RedisNode {
+    fn addr(&self) -> std::net::SocketAddr {
+        RedisNode::addr(self)
+    }
+}
+
+/// The redlockd side of a differential run against a redis-server: the real clock (both
+/// servers' TTLs run in real time), max-ttl 1 h, no fence, `seed` for SCAN and Lua.
+pub async fn redlockd_like_redis(seed: u64) -> redlockd::testing::TestServer {
+    super::start_with(|c| {
+        c.clock = Some(redlockd::Clock::real());
+        c.max_ttl = Duration::from_secs(3600);
+        c.seed = Some(seed);
+    })
+    .await
 }
