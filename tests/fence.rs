@@ -3,7 +3,6 @@
 mod support;
 use std::time::Duration;
 use support::*;
-use TestServer;
 
 fn tryagain(ms: u64) -> String {
     err(&format!(

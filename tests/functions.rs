@@ -311,7 +311,7 @@ async fn the_busy_threshold_can_be_set_at_run_time() {
 /// after an EVAL set them in the EVAL VM.
 #[tokio::test(flavor = "multi_thread")]
 async fn functions_have_no_keys_or_argv_globals() {
-    let server = common::start().await;
+    let server = support::start().await;
     let mut con = Raw::to(&server).await;
     let lib = "#!lua name=kk
 redis.register_function('keys_type', function(keys, args) return type(KEYS) end)

@@ -5,7 +5,6 @@
 mod support;
 use std::time::Duration;
 use support::*;
-use TestServer;
 
 const QUEUED: &str = "+QUEUED\r\n";
 const EXECABORT: &str = "-EXECABORT Transaction discarded because of previous errors.\r\n";

@@ -30,11 +30,11 @@ pub fn data_dir(tag: &str) -> PathBuf {
 /// take one before the server binds it: callers retry on a lost port.
 pub fn free_ports(n: u16) -> u16 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seed = std::time::SystemTime::now()
+    let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() as u64)
-        ^ u64::from(std::process::id())
-        ^ NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * 104_729;
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    let call = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let seed = nanos ^ u64::from(std::process::id()) ^ (call * 104_729);
     for attempt in 0..200u64 {
         let base = 20_000 + ((seed + attempt * 7_919) % 12_000) as u16;
         let all: Vec<_> = (0..n)
