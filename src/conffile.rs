@@ -7,8 +7,8 @@
 //! Names are the flags' names (`max-ttl 30s`, `require-ttl yes`), plus Redis's names
 //! for the same settings (`loglevel`, `busy-reply-threshold`, `lua-time-limit`). Redis
 //! directives that only restate what redlockd always does (`daemonize no`,
-//! `appendonly no`, `save ""`) are accepted; anything else is an error naming the line,
-//! never silently ignored.
+//! `appendonly no`, `save ""`, `tls-replication no`, `tls-cluster no`) are accepted;
+//! anything else is an error naming the line, never silently ignored.
 
 use std::fmt;
 
@@ -30,6 +30,11 @@ const VALUED: &[&str] = &[
     "metrics-addr",
     "dir",
     "log",
+    "tls-port",
+    "tls-cert-file",
+    "tls-key-file",
+    "tls-ca-cert-file",
+    "tls-auth-clients",
 ];
 
 /// A line the file cannot mean.
@@ -69,7 +74,7 @@ pub fn to_flags(text: &str) -> Result<Vec<String>, ConfFileError> {
             return Err(err("expected one value after the name"));
         };
         match name.as_str() {
-            "daemonize" | "appendonly" if value == "no" => {}
+            "daemonize" | "appendonly" | "tls-replication" | "tls-cluster" if value == "no" => {}
             "save" if value.is_empty() => {}
             n if SWITCHES.contains(&n) => match value.as_str() {
                 "yes" | "local" => flags.push(format!("--{n}")),
@@ -140,7 +145,8 @@ mod tests {
     fn lines_become_flags() {
         let text = "# a lock node\nport 7001\nmax-ttl 10s\nrequire-ttl yes\n\
                     requirepass \"p w\\\"d\"\nloglevel warning\nlua-time-limit 2000\n\
-                    daemonize no\nsave ''\nenable-debug-command no\n";
+                    daemonize no\nsave ''\nenable-debug-command no\n\
+                    tls-port 7443\ntls-auth-clients optional\ntls-replication no\n";
         assert_eq!(
             to_flags(text).unwrap(),
             [
@@ -154,7 +160,11 @@ mod tests {
                 "--log",
                 "warn",
                 "--busy-script-time",
-                "2000ms"
+                "2000ms",
+                "--tls-port",
+                "7443",
+                "--tls-auth-clients",
+                "optional"
             ]
         );
     }

@@ -2,7 +2,7 @@
 
 use crate::clock::Clock;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Default bound on every TTL. 30 s covers the common lock clients' defaults
@@ -16,8 +16,13 @@ pub const RESTART_MARGIN: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct Config {
     pub bind: IpAddr,
-    /// 0 picks a free port (see `ServerHandle::addr`).
+    /// The plain TCP port; 0 picks a free port (see `ServerHandle::addr`).
     pub port: u16,
+    /// Whether to serve plain TCP on `port`. Off: TLS only (the CLI's `--port 0` with
+    /// `--tls-port`, as in Redis).
+    pub plain: bool,
+    /// TLS on its own port (`--tls-port`); `None`: no TLS.
+    pub tls: Option<TlsConfig>,
     /// Every TTL must be at most this.
     pub max_ttl: Duration,
     /// How long after boot writes are fenced; `None` means max_ttl + RESTART_MARGIN,
@@ -57,6 +62,8 @@ impl Default for Config {
         Config {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: 6379,
+            plain: true,
+            tls: None,
             max_ttl: DEFAULT_MAX_TTL,
             restart_delay: None,
             fence_at_boot: true,
@@ -113,10 +120,78 @@ impl Config {
         if self.maxclients == 0 {
             return Err(ConfigError::NoClients);
         }
+        if !self.plain && self.tls.is_none() {
+            return Err(ConfigError::NoListener);
+        }
+        if let Some(tls) = &self.tls {
+            tls.validate()?;
+        }
         Ok(())
     }
 }
 
+/// TLS settings, Redis's `tls-*` names. The files are read once, when the server
+/// starts: a missing or unreadable one stops the start with [`ConfigError::Tls`].
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    /// The TLS port; 0 picks a free port (see `ServerHandle::tls_addr`).
+    pub port: u16,
+    /// The server's certificate chain (PEM), leaf first.
+    pub cert_file: PathBuf,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// CA certificates (PEM) that sign client certificates; required unless
+    /// `auth_clients` is `No`.
+    pub ca_cert_file: Option<PathBuf>,
+    /// Whether clients must present a certificate the CA signed.
+    pub auth_clients: AuthClients,
+}
+
+impl TlsConfig {
+    /// TLS on `port` with this certificate and key; clients need a certificate signed
+    /// by `ca_cert_file` (Redis's default, `tls-auth-clients yes`).
+    pub fn new(
+        port: u16,
+        cert_file: impl AsRef<Path>,
+        key_file: impl AsRef<Path>,
+        ca_cert_file: Option<&Path>,
+    ) -> TlsConfig {
+        TlsConfig {
+            port,
+            cert_file: cert_file.as_ref().to_path_buf(),
+            key_file: key_file.as_ref().to_path_buf(),
+            ca_cert_file: ca_cert_file.map(Path::to_path_buf),
+            auth_clients: AuthClients::Yes,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let empty = |p: &Path| p.as_os_str().is_empty();
+        if empty(&self.cert_file) || empty(&self.key_file) {
+            return Err(ConfigError::Tls(
+                "TLS needs both tls-cert-file and tls-key-file".into(),
+            ));
+        }
+        if self.auth_clients != AuthClients::No && self.ca_cert_file.is_none() {
+            return Err(ConfigError::Tls(
+                "tls-auth-clients yes or optional needs tls-ca-cert-file (the CA that signs client certificates); or set tls-auth-clients no".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Redis's `tls-auth-clients`: mutual TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AuthClients {
+    /// A client without a certificate signed by the CA is refused (Redis's default).
+    #[default]
+    Yes,
+    /// Any client may connect; a certificate it presents must be valid.
+    Optional,
+    /// Certificates are not asked for.
+    No,
+}
 /// A setting that cannot work (`Config::validate`; `Server::start` refuses it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -129,6 +204,10 @@ pub enum ConfigError {
     },
     NoDatabases,
     NoClients,
+    /// Plain TCP is off and there is no TLS port: the node would listen nowhere.
+    NoListener,
+    /// A TLS setting or file that cannot work (the message names the file and why).
+    Tls(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -146,6 +225,10 @@ impl std::fmt::Display for ConfigError {
             ),
             ConfigError::NoDatabases => f.write_str("databases must be at least 1"),
             ConfigError::NoClients => f.write_str("maxclients must be at least 1"),
+            ConfigError::NoListener => f.write_str(
+                "no port to listen on: port 0 turns plain TCP off, so give a tls-port",
+            ),
+            ConfigError::Tls(e) => f.write_str(e),
         }
     }
 }

@@ -37,9 +37,12 @@ server! {
     pub(crate) mod tokens;
 
     pub use clock::Clock;
-    pub use config::{Config, ConfigError, DurationError};
+    pub use config::{AuthClients, Config, ConfigError, DurationError, TlsConfig};
     pub use server::{Server, ServerHandle};
 }
 
 #[cfg(feature = "client")]
 pub mod redlock;
+
+#[cfg(any(feature = "server", feature = "client"))]
+pub(crate) mod tls;

@@ -3,7 +3,7 @@
 mod conffile;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redlockd::config::{parse_duration, Config};
+use redlockd::config::{parse_duration, AuthClients, Config, ConfigError, TlsConfig};
 use redlockd::{Clock, Server, ServerHandle};
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -24,7 +24,8 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Port to listen on (0 picks a free one).
+    /// Plain TCP port (0 picks a free one; with --tls-port, 0 turns plain TCP off, as
+    /// in Redis).
     #[arg(long, default_value_t = 6379, env = "REDLOCKD_PORT")]
     port: u16,
     #[command(flatten)]
@@ -62,6 +63,17 @@ enum ClockArg {
     /// A clock that moves only with DEBUG CLOCK ADVANCE (tests over the wire; needs
     /// --enable-debug-command).
     Manual,
+}
+
+/// Redis's `tls-auth-clients`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum AuthClientsArg {
+    /// Clients must present a certificate signed by --tls-ca-cert-file.
+    Yes,
+    /// A certificate is not required, but one presented must be valid.
+    Optional,
+    /// Client certificates are not asked for.
+    No,
 }
 
 /// Flags for one node (every node of a cluster gets the same).
@@ -111,6 +123,26 @@ struct ServerArgs {
     /// node its own subdirectory, node-PORT.
     #[arg(long, default_value = ".", env = "REDLOCKD_DIR")]
     dir: PathBuf,
+    /// TLS port (0: no TLS). A cluster serves node i's on this port + i.
+    #[arg(long, default_value_t = 0, env = "REDLOCKD_TLS_PORT")]
+    tls_port: u16,
+    /// The server's certificate chain (PEM, leaf first), read at start.
+    #[arg(long, env = "REDLOCKD_TLS_CERT_FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// The certificate's private key (PEM), read at start.
+    #[arg(long, env = "REDLOCKD_TLS_KEY_FILE")]
+    tls_key_file: Option<PathBuf>,
+    /// CA certificates (PEM) that sign client certificates (mutual TLS).
+    #[arg(long, env = "REDLOCKD_TLS_CA_CERT_FILE")]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must present a certificate signed by --tls-ca-cert-file.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "yes",
+        env = "REDLOCKD_TLS_AUTH_CLIENTS"
+    )]
+    tls_auth_clients: AuthClientsArg,
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
@@ -119,8 +151,10 @@ struct ServerArgs {
 impl ServerArgs {
     /// The config of node `i` (0 for a single node) listening on `port`. Several nodes
     /// in one process (`own_subdir`) get their own data directory under --dir,
-    /// node-PORT.
-    fn config(&self, i: u16, port: u16, own_subdir: bool) -> Config {
+    /// node-PORT. Port 0 with a TLS port turns plain TCP off.
+    fn config(&self, i: u16, port: u16, own_subdir: bool) -> Result<Config, ConfigError> {
+        let tls = self.tls(i)?;
+        let plain = port != 0 || tls.is_none();
         let metrics_addr = self.metrics_addr.map(|mut a| {
             if a.port() != 0 {
                 a.set_port(a.port().saturating_add(i));
@@ -132,11 +166,13 @@ impl ServerArgs {
         } else {
             self.dir.clone()
         };
-        Config {
+        Ok(Config {
             metrics_addr,
             dir: Some(dir),
             bind: self.bind,
             port,
+            plain,
+            tls,
             max_ttl: self.max_ttl,
             restart_delay: self.restart_delay,
             require_ttl: self.require_ttl,
@@ -148,7 +184,35 @@ impl ServerArgs {
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             ..Config::default()
+        })
+    }
+
+    /// Node `i`'s TLS settings: `None` without --tls-port.
+    fn tls(&self, i: u16) -> Result<Option<TlsConfig>, ConfigError> {
+        if self.tls_port == 0 {
+            if self.tls_cert_file.is_some() || self.tls_key_file.is_some() {
+                return Err(ConfigError::Tls(
+                    "tls-cert-file / tls-key-file given without a tls-port".into(),
+                ));
+            }
+            return Ok(None);
         }
+        let port = self
+            .tls_port
+            .checked_add(i)
+            .ok_or_else(|| ConfigError::Tls("tls-port + the node's index passes 65535".into()))?;
+        let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_key_file) else {
+            return Err(ConfigError::Tls(
+                "tls-port needs tls-cert-file and tls-key-file".into(),
+            ));
+        };
+        let mut tls = TlsConfig::new(port, cert, key, self.tls_ca_cert_file.as_deref());
+        tls.auth_clients = match self.tls_auth_clients {
+            AuthClientsArg::Yes => AuthClients::Yes,
+            AuthClientsArg::Optional => AuthClients::Optional,
+            AuthClientsArg::No => AuthClients::No,
+        };
+        Ok(Some(tls))
     }
 }
 
@@ -217,9 +281,11 @@ fn main() -> ExitCode {
                 let ports: Vec<u16> = (0..c.nodes)
                     .map(|i| c.base_port.checked_add(i))
                     .collect::<Option<_>>()
-                    .ok_or("--base-port + --nodes passes 65535")?;
+                    .ok_or_else(|| {
+                        StartError::Config("--base-port + --nodes passes 65535".into())
+                    })?;
                 if ports.is_empty() {
-                    return Err("--nodes must be at least 1".to_string());
+                    return Err(StartError::Config("--nodes must be at least 1".into()));
                 }
                 run_nodes(&c.server, &ports).await
             }
@@ -229,7 +295,13 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(Duration::from_millis(100));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(StartError::Config(e)) => {
+            // A setting that cannot work (a TLS file that does not load, restart-delay
+            // below max-ttl): bad usage, like a bad flag or config file line.
+            eprintln!("redlockd: {e}");
+            ExitCode::from(redlockd::redlock::flock::EXIT_USAGE as u8)
+        }
+        Err(StartError::Other(e)) => {
             eprintln!("redlockd: {e}");
             ExitCode::FAILURE
         }
@@ -252,24 +324,41 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     Ok(args)
 }
 
+/// Why the nodes could not run: a setting (exit 64) or anything else (exit 1).
+enum StartError {
+    Config(String),
+    Other(String),
+}
+
 /// Starts one node per port and runs until a signal or SHUTDOWN stops them.
-async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), String> {
+async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
     // Registered before any node listens: a SIGTERM that arrives as soon as a node
     // answers must be a clean shutdown (snapshot), not the default handler's death.
     let signals = ShutdownSignal::install();
     let mut handles: Vec<ServerHandle> = Vec::new();
     for (i, &port) in (0u16..).zip(ports) {
-        let handle = Server::start(args.config(i, port, ports.len() > 1))
-            .await
-            .map_err(|e| format!("cannot start a node on {}:{port}: {e}", args.bind))?;
+        let config = args
+            .config(i, port, ports.len() > 1)
+            .map_err(|e| StartError::Config(e.to_string()))?;
+        let handle = Server::start(config).await.map_err(|e| {
+            let msg = format!("cannot start a node on {}:{port}: {e}", args.bind);
+            if e.get_ref().is_some_and(|e| e.is::<ConfigError>()) {
+                StartError::Config(msg)
+            } else {
+                StartError::Other(msg)
+            }
+        })?;
         handles.push(handle);
     }
     if ports.len() > 1 {
         let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
         let fence = handles[0].fence_remaining().as_millis();
         println!("redlockd cluster: {} nodes", handles.len());
-        for a in &addrs {
-            println!("  redis://{a}");
+        for h in &handles {
+            match h.tls_addr() {
+                Some(tls) => println!("  redis://{}  rediss://{tls}", h.addr()),
+                None => println!("  redis://{}", h.addr()),
+            }
         }
         println!("nodes for clients: {}", addrs.join(","));
         if fence > 0 {

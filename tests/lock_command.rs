@@ -17,6 +17,9 @@ use tokio::time::{timeout, Instant};
 fn args(nodes: &[String], name: &str, command: &[&str]) -> LockArgs {
     LockArgs {
         nodes: nodes.to_vec(),
+        tls_ca_cert_file: None,
+        tls_cert_file: None,
+        tls_key_file: None,
         ttl: Duration::from_secs(1),
         wait: Duration::ZERO,
         grace: Duration::from_secs(5),

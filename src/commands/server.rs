@@ -2,10 +2,12 @@
 
 use super::table::COMMANDS;
 use super::{eq_ignore_case, CmdResult, Ctx, Spec};
+use crate::config::{AuthClients, Config, TlsConfig};
 use crate::glob;
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use std::fmt::Write;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -120,17 +122,21 @@ fn info_server(ctx: &Ctx, out: &mut String) {
         .clock
         .now_ms()
         .saturating_sub(ctx.shared.started_ms.load(Ordering::Relaxed));
-    let addr = ctx.client.info.laddr;
+    let c = &ctx.shared.config;
+    let tls_port = c.tls.as_ref().map_or(0, |t| t.port);
+    // Redis shows the TLS port as tcp_port on a TLS-only node; tls_port is redlockd's.
+    let tcp_port = if c.plain { c.port } else { tls_port };
     let _ = write!(
         out,
-        "redis_version:{}\r\nredlockd_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:tokio\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nclock:{}\r\n",
+        "redis_version:{}\r\nredlockd_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:tokio\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\ntls_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nclock:{}\r\n",
         super::connection::REDIS_VERSION,
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
         std::env::consts::ARCH,
         std::process::id(),
         ctx.shared.run_id,
-        addr.port(),
+        tcp_port,
+        tls_port,
         uptime_ms / 1000,
         uptime_ms / 86_400_000,
         if ctx.shared.clock.is_manual() { "manual" } else { "monotonic" },
@@ -374,7 +380,20 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let stats = &ctx.shared.stats;
             let settings: Vec<(&str, String)> = vec![
                 ("bind", c.bind.to_string()),
-                ("port", ctx.client.info.laddr.port().to_string()),
+                ("port", if c.plain { c.port } else { 0 }.to_string()),
+                ("tls-port", c.tls.as_ref().map_or(0, |t| t.port).to_string()),
+                ("tls-cert-file", tls_path(c, |t| Some(&t.cert_file))),
+                ("tls-key-file", tls_path(c, |t| Some(&t.key_file))),
+                ("tls-ca-cert-file", tls_path(c, |t| t.ca_cert_file.as_ref())),
+                (
+                    "tls-auth-clients",
+                    match c.tls.as_ref().map_or(AuthClients::Yes, |t| t.auth_clients) {
+                        AuthClients::Yes => "yes",
+                        AuthClients::Optional => "optional",
+                        AuthClients::No => "no",
+                    }
+                    .to_string(),
+                ),
                 ("databases", c.databases.to_string()),
                 ("maxclients", ctx.shared.maxclients().to_string()),
                 (
@@ -434,6 +453,15 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
 }
 
+/// A TLS file setting as CONFIG GET shows it (empty when unset, as in Redis).
+fn tls_path(c: &Config, path: impl Fn(&TlsConfig) -> Option<&PathBuf>) -> String {
+    c.tls
+        .as_ref()
+        .and_then(path)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
 /// The settings CONFIG SET can change while the server runs, with Redis's bounds.
 const LIVE: &[(&str, i64, i64)] = &[
     ("maxclients", 1, u32::MAX as i64),
@@ -448,6 +476,11 @@ const LIVE: &[(&str, i64, i64)] = &[
 const IMMUTABLE: &[&str] = &[
     "bind",
     "port",
+    "tls-port",
+    "tls-cert-file",
+    "tls-key-file",
+    "tls-ca-cert-file",
+    "tls-auth-clients",
     "databases",
     "proto-max-bulk-len",
     "requirepass",

@@ -13,8 +13,10 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use parking_lot::Mutex;
 use redis_protocol::resp2::{decode::decode_bytes_mut, types::BytesFrame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use super::nodes::Target;
 
 /// Idle connections kept per node; more concurrent requests than this simply dial.
 const MAX_IDLE: usize = 16;
@@ -51,18 +53,32 @@ impl From<io::Error> for NodeError {
     }
 }
 
+/// A connection's byte stream: TCP, or TLS over TCP (`rediss://`).
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync> Io for S {}
+
 /// One open connection: the socket and the bytes read but not yet decoded.
 struct Conn {
-    stream: TcpStream,
+    stream: Box<dyn Io>,
     rbuf: BytesMut,
     wbuf: Vec<u8>,
 }
 
 impl Conn {
-    async fn connect(addr: &str, password: Option<&[u8]>) -> Result<Conn, NodeError> {
-        let stream = TcpStream::connect(addr).await?;
+    async fn connect(target: &Target, password: Option<&[u8]>) -> Result<Conn, NodeError> {
+        let tcp = TcpStream::connect(&target.dial).await?;
         // Lock commands are single small writes waiting for a reply: Nagle only adds delay.
-        stream.set_nodelay(true)?;
+        tcp.set_nodelay(true)?;
+        let stream: Box<dyn Io> = match &target.tls {
+            None => Box::new(tcp),
+            Some((connector, name)) => Box::new(
+                connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| NodeError::Io(format!("TLS: {e}")))?,
+            ),
+        };
         let mut conn = Conn {
             stream,
             rbuf: BytesMut::with_capacity(512),
@@ -82,6 +98,8 @@ impl Conn {
         self.wbuf.clear();
         encode_command(&mut self.wbuf, args);
         self.stream.write_all(&self.wbuf).await?;
+        // TLS may hold the record in its session buffer until flushed.
+        self.stream.flush().await?;
         loop {
             match decode_bytes_mut(&mut self.rbuf) {
                 Ok(Some((frame, _, _))) => return Ok(frame),
@@ -171,15 +189,18 @@ impl Conn {
 
 /// One Redis-compatible node: its address, credentials and idle connections.
 pub(crate) struct Node {
+    /// As given (`rediss://h:p` or `h:p`): what errors name.
     addr: String,
+    target: Target,
     password: Option<Bytes>,
     idle: Mutex<Vec<Conn>>,
 }
 
 impl Node {
-    pub(crate) fn new(addr: String, password: Option<Bytes>) -> Node {
+    pub(crate) fn new(addr: String, target: Target, password: Option<Bytes>) -> Node {
         Node {
             addr,
+            target,
             password,
             idle: Mutex::new(Vec::new()),
         }
@@ -220,7 +241,7 @@ impl Node {
                     }
                 }
             }
-            let mut conn = Conn::connect(&self.addr, self.password.as_deref()).await?;
+            let mut conn = Conn::connect(&self.target, self.password.as_deref()).await?;
             let result = conn.execute(req).await;
             if matches!(result, Ok(_) | Err(NodeError::Server(_))) {
                 self.put_back(conn);

@@ -7,7 +7,7 @@ use std::process::ExitStatus;
 use std::task::Poll;
 use std::time::Duration;
 
-use super::{Redlock, RedlockError, RedlockOptions};
+use super::{Redlock, RedlockError, RedlockOptions, TlsOptions};
 use crate::config::parse_duration;
 
 /// Bad arguments (no nodes, an invalid duration, a TTL too small): `EX_USAGE`.
@@ -54,9 +54,20 @@ const MIN_TTL: Duration = Duration::from_millis(10);
 /// `redlockd lock` itself dies (even by SIGKILL), since nothing would keep the lock alive.
 #[derive(clap::Args, Debug, Clone)]
 pub struct LockArgs {
-    /// Nodes, as a comma-separated list of host:port (an odd number, 3 or 5, is usual).
+    /// Nodes, as a comma-separated list of host:port, or rediss://host:port for TLS (an
+    /// odd number, 3 or 5, is usual).
     #[arg(long, env = "REDLOCKD_NODES", value_delimiter = ',', required = true)]
     pub nodes: Vec<String>,
+    /// CA certificates (PEM) that sign the rediss:// nodes' certificates [default: the
+    /// system's trust store].
+    #[arg(long, env = "REDLOCKD_TLS_CA_CERT_FILE")]
+    pub tls_ca_cert_file: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for nodes that require one (tls-auth-clients yes).
+    #[arg(long, env = "REDLOCKD_TLS_CLIENT_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "REDLOCKD_TLS_CLIENT_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<std::path::PathBuf>,
     /// Lock TTL: how long the lock outlives a holder that dies without releasing it.
     /// The watchdog extends it every ttl/3. Milliseconds, or with ms/s/m/h.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -114,6 +125,11 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
         retry_delay: Duration::from_millis(50),
         retry_jitter: Duration::from_millis(100),
         fencing_tokens: args.fencing_token,
+        tls: TlsOptions {
+            ca_cert_file: args.tls_ca_cert_file.clone(),
+            cert_file: args.tls_cert_file.clone(),
+            key_file: args.tls_key_file.clone(),
+        },
     };
     let redlock = match Redlock::new(args.nodes.iter().cloned(), opts) {
         Ok(r) => r,

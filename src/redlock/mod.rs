@@ -19,6 +19,7 @@ mod conn;
 mod fenced;
 #[cfg(feature = "cli")]
 pub mod flock;
+mod nodes;
 mod watchdog;
 
 use std::fmt;
@@ -35,6 +36,7 @@ use tokio::time::Instant;
 
 pub use conn::NodeError;
 use conn::{Node, Request, Script};
+pub use nodes::TlsOptions;
 pub use watchdog::WatchedLock;
 
 /// Deletes the key only if it still holds our value, so a lock that expired and was
@@ -66,6 +68,8 @@ pub struct RedlockOptions {
     /// `FENCING.COMMIT` (redlockd nodes only; real Redis answers "unknown command").
     /// Off by default, so the client keeps working against any Redis.
     pub fencing_tokens: bool,
+    /// CA and client certificate for `rediss://` nodes.
+    pub tls: TlsOptions,
 }
 
 impl Default for RedlockOptions {
@@ -77,6 +81,7 @@ impl Default for RedlockOptions {
             retry_delay: Duration::from_millis(100),
             retry_jitter: Duration::from_millis(100),
             fencing_tokens: false,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -275,8 +280,9 @@ impl fmt::Debug for Redlock {
 }
 
 impl Redlock {
-    /// A client for `nodes` (`host:port` each). Nothing is dialled here: connections are
-    /// made on first use and remade after any failure.
+    /// A client for `nodes`: `host:port`, `redis://host:port`, or `rediss://host:port`
+    /// for TLS (with `opts.tls`; its files are read here). Nothing is dialled here:
+    /// connections are made on first use and remade after any failure.
     pub fn new<I, S>(nodes: I, opts: RedlockOptions) -> Result<Redlock, RedlockError>
     where
         I: IntoIterator<Item = S>,
@@ -284,18 +290,24 @@ impl Redlock {
     {
         let password = opts.password.clone().map(Bytes::from);
         let mut list = Vec::new();
+        // Built (its files read) once, for the first rediss:// node.
+        let mut tls: Option<tokio_rustls::TlsConnector> = None;
+        let mut connector = || match &tls {
+            Some(c) => Ok(c.clone()),
+            None => {
+                let c = nodes::connector(&opts.tls)?;
+                tls = Some(c.clone());
+                Ok(c)
+            }
+        };
         for addr in nodes {
             let addr: String = addr.into();
             let addr = addr.trim().to_string();
             if addr.is_empty() {
                 return Err(RedlockError::Config("empty node address".into()));
             }
-            if !addr.contains(':') {
-                return Err(RedlockError::Config(format!(
-                    "node address {addr:?} is not host:port"
-                )));
-            }
-            list.push(Node::new(addr, password.clone()));
+            let target = nodes::Target::new(&addr, &mut connector).map_err(RedlockError::Config)?;
+            list.push(Node::new(addr, target, password.clone()));
         }
         if list.is_empty() {
             return Err(RedlockError::Config("no nodes given".into()));

@@ -3,9 +3,10 @@
 
 mod connection;
 mod metrics;
+mod tls;
 
 use crate::commands::{NetState, Shared};
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::Clock;
 use std::io;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use std::task::Poll;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 /// How often the real-clock sweeper reclaims expired keys. With a manual clock the
 /// sweep runs inside every `advance` instead.
@@ -25,14 +27,29 @@ pub struct Server;
 impl Server {
     /// Binds, starts serving in the background on the current tokio runtime, and
     /// returns a handle with the bound address (port 0 picks a free port).
-    pub async fn start(config: Config) -> io::Result<ServerHandle> {
-        config
-            .validate()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let listener = listen((config.bind, config.port).into())?;
-        let addr = listener.local_addr()?;
+    pub async fn start(mut config: Config) -> io::Result<ServerHandle> {
+        let bad = |e: ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e);
+        config.validate().map_err(bad)?;
+        // The certificates are read before anything listens: a bad file stops the start.
+        let acceptor = config.tls.as_ref().map(tls::acceptor).transpose().map_err(bad)?;
+        let mut listeners = Vec::new();
+        if config.plain {
+            listeners.push(Listener::bind((config.bind, config.port).into(), None)?);
+            config.port = listeners[0].addr.port();
+        }
+        if let (Some(tls), Some(acceptor)) = (config.tls.as_mut(), acceptor) {
+            let l = Listener::bind((config.bind, tls.port).into(), Some(acceptor))?;
+            tls.port = l.addr.port();
+            listeners.push(l);
+        }
+        // The plain address, or the TLS one on a TLS-only node.
+        let addr = listeners[0].addr;
+        let tls_addr = listeners.iter().find(|l| l.tls.is_some()).map(|l| l.addr);
         let shared = Arc::new(Shared::open(config)?);
         log_fence(&shared, addr);
+        if let Some(at) = tls_addr {
+            tracing::info!(addr = %at, "listening for TLS");
+        }
         announce_fence_end(&shared);
         install_manual_sweep(&shared);
         let metrics_addr = match shared.config.metrics_addr {
@@ -45,10 +62,11 @@ impl Server {
             }
             None => None,
         };
-        let accept = tokio::spawn(accept_loop(listener, shared.clone()));
+        let accept = tokio::spawn(accept_loop(listeners, shared.clone()));
         let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&shared)));
         Ok(ServerHandle {
             addr,
+            tls_addr,
             metrics_addr,
             shared,
             accept: Some(accept),
@@ -172,20 +190,81 @@ fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
+/// One listening port: plain TCP, or TLS with its acceptor.
+struct Listener {
+    addr: SocketAddr,
+    /// `None` while a fault control has the node off the network.
+    socket: Option<TcpListener>,
+    tls: Option<TlsAcceptor>,
+}
+
+impl Listener {
+    fn bind(addr: SocketAddr, tls: Option<TlsAcceptor>) -> io::Result<Listener> {
+        let socket = listen(addr)?;
+        Ok(Listener {
+            addr: socket.local_addr()?,
+            socket: Some(socket),
+            tls,
+        })
+    }
+
+    /// Starts serving an accepted connection (TLS: its handshake first, in its task).
+    fn spawn(
+        &self,
+        connections: &mut JoinSet<()>,
+        shared: &Arc<Shared>,
+        stream: TcpStream,
+        peer: SocketAddr,
+    ) {
+        shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.set_nodelay(true);
+        let laddr = stream.local_addr().unwrap_or(peer);
+        match &self.tls {
+            None => connections.spawn(connection::serve(shared.clone(), stream, peer, laddr)),
+            Some(acceptor) => connections.spawn(tls::serve(
+                shared.clone(),
+                acceptor.clone(),
+                stream,
+                peer,
+                laddr,
+            )),
+        };
+    }
+}
+
+/// The next connection on any of the listeners, trying them in turn from `first` so
+/// that a flood on one port does not starve the other.
+async fn accept_any(
+    listeners: &[Listener],
+    first: usize,
+) -> (usize, io::Result<(TcpStream, SocketAddr)>) {
+    std::future::poll_fn(|cx| {
+        for k in 0..listeners.len() {
+            let i = (first + k) % listeners.len();
+            if let Some(socket) = &listeners[i].socket {
+                if let Poll::Ready(r) = socket.poll_accept(cx) {
+                    return Poll::Ready((i, r));
+                }
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
 /// Accepts connections while the node is up or paused. Fault controls
-/// (`Shared::set_net`) close the listener (Down: connections refused), and a move back
-/// to Up binds the same address again.
+/// (`Shared::set_net`) close the listeners (Down: connections refused), and a move back
+/// to Up binds the same addresses again.
 ///
 /// While paused, a new connection is still accepted, but its task only buffers what it
 /// reads (as the kernel's backlog would for a stopped process) and takes a turn in the
 /// paused queue: so `TestServer::resume`, which waits for that queue, also sees the
 /// requests of clients that dialled during the pause, and runs them in arrival order.
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let addr = listener.local_addr().ok();
-    let mut listener = Some(listener);
+async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
     let mut net = shared.net.subscribe();
     let mut connections = JoinSet::new();
-    loop {
+    let mut first = 0;
+    'serve: loop {
         let stop = shared.shutdown.notified();
         tokio::pin!(stop);
         stop.as_mut().enable();
@@ -194,34 +273,37 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         }
         let state = *net.borrow_and_update();
         if state == NetState::Down {
-            listener = None;
+            for l in listeners.iter_mut() {
+                l.socket = None;
+            }
             shared.listening.send_replace(false);
-        } else if listener.is_none() {
-            let Some(addr) = addr else { break };
-            match listen(addr) {
-                Ok(l) => {
-                    listener = Some(l);
-                    shared.listening.send_replace(true);
-                }
-                Err(e) => {
-                    tracing::warn!(%addr, "cannot bind again: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
+        } else if listeners.iter().any(|l| l.socket.is_none()) {
+            for l in listeners.iter_mut().filter(|l| l.socket.is_none()) {
+                match listen(l.addr) {
+                    Ok(socket) => l.socket = Some(socket),
+                    Err(e) => {
+                        tracing::warn!(addr = %l.addr, "cannot bind again: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue 'serve;
+                    }
                 }
             }
+            shared.listening.send_replace(true);
         }
         let accepting = state != NetState::Down;
         tokio::select! {
-            accepted = async { listener.as_ref().expect("bound while up").accept().await }, if accepting && listener.is_some() => match accepted {
+            (i, accepted) = accept_any(&listeners, first), if accepting => match accepted {
                 Ok((stream, peer)) => {
-                    spawn_plain(&mut connections, &shared, stream, peer);
+                    first = (i + 1) % listeners.len();
+                    let l = &listeners[i];
+                    l.spawn(&mut connections, &shared, stream, peer);
                     // Drain what else the kernel queued before going round the loop
                     // again (Redis takes up to 1000 per wakeup too).
-                    let l = listener.as_ref().expect("bound while up");
+                    let socket = l.socket.as_ref().expect("bound while up");
                     for _ in 0..MAX_ACCEPTS_PER_WAKEUP {
-                        let more = std::future::poll_fn(|cx| Poll::Ready(l.poll_accept(cx))).await;
+                        let more = std::future::poll_fn(|cx| Poll::Ready(socket.poll_accept(cx))).await;
                         let Poll::Ready(Ok((stream, peer))) = more else { break };
-                        spawn_plain(&mut connections, &shared, stream, peer);
+                        l.spawn(&mut connections, &shared, stream, peer);
                     }
                 }
                 Err(e) => {
@@ -237,7 +319,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             _ = &mut stop => break,
         }
     }
-    drop(listener);
+    drop(listeners);
     shared.listening.send_replace(false);
     shared.kill_clients();
     // Connections end at their next await once killed; bound the wait anyway (one
@@ -253,19 +335,6 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         dir.unlock();
     }
     tracing::info!("server stopped");
-}
-
-/// Starts serving an accepted plain TCP connection.
-fn spawn_plain(
-    connections: &mut JoinSet<()>,
-    shared: &Arc<Shared>,
-    stream: TcpStream,
-    peer: SocketAddr,
-) {
-    shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-    let _ = stream.set_nodelay(true);
-    let laddr = stream.local_addr().unwrap_or(peer);
-    connections.spawn(connection::serve(shared.clone(), stream, peer, laddr));
 }
 
 /// The clean-shutdown snapshot, only once every connection has ended: a command run
@@ -290,6 +359,7 @@ fn save_snapshot(shared: &Shared, drained: bool) {
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     accept: Option<tokio::task::JoinHandle<()>>,
@@ -297,9 +367,15 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// The address the server listens on.
+    /// The plain TCP address the server listens on; on a TLS-only node
+    /// (`Config::plain` off), the TLS address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS address (`Config::tls`, port 0 resolved).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// The server's clock (manual in tests: advance it to move TTLs and the fence).
