@@ -331,6 +331,17 @@ async fn a_bad_certificate_file_is_a_startup_error() {
         ),
         (
             TlsConfig {
+                key_file: pki.path("client.key"),
+                ..pki.server_tls()
+            },
+            format!(
+                "{} with {}",
+                pki.path("server.crt").display(),
+                pki.path("client.key").display()
+            ),
+        ),
+        (
+            TlsConfig {
                 ca_cert_file: Some(pki.path("garbage.pem")),
                 ..pki.server_tls()
             },
