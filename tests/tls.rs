@@ -4,9 +4,8 @@
 //! The CA and certificates are made at test time with rcgen (ECDSA P-256), written to
 //! a temporary directory per test: nothing secret or expiring is checked in.
 
-mod common;
+mod support;
 
-use common::{frame_len, resp, TIMEOUT};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -18,6 +17,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use support::{frame_len, resp, TIMEOUT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -211,7 +211,7 @@ async fn commands_over_tls_and_plain_side_by_side() {
     let got = c.call(&["GET", "big"]).await.unwrap();
     assert_eq!(got, format!("$300000\r\n{big}\r\n"));
     // The plain port sees the same keyspace.
-    let mut plain = common::client(&h).await;
+    let mut plain = support::conn(&h).await;
     let v: Option<String> = redis::cmd("GET")
         .arg("lock")
         .query_async(&mut plain)
