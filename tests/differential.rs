@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::time::{SystemTime, UNIX_EPOCH};
-use support::redis_server::{redlockd_like_redis, RedisNode};
+use support::redis_server::{diff_seed_and_ops, redlockd_like_redis, RedisNode};
 use support::*;
 
 /// Generates commands. Every relative TTL comes from a pool of distinct whole seconds
@@ -286,23 +286,6 @@ fn parse_int(frame: &str) -> Option<i64> {
     frame.strip_prefix(':')?.trim_end().parse().ok()
 }
 
-/// Extracts the bulk strings of an array frame, sorted (for KEYS).
-fn sorted_array(frame: &str) -> Vec<String> {
-    let parts: Vec<&str> = frame.split("\r\n").collect();
-    let mut out = Vec::new();
-    let mut i = 1;
-    while i + 1 < parts.len() {
-        if parts[i].starts_with('$') {
-            out.push(parts[i + 1].to_string());
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    out.sort();
-    out
-}
-
 fn equivalent(cmd: &str, redis: &str, ours: &str) -> bool {
     if redis == ours {
         return true;
@@ -310,7 +293,7 @@ fn equivalent(cmd: &str, redis: &str, ours: &str) -> bool {
     let tolerance = match cmd {
         "TTL" | "EXPIRETIME" => 1,
         "PTTL" | "PEXPIRETIME" => 200,
-        "KEYS" => return sorted_array(redis) == sorted_array(ours),
+        "KEYS" => return sorted_bulks(redis) == sorted_bulks(ours),
         _ => return false,
     };
     match (parse_int(redis), parse_int(ours)) {
@@ -322,15 +305,7 @@ fn equivalent(cmd: &str, redis: &str, ours: &str) -> bool {
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_commands_get_the_same_replies_as_redis() {
-    let seed: u64 = std::env::var("DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    let ops: usize = std::env::var("DIFF_OPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4000);
-    eprintln!("differential: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
+    let (seed, ops) = diff_seed_and_ops("differential");
 
     let redis = RedisNode::start(None);
     let ours = redlockd_like_redis(seed).await;

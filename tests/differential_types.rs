@@ -10,7 +10,7 @@ mod support;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use support::redis_server::{redlockd_like_redis, RedisNode};
+use support::redis_server::{diff_seed_and_ops, redlockd_like_redis, RedisNode};
 use support::*;
 
 /// Keys: mostly of one type each, but every command also meets the others.
@@ -282,23 +282,6 @@ impl Gen {
     }
 }
 
-/// Bulk strings of an array frame (nested arrays flattened), sorted.
-fn sorted_items(frame: &str) -> Vec<String> {
-    let parts: Vec<&str> = frame.split("\r\n").collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + 1 < parts.len() {
-        if parts[i].starts_with('$') && parts[i] != "$-1" {
-            out.push(parts[i + 1].to_string());
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    out.sort();
-    out
-}
-
 fn equivalent(args: &[String], redis: &str, ours: &str) -> bool {
     if redis == ours {
         return true;
@@ -316,21 +299,13 @@ fn equivalent(args: &[String], redis: &str, ours: &str) -> bool {
     let name = args[0].to_ascii_uppercase();
     unordered.contains(&name.as_str())
         && redis.as_bytes().first() == ours.as_bytes().first()
-        && sorted_items(redis) == sorted_items(ours)
+        && sorted_bulks(redis) == sorted_bulks(ours)
 }
 
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_collection_commands_get_the_same_replies_as_redis() {
-    let seed: u64 = std::env::var("DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    let ops: usize = std::env::var("DIFF_OPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4000);
-    eprintln!("differential_types: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
+    let (seed, ops) = diff_seed_and_ops("differential_types");
 
     let redis = RedisNode::start(None);
     let ours = redlockd_like_redis(seed).await;

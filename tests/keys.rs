@@ -51,23 +51,6 @@ async fn type_names_strings_and_missing_keys() {
     h.shutdown().await;
 }
 
-fn sorted_bulks(frame: &str) -> Vec<String> {
-    // "*N\r\n$len\r\nkey\r\n..." -> the keys, sorted.
-    let mut out: Vec<String> = Vec::new();
-    let parts: Vec<&str> = frame.split("\r\n").collect();
-    let mut i = 1;
-    while i + 1 < parts.len() {
-        if parts[i].starts_with('$') {
-            out.push(parts[i + 1].to_string());
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    out.sort();
-    out
-}
-
 #[tokio::test]
 async fn keys_matches_glob_patterns() {
     let h = start().await;

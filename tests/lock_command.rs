@@ -10,7 +10,7 @@ use redlockd::redlock::flock::{
     EXIT_UNAVAILABLE, EXIT_USAGE,
 };
 use redlockd::redlock::{Redlock, RedlockOptions};
-use support::redis_server::{addrs, cluster};
+use support::redis_server::{addrs, cluster, RedisNode};
 use support::TempPath;
 use tokio::time::{timeout, Instant};
 
@@ -133,6 +133,21 @@ async fn unreachable_nodes_and_bad_usage_have_their_own_codes() {
     );
 }
 
+/// Waits (bounded) until `key` is held and the command has started, then kills three
+/// of the five nodes; returns when they were killed.
+async fn kill_a_majority_once_acquired(nodes: &mut [RedisNode], key: &str) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while nodes[0].get(key).is_none() {
+        assert!(Instant::now() < deadline, "never acquired");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    Instant::now()
+}
+
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lock_stops_the_command() {
@@ -141,16 +156,7 @@ async fn a_lost_lock_stops_the_command() {
     a.ttl = Duration::from_millis(600);
     let run = tokio::spawn(run_lock_command(a));
     // Let it acquire and start the command.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while nodes[0].get("lost").is_none() {
-        assert!(Instant::now() < deadline, "never acquired");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    for n in &mut nodes[..3] {
-        n.kill();
-    }
-    let killed = Instant::now();
+    let killed = kill_a_majority_once_acquired(&mut nodes, "lost").await;
     let code = timeout(Duration::from_secs(5), run)
         .await
         .expect("stopped well before sleep 30 ends")
@@ -176,16 +182,7 @@ async fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
     a.ttl = Duration::from_millis(600);
     a.grace = Duration::from_millis(300);
     let run = tokio::spawn(run_lock_command(a));
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while nodes[0].get("stubborn").is_none() {
-        assert!(Instant::now() < deadline, "never acquired");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    for n in &mut nodes[..3] {
-        n.kill();
-    }
-    let killed = Instant::now();
+    let killed = kill_a_majority_once_acquired(&mut nodes, "stubborn").await;
     let code = timeout(Duration::from_secs(5), run)
         .await
         .expect("killed after the grace period")

@@ -180,3 +180,21 @@ impl Drop for TempPath {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The bulk strings of an array frame (nested arrays flattened, nulls skipped),
+/// sorted: for replies whose order is unspecified (KEYS, SMEMBERS).
+pub fn sorted_bulks(frame: &str) -> Vec<String> {
+    let parts: Vec<&str> = frame.split("\r\n").collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 1 < parts.len() {
+        if parts[i].starts_with('$') && parts[i] != "$-1" {
+            out.push(parts[i + 1].to_string());
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    out.sort();
+    out
+}

@@ -213,3 +213,13 @@ pub async fn redlockd_like_redis(seed: u64) -> redlockd::testing::TestServer {
     })
     .await
 }
+
+/// A differential run's seed and length: `DIFF_SEED` (default random) and `DIFF_OPS`
+/// (default 4000), printed so that a failing run can be replayed.
+pub fn diff_seed_and_ops(name: &str) -> (u64, usize) {
+    let env = |var: &str| std::env::var(var).ok().and_then(|s| s.parse().ok());
+    let seed: u64 = env("DIFF_SEED").unwrap_or_else(rand::random);
+    let ops = env("DIFF_OPS").map_or(4000, |n: u64| n as usize);
+    eprintln!("{name}: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
+    (seed, ops)
+}
