@@ -374,3 +374,64 @@ async fn info_memory_counts_a_big_value_and_gives_it_back() {
     assert!(after + (48 << 20) < held, "{held} -> {after}");
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn memory_subcommands_answer_as_redis_does() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "k", "0123456789abcdefghijkl"]).await;
+    c.cmd(&["HSET", "h", "f1", "v1", "f2", "v2"]).await;
+    let usage = c.cmd(&["MEMORY", "USAGE", "k"]).await;
+    let n: i64 = usage.trim_start_matches(':').trim().parse().unwrap();
+    assert!((100..400).contains(&n), "{usage}");
+    assert!(c
+        .cmd(&["MEMORY", "USAGE", "h", "SAMPLES", "0"])
+        .await
+        .starts_with(':'));
+    assert_eq!(c.cmd(&["MEMORY", "USAGE", "nokey"]).await, "$-1\r\n");
+    assert_eq!(
+        c.cmd(&["memory", "usage", "k", "samples"]).await,
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        c.cmd(&["memory", "usage", "k", "samples", "-1"]).await,
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        c.cmd(&["memory", "usage", "k", "samples", "x"]).await,
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        c.cmd(&["memory", "usage"]).await,
+        err("ERR wrong number of arguments for 'memory|usage' command")
+    );
+    assert_eq!(
+        c.cmd(&["memory", "purge", "x"]).await,
+        err("ERR wrong number of arguments for 'memory|purge' command")
+    );
+    assert_eq!(
+        c.cmd(&["memory", "foo"]).await,
+        err("ERR unknown subcommand 'foo'. Try MEMORY HELP.")
+    );
+    assert_eq!(
+        c.cmd(&["memory"]).await,
+        err("ERR wrong number of arguments for 'memory' command")
+    );
+    assert_eq!(c.cmd(&["MEMORY", "PURGE"]).await, "+OK\r\n");
+    let help = c.cmd(&["MEMORY", "HELP"]).await;
+    assert!(help.starts_with("*14\r\n+MEMORY <subcommand>"), "{help}");
+    let stats = c.cmd(&["MEMORY", "STATS"]).await;
+    for needle in [
+        "peak.allocated",
+        "total.allocated",
+        "db.0",
+        "overhead.hashtable.main",
+        "keys.count",
+        "fragmentation.bytes",
+    ] {
+        assert!(stats.contains(needle), "missing {needle} in {stats}");
+    }
+    let doctor = c.cmd(&["MEMORY", "DOCTOR"]).await;
+    assert!(doctor.contains("Sam"), "{doctor}");
+    h.shutdown().await;
+}

@@ -2,7 +2,7 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    cas, connection, debug, expire, fencing, functions, hashes, keys, lists, multi, ops, pubsub,
+    cas, connection, debug, expire, fencing, functions, hashes, keys, lists, memory, multi, ops, pubsub,
     scripting, server, sets, strings, zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
@@ -133,6 +133,7 @@ const ROWS: &[Row] = &[
     ("scan", -2, READONLY, 0, 0, 0, keys::scan),
     ("rename", 3, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, keys::rename),
     ("object", -2, READONLY, 2, 2, 1, keys::object),
+    ("memory", -2, READONLY, 2, 2, 1, memory::memory),
     // expiry
     ("expire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::expire),
     ("pexpire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::pexpire),

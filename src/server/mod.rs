@@ -18,9 +18,18 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-/// How often the real-clock sweeper reclaims expired keys. With a manual clock the
-/// sweep runs inside every `advance` instead.
-const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
+/// How often the real-clock sweeper looks for due deadlines. With a manual clock the
+/// sweep runs inside every `advance` instead. A key goes at most this plus one slot of
+/// the expiry index (16 ms) after its deadline.
+const SWEEP_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Due index entries handled per hold of the keyspace gate: a script or EXEC waiting
+/// for the gate waits for one slice (a few ms), not for a whole mass expiry.
+const SWEEP_SLICE: usize = 20_000;
+
+/// Keys reclaimed by a burst of expiry after which freed heap is handed back to the
+/// kernel (glibc keeps small freed chunks otherwise).
+const TRIM_AFTER_KEYS: usize = 10_000;
 
 pub struct Server;
 
@@ -46,6 +55,7 @@ impl Server {
         let addr = listeners[0].addr;
         let tls_addr = listeners.iter().find(|l| l.tls.is_some()).map(|l| l.addr);
         let shared = Arc::new(Shared::open(config)?);
+        crate::memory::mark_startup();
         log_fence(&shared, addr);
         if let Some(at) = tls_addr {
             tracing::info!(addr = %at, "listening for TLS");
@@ -63,14 +73,13 @@ impl Server {
             None => None,
         };
         let accept = tokio::spawn(accept_loop(listeners, shared.clone()));
-        let sweeper = tokio::spawn(sweep_loop(Arc::downgrade(&shared)));
+        spawn_sweeper(&shared)?;
         Ok(ServerHandle {
             addr,
             tls_addr,
             metrics_addr,
             shared,
             accept: Some(accept),
-            sweeper,
         })
     }
 }
@@ -132,36 +141,77 @@ fn install_manual_sweep(shared: &Arc<Shared>) {
     });
 }
 
-fn sweep(shared: &Shared) {
+/// One active-expiry pass: files the deadlines written since the last pass, then
+/// removes the keys whose deadlines are due, in slices (`SWEEP_SLICE`). Returns how
+/// many keys went.
+fn sweep(shared: &Shared) -> usize {
+    let dbs = shared.keyspace.dbs();
+    // Filed even while active expiry is off, so the pending lists stay short.
+    dbs.iter().for_each(|db| db.file_pending());
     if !shared.active_expire.load(Ordering::Relaxed) {
-        return;
+        return 0;
     }
-    // A script holds the gate exclusively and sees time frozen at its start: keys must
-    // not vanish under it, so the sweep waits for the next pass.
-    let Some(_gate) = crate::commands::atomic::try_shared(shared) else {
-        return;
-    };
-    let n = shared.keyspace.sweep(shared.clock.now_ms());
-    shared
-        .stats
-        .expired_keys
-        .fetch_add(n as u64, Ordering::Relaxed);
+    let mut total = 0;
+    for db in dbs {
+        loop {
+            // A script holds the gate exclusively and sees time frozen at its start:
+            // keys must not vanish under it, so the sweep waits for the next pass.
+            let Some(gate) = crate::commands::atomic::try_shared(shared) else {
+                return total;
+            };
+            let (n, more) = db.reclaim_due(shared.clock.now_ms(), SWEEP_SLICE);
+            drop(gate);
+            total += n;
+            shared
+                .stats
+                .expired_keys
+                .fetch_add(n as u64, Ordering::Relaxed);
+            if !more {
+                break;
+            }
+        }
+    }
+    total
 }
 
-async fn sweep_loop(shared: Weak<Shared>) {
-    let mut tick = tokio::time::interval(SWEEP_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// The real-clock sweeper: a thread of its own, so a mass expiry never runs on an
+/// async worker (a full scan there stalled every connection of that worker). Idle, it
+/// wakes every `SWEEP_INTERVAL` to find nothing due: no work per key.
+fn spawn_sweeper(shared: &Arc<Shared>) -> io::Result<()> {
+    if shared.clock.is_manual() {
+        return Ok(());
+    }
+    let weak = Arc::downgrade(shared);
+    std::thread::Builder::new()
+        .name("redlockd-expiry".into())
+        .spawn(move || sweeper(weak))?;
+    Ok(())
+}
+
+fn sweeper(shared: Weak<Shared>) {
+    let mut round = 0usize;
+    let mut freed = 0usize;
     loop {
-        tick.tick().await;
+        std::thread::sleep(SWEEP_INTERVAL);
         let Some(shared) = shared.upgrade() else {
             return;
         };
         if shared.shutting_down.load(Ordering::SeqCst) {
             return;
         }
-        if !shared.clock.is_manual() {
-            sweep(&shared);
+        let n = sweep(&shared);
+        // Tables emptied by DEL rather than expiry: one database's shards per tick.
+        let dbs = shared.keyspace.dbs();
+        if !dbs.is_empty() {
+            freed += dbs[round % dbs.len()].shrink_sparse_shards();
+            round = round.wrapping_add(1);
         }
+        freed += n;
+        if n == 0 && freed >= TRIM_AFTER_KEYS {
+            crate::memory::trim();
+            freed = 0;
+        }
+        crate::memory::used_memory(); // keeps the peak current
     }
 }
 
@@ -261,7 +311,7 @@ async fn accept_any(
 /// paused queue: so `TestServer::resume`, which waits for that queue, also sees the
 /// requests of clients that dialled during the pause, and runs them in arrival order.
 async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
-    let mut net = shared.faults.net.subscribe();
+    let mut net = shared.net.subscribe();
     let mut connections = JoinSet::new();
     let mut first = 0;
     'serve: loop {
@@ -276,7 +326,7 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
             for l in listeners.iter_mut() {
                 l.socket = None;
             }
-            shared.faults.listening.send_replace(false);
+            shared.listening.send_replace(false);
         } else if listeners.iter().any(|l| l.socket.is_none()) {
             for l in listeners.iter_mut().filter(|l| l.socket.is_none()) {
                 match listen(l.addr) {
@@ -288,7 +338,7 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
                     }
                 }
             }
-            shared.faults.listening.send_replace(true);
+            shared.listening.send_replace(true);
         }
         let accepting = state != NetState::Down;
         tokio::select! {
@@ -320,7 +370,7 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
         }
     }
     drop(listeners);
-    shared.faults.listening.send_replace(false);
+    shared.listening.send_replace(false);
     shared.kill_clients();
     // Connections end at their next await once killed; bound the wait anyway (one
     // stuck in a long C call inside a script cannot be stopped).
@@ -363,7 +413,6 @@ pub struct ServerHandle {
     metrics_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     accept: Option<tokio::task::JoinHandle<()>>,
-    sweeper: tokio::task::JoinHandle<()>,
 }
 
 impl ServerHandle {
@@ -422,7 +471,6 @@ impl ServerHandle {
     pub async fn shutdown(mut self) {
         self.shared.request_shutdown();
         self.stopped().await;
-        self.sweeper.abort();
     }
 }
 
@@ -430,6 +478,5 @@ impl Drop for ServerHandle {
     fn drop(&mut self) {
         // A handle dropped without `shutdown` (a failed test) still frees its port.
         self.shared.request_shutdown();
-        self.sweeper.abort();
     }
 }

@@ -1,15 +1,40 @@
+use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::watch::{WatchFlag, Watched};
 use super::Entry;
 use bytes::Bytes;
 use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::mapref::one::{Ref, RefMut};
 use dashmap::DashMap;
-use std::hash::{BuildHasher, DefaultHasher, Hasher};
+use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 /// How many locks a database is split into. Many small shards keep both command
 /// contention and the sweeper's per-shard pauses short (a million keys is ~16k a shard).
 const SHARDS: usize = 64;
+
+/// Expired keys removed per hold of a shard's write lock (a few tens of microseconds):
+/// a mass expiry never stalls the commands waiting for that shard for long.
+const REMOVALS_PER_LOCK: usize = 256;
+
+/// A shard's table is shrunk once it is less than a quarter full, and never below this
+/// many buckets (tiny tables are not worth rehashing).
+const SHRINK_MIN_BUCKETS: usize = 256;
+
+/// Shrinks a locked shard table that is less than a quarter full (mass expiry, DEL):
+/// hashbrown never shrinks on its own. (A macro: dashmap does not name the table type.)
+macro_rules! shrink_if_sparse {
+    ($db:expr, $table:expr) => {
+        if $table.buckets() > SHRINK_MIN_BUCKETS && $table.len() * 4 < $table.buckets() {
+            let hasher = $db.map.hasher();
+            let len = $table.len();
+            $table.shrink_to(len * 2, |(k, _)| {
+                let mut h = hasher.build_hasher();
+                k.hash(&mut h);
+                h.finish()
+            });
+        }
+    };
+}
 
 /// SipHash keyed by a seed: the seed makes SCAN order repeatable in tests and
 /// unpredictable (collision-resistant) in production, where it is random.
@@ -30,6 +55,7 @@ impl BuildHasher for SeededState {
 pub struct Db {
     map: DashMap<Bytes, Entry, SeededState>,
     watched: Watched,
+    expiry: ExpiryIndex,
 }
 
 impl Db {
@@ -37,7 +63,21 @@ impl Db {
         Db {
             map: DashMap::with_hasher_and_shard_amount(SeededState(seed), SHARDS),
             watched: Watched::default(),
+            expiry: ExpiryIndex::new(SHARDS),
         }
+    }
+
+    /// The hash the shard tables use for `key`.
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.map.hasher().hash_one(key)
+    }
+
+    /// A write to `key` is coming (the caller may set its deadline): the expiry index
+    /// will read it later (`expiry.rs`).
+    fn note_write(&self, key: &[u8]) {
+        let hash = self.hash(key);
+        self.expiry
+            .note(self.map.determine_shard(hash as usize), hash);
     }
 
     /// Removes `key` if it is expired (lazy expiry), touching it if it was.
@@ -66,6 +106,7 @@ impl Db {
     pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_, Bytes, Entry>> {
         let found = self.map.get_mut(key)?;
         if !found.is_expired(now_ms) {
+            self.note_write(key);
             self.watched.touch(key, true);
             return Some(found);
         }
@@ -88,6 +129,7 @@ impl Db {
             }
             slot => slot,
         };
+        self.note_write(key);
         self.watched.touch(key, true);
         slot
     }
@@ -101,7 +143,11 @@ impl Db {
 
     /// Stores `entry` at `key`, replacing whatever was there.
     pub fn insert(&self, key: &[u8], entry: Entry) {
+        let has_deadline = entry.deadline_ms.is_some();
         self.map.insert(Bytes::copy_from_slice(key), entry);
+        if has_deadline {
+            self.note_write(key);
+        }
         self.watched.touch(key, true);
     }
 
@@ -158,6 +204,7 @@ impl Db {
             .into_iter()
             .filter(|k| self.map.contains_key(k))
             .collect();
+        self.expiry.clear();
         self.map.clear();
         // clear keeps every shard's table: give the memory back (FLUSHALL on a
         // million keys otherwise leaves ~200 MB of empty buckets).
@@ -185,17 +232,157 @@ impl Db {
         }
     }
 
-    /// Reclaims every expired entry, one shard at a time; returns how many.
-    pub fn sweep(&self, now_ms: u64) -> usize {
-        let before = self.map.len();
-        self.map.retain(|k, e| {
-            let expired = e.is_expired(now_ms);
-            if expired {
-                self.watched.touch(k, false);
+    /// Files the deadlines of the keys written since the last call (`expiry.rs`).
+    pub fn file_pending(&self) {
+        let shards = self.map.shards();
+        for (shard, hashes) in self.expiry.take_pending() {
+            let mut found = Vec::with_capacity(hashes.len());
+            {
+                let table = shards[shard].read();
+                for &hash in &hashes {
+                    // SAFETY: the read lock is held while the buckets are read.
+                    unsafe {
+                        // iter_hash yields every bucket whose 7-bit tag matches: the
+                        // full hash is checked on the ones with a deadline.
+                        for bucket in table.iter_hash(hash) {
+                            let (k, e) = bucket.as_ref();
+                            if let Some(d) = e.get().deadline_ms {
+                                if self.hash(k) == hash {
+                                    found.push((d, hash));
+                                }
+                            }
+                        }
+                    }
+                }
             }
-            !expired
-        });
-        before.saturating_sub(self.map.len())
+            let mut slots = self.expiry.slots();
+            for (d, hash) in found {
+                self.expiry.file(&mut slots, d, hash);
+            }
+        }
+    }
+
+    /// Removes the expired keys whose slot is due, at most about `budget` lookups;
+    /// returns how many keys went and whether due work is left for another call.
+    pub fn reclaim_due(&self, now_ms: u64, budget: usize) -> (usize, bool) {
+        let mut due = self.expiry.take_due(now_ms);
+        if due.is_empty() {
+            return (0, false);
+        }
+        let left = if due.len() > budget {
+            due.split_off(budget)
+        } else {
+            Vec::new()
+        };
+        let more = !left.is_empty();
+        if more {
+            self.expiry.refile_due(left);
+        }
+        let shards = self.map.shards();
+        let mut by_shard: Vec<(usize, u64)> = due
+            .into_iter()
+            .map(|h| (self.map.determine_shard(h as usize), h))
+            .collect();
+        by_shard.sort_unstable();
+        let mut removed = 0;
+        let mut not_yet = Vec::new();
+        let now_slot = now_ms / SLOT_MS;
+        for batch in by_shard.chunk_by(|a, b| a.0 == b.0) {
+            for part in batch.chunks(REMOVALS_PER_LOCK) {
+                let mut gone = Vec::new();
+                let shard = part[0].0;
+                {
+                    let mut table = shards[shard].write();
+                    for &(_, hash) in part {
+                        let mine = |k: &Bytes| self.hash(k) == hash;
+                        while let Some(b) =
+                            table.find(hash, |(k, e)| e.get().is_expired(now_ms) && mine(k))
+                        {
+                            // SAFETY: the bucket was just found in this table, under
+                            // its write lock.
+                            let ((k, e), _) = unsafe { table.remove(b) };
+                            self.watched.touch(&k, false);
+                            gone.push((k, e));
+                        }
+                        // Due later in a slot being looked at now: file it again. (A
+                        // later slot's deadline was filed when it was written.)
+                        let later = table.find(hash, |(k, e)| {
+                            e.get().deadline_ms.is_some_and(|d| d / SLOT_MS <= now_slot) && mine(k)
+                        });
+                        if let Some(b) = later {
+                            // SAFETY: found in this table, under its lock.
+                            let d = unsafe { b.as_ref() }.1.get().deadline_ms;
+                            not_yet.extend(d.map(|d| (d, hash)));
+                        }
+                    }
+                    removed += gone.len();
+                    shrink_if_sparse!(self, table);
+                }
+                // Freed outside the lock (a big value takes a while to free).
+                drop(gone);
+            }
+        }
+        if !not_yet.is_empty() {
+            let mut slots = self.expiry.slots();
+            for (d, hash) in not_yet {
+                self.expiry.file(&mut slots, d, hash);
+            }
+        }
+        (removed, more)
+    }
+
+    /// Shrinks the sparse shard tables (the sweeper calls it round-robin, for tables
+    /// emptied by DEL rather than by expiry); returns how many buckets were freed.
+    pub fn shrink_sparse_shards(&self) -> usize {
+        let shards = self.map.shards();
+        let mut freed = 0;
+        for shard in shards.iter() {
+            let sparse = {
+                let t = shard.read();
+                t.buckets() > SHRINK_MIN_BUCKETS && t.len() * 4 < t.buckets()
+            };
+            if sparse {
+                let mut table = shard.write();
+                let before = table.buckets();
+                shrink_if_sparse!(self, table);
+                freed += before - table.buckets();
+            }
+        }
+        freed
+    }
+
+    /// Every expired key whose deadline is filed, now (tests, the manual clock).
+    pub fn sweep(&self, now_ms: u64) -> usize {
+        self.file_pending();
+        let mut total = 0;
+        loop {
+            let (n, more) = self.reclaim_due(now_ms, usize::MAX);
+            total += n;
+            if !more {
+                return total;
+            }
+        }
+    }
+
+    /// Deadlines filed in the expiry index (stale ones included).
+    pub fn expiry_filed(&self) -> usize {
+        self.expiry.filed()
+    }
+
+    /// Bytes held by the shard tables themselves (buckets and control bytes).
+    pub fn table_bytes(&self) -> usize {
+        self.map
+            .shards()
+            .iter()
+            .map(|s| {
+                let t = s.read();
+                if t.buckets() <= 1 {
+                    0
+                } else {
+                    t.allocation_info().1.size()
+                }
+            })
+            .sum()
     }
 
     /// One SCAN step: the cursor is a shard index; whole shards are returned until at
@@ -303,6 +490,43 @@ mod tests {
         }
         assert_eq!(db.sweep(11), 500);
         assert_eq!(db.len(), 500);
+    }
+
+    #[test]
+    fn deadlines_set_through_guards_are_indexed() {
+        let db = Db::new(3);
+        db.insert(b"a", entry_with_deadline(None));
+        db.get_mut(b"a", 0).unwrap().deadline_ms = Some(50);
+        match db.entry(b"b", 0) {
+            MapEntry::Vacant(v) => {
+                v.insert(entry_with_deadline(Some(70)));
+            }
+            MapEntry::Occupied(_) => unreachable!(),
+        }
+        // Extended before its first deadline: the old index entry finds nothing due.
+        db.insert(b"c", entry_with_deadline(Some(40)));
+        db.get_mut(b"c", 0).unwrap().deadline_ms = Some(1000);
+        assert_eq!(db.sweep(100), 2);
+        assert_eq!(db.len(), 1);
+        assert!(db.get(b"c", 100).is_some());
+        assert_eq!(db.sweep(1001), 1);
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn nothing_due_means_no_work_and_mass_expiry_shrinks_tables() {
+        let db = Db::new(5);
+        for i in 0..100_000u32 {
+            let d = if i % 10 == 0 { 1_000_000 } else { 500 };
+            db.insert(&i.to_be_bytes(), entry_with_deadline(Some(d)));
+        }
+        assert_eq!(db.sweep(400), 0);
+        assert_eq!(db.len(), 100_000);
+        let full = db.table_bytes();
+        assert_eq!(db.sweep(600), 90_000);
+        assert_eq!(db.len(), 10_000);
+        assert!(db.table_bytes() * 3 < full, "{full} -> {}", db.table_bytes());
+        assert_eq!(db.expiry_filed(), 10_000);
     }
 
     #[test]

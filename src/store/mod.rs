@@ -2,6 +2,7 @@
 //! every access and an active sweeper. Knows nothing of the network or of commands.
 
 mod db;
+mod expiry;
 mod set;
 pub mod snapshot;
 mod value;
