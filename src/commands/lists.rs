@@ -9,6 +9,7 @@
 
 use super::blocking::{pop_or_block, Pop, Side};
 use super::hashes::parse_float;
+use super::typed::{self, copy};
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Value};
@@ -18,9 +19,6 @@ use std::collections::VecDeque;
 
 type List = VecDeque<Bytes>;
 
-fn copy(b: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(b)
-}
 
 fn push_side(list: &mut List, side: Side, value: Bytes) {
     match side {
@@ -36,31 +34,14 @@ fn pop_side(list: &mut List, side: Side) -> Option<Bytes> {
     }
 }
 
-/// The list at `key` for a read: `None` when missing, WRONGTYPE for another type.
+/// The list at `key` for a read (see `typed::read`).
 fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&List) -> T) -> Result<Option<T>, Reply> {
-    match ctx.db().get(key, ctx.now_ms) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::List(l) => Ok(Some(f(l))),
-            _ => Err(errors::wrongtype()),
-        },
-    }
+    typed::read(ctx, key, f)
 }
 
-/// Runs `f` on an existing list; `None` when the key is missing. The key is removed
-/// if `f` leaves the list empty.
+/// Runs `f` on an existing list (see `typed::modify`).
 fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut List) -> T) -> Result<Option<T>, Reply> {
-    let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
-        return Ok(None);
-    };
-    let Value::List(list) = &mut e.get_mut().value else {
-        return Err(errors::wrongtype());
-    };
-    let out = f(list);
-    if list.is_empty() {
-        e.remove();
-    }
-    Ok(Some(out))
+    typed::modify(ctx, key, f)
 }
 
 /// Pushes `values` one by one at `side`; creates the list unless `only_existing`.

@@ -21,6 +21,7 @@ pub mod shared;
 pub mod stats;
 pub mod strings;
 pub mod table;
+mod typed;
 
 pub mod blocking;
 pub mod hashes;
