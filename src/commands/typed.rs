@@ -111,3 +111,20 @@ pub(super) fn write<C: Collection, T>(
 pub(super) fn copy(b: &[u8]) -> Bytes {
     Bytes::copy_from_slice(b)
 }
+
+/// Redis's index normalisation (LRANGE, LTRIM, ZRANGE by rank): negative indexes count
+/// from the end, the range is clipped to the collection; `None` when it is empty.
+pub(super) fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
+    (start <= stop && start < len).then_some((start as usize, stop as usize))
+}
