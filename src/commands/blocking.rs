@@ -339,7 +339,7 @@ fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(
                 Slot::Vacant(v) => {
                     let mut z = crate::store::ZSet::new();
                     z.insert(&member, score);
-                    v.insert(Entry::new(Value::ZSet(z)));
+                    v.insert(Entry::new(Value::ZSet(Box::new(z))));
                 }
             });
             Some((reply, undo))

@@ -13,7 +13,6 @@
 //! number is here for whoever weighs that again.
 
 use bytes::{Bytes, BytesMut};
-use redis_protocol::resp2::{decode::decode_bytes_mut, types::BytesFrame};
 
 /// Longest header line or inline request without a newline (Redis's PROTO_INLINE_MAX_SIZE).
 const MAX_LINE: usize = 64 * 1024;
@@ -171,23 +170,19 @@ fn parse_multibulk(
         }
         pos += 2;
     }
-    // The frame is complete and well formed: the crate slices it out without copying.
-    let frame = match decode_bytes_mut(buf) {
-        Ok(Some((frame, amt, _))) if amt == pos => frame,
-        Ok(_) => return Err(ProtocolError::new("invalid multibulk frame")),
-        Err(e) => return Err(ProtocolError::new(e.to_string())),
-    };
-    let BytesFrame::Array(items) = frame else {
-        return Err(ProtocolError::new("invalid multibulk frame"));
-    };
-    items
-        .into_iter()
-        .map(|f| match f {
-            BytesFrame::BulkString(b) => Ok(b),
-            _ => Err(ProtocolError::new("invalid multibulk frame")),
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
+    // The frame is complete and well formed: slice the arguments out of it without
+    // copying, walking the headers just checked (no second parser over the frame).
+    let frame = buf.split_to(pos).freeze();
+    let mut args = Vec::with_capacity(count as usize);
+    let mut at = eol + 2;
+    for _ in 0..count {
+        let end = find_crlf(&frame, at + 1).expect("checked above");
+        let len = parse_int(&frame[at + 1..end]).expect("checked above") as usize;
+        let start = end + 2;
+        args.push(frame.slice(start..start + len));
+        at = start + len + 2;
+    }
+    Ok(Some(args))
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {

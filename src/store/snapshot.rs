@@ -74,7 +74,7 @@ pub fn encode(keyspace: &Keyspace, now_ms: u64, header: &Header) -> Vec<u8> {
                 Value::Hash(h) => {
                     body.push(TYPE_HASH);
                     body.extend_from_slice(&(h.len() as u32).to_le_bytes());
-                    for (f, v) in h {
+                    for (f, v) in h.iter() {
                         put_bytes(&mut body, f);
                         put_bytes(&mut body, v);
                     }
@@ -163,7 +163,7 @@ pub fn decode(raw: &[u8]) -> Result<Snapshot, String> {
                     let f = r.bytes()?;
                     h.insert(f, r.bytes()?);
                 }
-                Value::Hash(h)
+                Value::Hash(Box::new(h))
             }
             TYPE_LIST => {
                 let n = r.u32()?;
@@ -181,7 +181,7 @@ pub fn decode(raw: &[u8]) -> Result<Snapshot, String> {
                 for _ in 0..n {
                     set.insert(&r.bytes()?);
                 }
-                Value::Set(set)
+                Value::Set(Box::new(set))
             }
             TYPE_ZSET => {
                 let n = r.u32()?;
@@ -190,7 +190,7 @@ pub fn decode(raw: &[u8]) -> Result<Snapshot, String> {
                     let m = r.bytes()?;
                     z.insert(&m, f64::from_bits(r.u64()?));
                 }
-                Value::ZSet(z)
+                Value::ZSet(Box::new(z))
             }
             t => return Err(format!("unknown value type {t}")),
         };
@@ -289,7 +289,7 @@ mod tests {
         );
         let mut h = HashMap::new();
         h.insert(Bytes::from("f"), Bytes::from("1"));
-        ks.db(3).insert(b"hash", Entry::new(Value::Hash(h)));
+        ks.db(3).insert(b"hash", Entry::new(Value::Hash(Box::new(h))));
         ks.db(1).insert(
             b"list",
             Entry::new(Value::List(VecDeque::from([
@@ -300,11 +300,11 @@ mod tests {
         let mut set = Set::new();
         set.insert(b"a");
         set.insert(b"7");
-        ks.db(0).insert(b"set", Entry::new(Value::Set(set)));
+        ks.db(0).insert(b"set", Entry::new(Value::Set(Box::new(set))));
         let mut z = ZSet::new();
         z.insert(b"m", 1.5);
         z.insert(b"n", -0.25);
-        ks.db(0).insert(b"zset", Entry::new(Value::ZSet(z)));
+        ks.db(0).insert(b"zset", Entry::new(Value::ZSet(Box::new(z))));
         let header = Header {
             node_id: [9; 16],
             boot: 4,

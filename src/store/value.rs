@@ -2,14 +2,17 @@ use super::{Set, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 
-/// What a key holds.
+/// What a key holds. Every variant is at most 32 bytes (the big collections are
+/// boxed): `Value` sits in every slot of the shard tables, and most keys are locks
+/// (strings), so the largest variant sets the bytes per lock.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::box_collection)] // the point: a 48-byte map behind an 8-byte pointer
 pub enum Value {
     Str(Bytes),
-    Hash(HashMap<Bytes, Bytes>),
+    Hash(Box<HashMap<Bytes, Bytes>>),
     List(VecDeque<Bytes>),
-    Set(Set),
-    ZSet(ZSet),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
 }
 
 impl Value {
@@ -68,5 +71,16 @@ impl Entry {
     /// As Redis: a key expires when now is past its deadline.
     pub fn is_expired(&self, now_ms: u64) -> bool {
         matches!(self.deadline_ms, Some(d) if now_ms > d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_stays_small() {
+        assert_eq!(std::mem::size_of::<Value>(), 40);
+        assert_eq!(std::mem::size_of::<Entry>(), 56);
     }
 }
