@@ -361,6 +361,13 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
             }
         }
         println!("nodes for clients: {}", addrs.join(","));
+        let tls: Vec<String> = handles
+            .iter()
+            .filter_map(|h| h.tls_addr().map(|a| format!("rediss://{a}")))
+            .collect();
+        if !tls.is_empty() {
+            println!("TLS nodes for clients: {}", tls.join(","));
+        }
         if fence > 0 {
             println!(
                 "restart fence: writes get TRYAGAIN for the first {fence} ms (max-ttl + margin); --restart-delay 0 skips it"
