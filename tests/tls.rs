@@ -569,3 +569,35 @@ async fn redlock_over_tls_to_five_nodes() {
         h.shutdown().await;
     }
 }
+
+/// A connection that never starts its handshake (or sends plain text) holds nothing
+/// up: other clients are served, and shutdown does not wait for it.
+#[tokio::test]
+async fn a_silent_or_plain_text_connection_to_the_tls_port_blocks_nothing() {
+    let pki = Pki::new();
+    let h = start(|c| c.tls = Some(pki.server_tls())).await;
+    let addr = h.tls_addr().unwrap();
+    let _silent = TcpStream::connect(addr).await.unwrap();
+    let mut plain = TcpStream::connect(addr).await.unwrap();
+    plain.write_all(&resp(&["PING"])).await.unwrap();
+    let mut answer = Vec::new();
+    // The server answers plain text with a TLS alert (or nothing) and closes.
+    let _ = tokio::time::timeout(TIMEOUT, plain.read_to_end(&mut answer))
+        .await
+        .expect("the plain-text connection is closed in time");
+    assert!(!answer.starts_with(b"+PONG"), "{answer:?}");
+    let mut c = TlsClient::connect(addr, &pki.connector(Some("client")))
+        .await
+        .unwrap();
+    assert_eq!(c.call(&["PING"]).await.unwrap(), "+PONG\r\n");
+    let started = std::time::Instant::now();
+    tokio::time::timeout(TIMEOUT, h.shutdown())
+        .await
+        .expect("shutdown in time");
+    // The connection loop's drain bound is 300 ms; a waiting handshake must not use it.
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+}
