@@ -12,7 +12,8 @@
 //! Features: `server` (the server, `testing`, `inmem`), `client` (the Redlock client),
 //! `cli` (the `redlockd` binary and `redlock::flock`; implies both). All are on by
 //! default; `default-features = false, features = ["client"]` builds the client alone,
-//! without Lua, dashmap or clap.
+//! without Lua, dashmap or clap. Server and client both speak TLS (rustls with ring):
+//! [`TlsConfig`] for the server, `redlock::TlsOptions` for `rediss://` nodes.
 
 /// Items that exist only with the `server` feature.
 macro_rules! server {
