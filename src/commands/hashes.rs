@@ -5,61 +5,30 @@
 //! follow Redis's t_hash.c replies exactly. Like Redis, an empty hash is never kept:
 //! removing the last field removes the key.
 
+use super::typed::{self, copy};
 use super::{int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Value};
+use crate::store::Value;
 use bytes::Bytes;
 use dashmap::mapref::entry::Entry as Slot;
 use std::collections::HashMap;
 
 type Hash = HashMap<Bytes, Bytes>;
 
-/// The hash at `key` for a read: `None` when the key is missing, WRONGTYPE when it
-/// holds something else.
+/// The hash at `key` for a read (see `typed::read`).
 fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Hash) -> T) -> Result<Option<T>, Reply> {
-    match ctx.db().get(key, ctx.now_ms) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::Hash(h) => Ok(Some(f(h))),
-            _ => Err(errors::wrongtype()),
-        },
-    }
+    typed::read(ctx, key, f)
 }
 
-/// Runs `f` on the hash at `key`, creating it when missing. A hash is created only
-/// through here, so `--require-ttl` is checked once: a new hash has no TTL. An empty
-/// hash left by `f` is removed (a failed `f` on a new key must not leave one behind).
+/// Runs `f` on the hash at `key`, creating it when missing (see `typed::write`).
 fn write<T>(
     ctx: &Ctx,
     key: &[u8],
     f: impl FnOnce(&mut Hash) -> Result<T, Reply>,
 ) -> Result<T, Reply> {
-    match ctx.db().entry(key, ctx.now_ms) {
-        Slot::Occupied(mut e) => {
-            let Value::Hash(h) = &mut e.get_mut().value else {
-                return Err(errors::wrongtype());
-            };
-            let out = f(h);
-            if h.is_empty() {
-                e.remove();
-            }
-            out
-        }
-        Slot::Vacant(v) => {
-            ctx.shared.fence.check_has_ttl()?;
-            let mut h = Hash::new();
-            let out = f(&mut h)?;
-            if !h.is_empty() {
-                v.insert(Entry::new(Value::Hash(Box::new(h))));
-            }
-            Ok(out)
-        }
-    }
+    typed::write(ctx, key, f)
 }
 
-fn copy(b: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(b)
-}
 
 /// Stores field/value pairs; returns how many fields are new.
 fn set_pairs(ctx: &Ctx, args: &[Bytes], cmd: &str) -> Result<i64, Reply> {

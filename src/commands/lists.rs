@@ -9,6 +9,7 @@
 
 use super::blocking::{pop_or_block, Pop, Side};
 use super::hashes::parse_float;
+use super::typed::{self, copy, index_range};
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Value};
@@ -18,9 +19,6 @@ use std::collections::VecDeque;
 
 type List = VecDeque<Bytes>;
 
-fn copy(b: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(b)
-}
 
 fn push_side(list: &mut List, side: Side, value: Bytes) {
     match side {
@@ -36,31 +34,14 @@ fn pop_side(list: &mut List, side: Side) -> Option<Bytes> {
     }
 }
 
-/// The list at `key` for a read: `None` when missing, WRONGTYPE for another type.
+/// The list at `key` for a read (see `typed::read`).
 fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&List) -> T) -> Result<Option<T>, Reply> {
-    match ctx.db().get(key, ctx.now_ms) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::List(l) => Ok(Some(f(l))),
-            _ => Err(errors::wrongtype()),
-        },
-    }
+    typed::read(ctx, key, f)
 }
 
-/// Runs `f` on an existing list; `None` when the key is missing. The key is removed
-/// if `f` leaves the list empty.
+/// Runs `f` on an existing list (see `typed::modify`).
 fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut List) -> T) -> Result<Option<T>, Reply> {
-    let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
-        return Ok(None);
-    };
-    let Value::List(list) = &mut e.get_mut().value else {
-        return Err(errors::wrongtype());
-    };
-    let out = f(list);
-    if list.is_empty() {
-        e.remove();
-    }
-    Ok(Some(out))
+    typed::modify(ctx, key, f)
 }
 
 /// Pushes `values` one by one at `side`; creates the list unless `only_existing`.
@@ -155,27 +136,10 @@ pub fn llen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ))
 }
 
-/// Redis's range normalisation: negative indexes count from the end, the range is
-/// clipped to the list; `None` when it is empty.
-fn range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let stop = if stop < 0 {
-        len + stop
-    } else {
-        stop.min(len - 1)
-    };
-    (start <= stop && start < len).then_some((start as usize, stop as usize))
-}
-
 pub fn lrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let start = int_arg(&args[2])?;
     let stop = int_arg(&args[3])?;
-    let items = read(ctx, &args[1], |l| match range(start, stop, l.len()) {
+    let items = read(ctx, &args[1], |l| match index_range(start, stop, l.len()) {
         Some((a, b)) => l.range(a..=b).cloned().map(Reply::Bulk).collect(),
         None => Vec::new(),
     })?;
@@ -233,7 +197,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let start = int_arg(&args[2])?;
     let stop = int_arg(&args[3])?;
-    modify(ctx, &args[1], |list| match range(start, stop, list.len()) {
+    modify(ctx, &args[1], |list| match index_range(start, stop, list.len()) {
         Some((a, b)) => {
             list.truncate(b + 1);
             list.drain(..a);
@@ -505,12 +469,12 @@ mod tests {
 
     #[test]
     fn ranges_normalise_like_redis() {
-        assert_eq!(range(0, -1, 5), Some((0, 4)));
-        assert_eq!(range(-100, 100, 5), Some((0, 4)));
-        assert_eq!(range(5, 2, 6), None);
-        assert_eq!(range(-2, -1, 6), Some((4, 5)));
-        assert_eq!(range(0, -1, 0), None);
-        assert_eq!(range(7, 9, 5), None);
+        assert_eq!(index_range(0, -1, 5), Some((0, 4)));
+        assert_eq!(index_range(-100, 100, 5), Some((0, 4)));
+        assert_eq!(index_range(5, 2, 6), None);
+        assert_eq!(index_range(-2, -1, 6), Some((4, 5)));
+        assert_eq!(index_range(0, -1, 0), None);
+        assert_eq!(index_range(7, 9, 5), None);
     }
 
     #[test]

@@ -4,10 +4,12 @@
 
 pub mod atomic;
 pub mod cas;
+pub mod clients;
 pub mod connection;
 pub mod context;
 pub mod debug;
 pub mod expire;
+pub mod faults;
 pub mod fencing;
 pub mod functions;
 pub mod keys;
@@ -15,9 +17,11 @@ pub mod memory;
 pub mod ops;
 pub mod scripting;
 pub mod server;
+pub mod shared;
 pub mod stats;
 pub mod strings;
 pub mod table;
+mod typed;
 
 pub mod blocking;
 pub mod hashes;
@@ -29,7 +33,10 @@ pub mod sets;
 pub mod zranges;
 pub mod zsets;
 
-pub use context::{ClientInfo, ClientState, Ctx, NetState, Shared};
+pub use clients::{ClientInfo, ClientState};
+pub use context::Ctx;
+pub use faults::NetState;
+pub use shared::Shared;
 pub use table::{lookup, Spec};
 
 use crate::protocol::{errors, Reply};

@@ -2,57 +2,28 @@
 //! SRANDMEMBER, SMOVE, SSCAN, SINTER, SUNION, SDIFF and their STORE forms, with
 //! Redis 7's t_set.c replies. Like Redis, an empty set is never kept.
 
+use super::typed;
 use super::{int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Set, Value};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 use rand::seq::{IndexedRandom, IteratorRandom};
 
-/// The set at `key` for a read: `None` when missing, WRONGTYPE for another type.
+/// The set at `key` for a read (see `typed::read`).
 fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Set) -> T) -> Result<Option<T>, Reply> {
-    match ctx.db().get(key, ctx.now_ms) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::Set(s) => Ok(Some(f(s))),
-            _ => Err(errors::wrongtype()),
-        },
-    }
+    typed::read(ctx, key, f)
 }
 
-/// Runs `f` on an existing set (`None` when missing); the key goes with its last member.
+/// Runs `f` on an existing set (see `typed::modify`).
 fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut Set) -> T) -> Result<Option<T>, Reply> {
-    let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
-        return Ok(None);
-    };
-    let Value::Set(s) = &mut e.get_mut().value else {
-        return Err(errors::wrongtype());
-    };
-    let out = f(s);
-    if s.is_empty() {
-        e.remove();
-    }
-    Ok(Some(out))
+    typed::modify(ctx, key, f)
 }
 
-/// Adds `members` to the set at `key`, creating it (checking `--require-ttl`, a new
-/// key having no TTL); returns how many were new.
+/// Adds `members` to the set at `key`, creating it; returns how many were new.
 fn add(ctx: &Ctx, key: &[u8], members: &[Bytes]) -> Result<usize, Reply> {
-    match ctx.db().entry(key, ctx.now_ms) {
-        Slot::Occupied(mut e) => {
-            let Value::Set(s) = &mut e.get_mut().value else {
-                return Err(errors::wrongtype());
-            };
-            Ok(members.iter().filter(|m| s.insert(m)).count())
-        }
-        Slot::Vacant(v) => {
-            ctx.shared.fence.check_has_ttl()?;
-            let mut s = Set::new();
-            let added = members.iter().filter(|m| s.insert(m)).count();
-            v.insert(Entry::new(Value::Set(Box::new(s))));
-            Ok(added)
-        }
-    }
+    typed::write(ctx, key, |s: &mut Set| {
+        Ok(members.iter().filter(|m| s.insert(m)).count())
+    })
 }
 
 fn set_reply(members: impl IntoIterator<Item = Bytes>) -> Reply {

@@ -83,6 +83,57 @@ pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
 }
 
+/// The expire options SET and GETEX share: EX/PX/EXAT/PXAT with a value, or the word
+/// that keeps (SET's KEEPTTL) or drops (GETEX's PERSIST) the TTL; not both.
+#[derive(Default, Clone, Copy)]
+struct TtlOptions<'a> {
+    /// The expire keyword and its value, parsed after all options (as Redis does, so
+    /// a syntax error anywhere wins over a bad number).
+    expire: Option<(&'a [u8], &'a [u8])>,
+    /// KEEPTTL (SET) or PERSIST (GETEX) was given.
+    keep_or_drop: bool,
+}
+
+impl<'a> TtlOptions<'a> {
+    /// Takes the option at `args[*i]` if it is one of these (`word`: "keepttl" or
+    /// "persist"), moving `i` onto its value; `Ok(false)` when it is not.
+    fn take(&mut self, args: &'a [Bytes], i: &mut usize, word: &str) -> Result<bool, Reply> {
+        let a = &args[*i];
+        if eq_ignore_case(a, word) && self.expire.is_none() {
+            self.keep_or_drop = true;
+            return Ok(true);
+        }
+        if ExpireArg::is_keyword(a)
+            && !self.keep_or_drop
+            && self
+                .expire
+                .is_none_or(|(word, _)| word.eq_ignore_ascii_case(a))
+        {
+            // As Redis: the same option may repeat (EX 10 EX 20) and the last one wins;
+            // two different ones (EX 10 PX 100) are a syntax error.
+            let Some(value) = args.get(*i + 1) else {
+                return Err(errors::syntax());
+            };
+            self.expire = Some((a, value));
+            *i += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The deadline the expire option asks for (`None` without one), after Redis's
+    /// checks and the max-ttl check.
+    fn deadline(&self, ctx: &Ctx, cmd: &str) -> Result<Option<u64>, Reply> {
+        self.expire
+            .map(|(word, value)| {
+                ExpireArg::parse(word, value)
+                    .expect("keyword checked while parsing")?
+                    .deadline(ctx, cmd)
+            })
+            .transpose()
+    }
+}
+
 #[derive(Default)]
 struct SetOptions<'a> {
     nx: bool,
@@ -90,10 +141,8 @@ struct SetOptions<'a> {
     /// IFEQ / IFNE / IFDEQ / IFDNE (Redis 8.4): exclusive with NX, XX and each other.
     cond: Option<Cond<'a>>,
     get: bool,
-    keepttl: bool,
-    /// The expire keyword and its value, parsed after all options (as Redis does, so
-    /// a syntax error anywhere wins over a bad number).
-    expire: Option<(&'a [u8], &'a [u8])>,
+    /// EX/PX/EXAT/PXAT or KEEPTTL.
+    ttl: TtlOptions<'a>,
 }
 
 fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
@@ -102,7 +151,9 @@ fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
     while i < args.len() {
         let a = &args[i];
         let no_cond = o.cond.is_none();
-        if eq_ignore_case(a, "nx") && !o.xx && no_cond {
+        if o.ttl.take(args, &mut i, "keepttl")? {
+            // taken
+        } else if eq_ignore_case(a, "nx") && !o.xx && no_cond {
             o.nx = true;
         } else if eq_ignore_case(a, "xx") && !o.nx && no_cond {
             o.xx = true;
@@ -114,20 +165,6 @@ fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
             i += 1;
         } else if eq_ignore_case(a, "get") {
             o.get = true;
-        } else if eq_ignore_case(a, "keepttl") && o.expire.is_none() {
-            o.keepttl = true;
-        } else if ExpireArg::is_keyword(a)
-            && !o.keepttl
-            && o.expire
-                .is_none_or(|(word, _)| word.eq_ignore_ascii_case(a))
-        {
-            // As Redis: the same option may repeat (EX 10 EX 20) and the last one wins;
-            // two different ones (EX 10 PX 100) are a syntax error.
-            let Some(value) = args.get(i + 1) else {
-                return Err(errors::syntax());
-            };
-            o.expire = Some((a, value));
-            i += 1;
         } else {
             return Err(errors::syntax());
         }
@@ -139,15 +176,9 @@ fn parse_set_options(args: &[Bytes]) -> Result<SetOptions<'_>, Reply> {
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`
 pub fn set(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let o = parse_set_options(&args[3..])?;
-    let deadline = match o.expire {
-        Some((word, value)) => Some(
-            ExpireArg::parse(word, value)
-                .expect("keyword checked while parsing")?
-                .deadline(ctx, "set")?,
-        ),
-        None => None,
-    };
-    if deadline.is_none() && !o.keepttl {
+    let deadline = o.ttl.deadline(ctx, "set")?;
+    let keepttl = o.ttl.keep_or_drop;
+    if deadline.is_none() && !keepttl {
         ctx.shared.fence.check_has_ttl()?;
     }
     set_generic(ctx, &args[1], &args[2], &o, deadline)
@@ -205,8 +236,8 @@ fn set_generic(
     let stored = Value::Str(Bytes::copy_from_slice(value));
     match slot {
         Slot::Occupied(mut e) => {
-            let keep = if o.keepttl { e.get().deadline_ms } else { None };
-            if o.keepttl && keep.is_none() {
+            let keep = if o.ttl.keep_or_drop { e.get().deadline_ms } else { None };
+            if o.ttl.keep_or_drop && keep.is_none() {
                 fence.check_has_ttl()?;
             }
             let entry = e.get_mut();
@@ -217,7 +248,7 @@ fn set_generic(
             }
         }
         Slot::Vacant(v) => {
-            if o.keepttl {
+            if o.ttl.keep_or_drop {
                 fence.check_has_ttl()?;
             }
             if !matches!(deadline, Some(d) if d <= now) {
@@ -289,29 +320,16 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// missing key is null whatever the expire value), then its type, and only then the
 /// expire value (not an integer, invalid expire time, max-ttl).
 pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let mut expire: Option<(&[u8], &[u8])> = None;
-    let mut persist = false;
+    let mut ttl = TtlOptions::default();
     let mut i = 2;
     while i < args.len() {
-        let a = &args[i];
-        if eq_ignore_case(a, "persist") && expire.is_none() {
-            persist = true;
-        } else if ExpireArg::is_keyword(a)
-            && !persist
-            && expire.is_none_or(|(word, _)| word.eq_ignore_ascii_case(a))
-        {
-            // The same option may repeat; the last one wins (as SET).
-            let Some(value) = args.get(i + 1) else {
-                return Err(errors::syntax());
-            };
-            expire = Some((a, value));
-            i += 1;
-        } else {
+        if !ttl.take(args, &mut i, "persist")? {
             return Err(errors::syntax());
         }
         i += 1;
     }
-    let changes_ttl = expire.is_some() || persist;
+    let persist = ttl.keep_or_drop;
+    let changes_ttl = ttl.expire.is_some() || persist;
     if changes_ttl {
         ctx.shared.fence.check_write(ctx.now_ms)?;
     }
@@ -326,10 +344,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(errors::wrongtype());
     };
     let s = s.clone();
-    if let Some((word, value)) = expire {
-        let deadline = ExpireArg::parse(word, value)
-            .expect("keyword checked while parsing")?
-            .deadline(ctx, "getex")?;
+    if let Some(deadline) = ttl.deadline(ctx, "getex")? {
         e.deadline_ms = Some(deadline);
     } else if persist {
         e.deadline_ms = None;

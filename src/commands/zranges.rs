@@ -5,6 +5,7 @@
 //! One parser (Redis's zrangeGenericCommand) serves every range command, so their
 //! options, errors and checks come in the same order as in Redis 7.
 
+use super::typed::index_range;
 use super::zsets::{modify, members_reply, read, strtod};
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -53,22 +54,6 @@ fn lex_range(min: &[u8], max: &[u8]) -> Result<(LexBound, LexBound), Reply> {
     Ok((lex_bound(min)?, lex_bound(max)?))
 }
 
-/// Redis's rank normalisation: negative ranks count from the end; `None` when the
-/// range is empty.
-fn rank_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let start = if start < 0 {
-        (len + start).max(0)
-    } else {
-        start
-    };
-    let end = if end < 0 { len + end } else { end };
-    if start > end || start >= len {
-        return None;
-    }
-    Some((start as usize, end.min(len - 1) as usize))
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum By {
     Rank,
@@ -108,7 +93,7 @@ fn select(z: &ZSet, r: &Range, min: &[u8], max: &[u8]) -> Result<Vec<(Vec<u8>, f
     Ok(match r.by {
         By::Rank => {
             let (start, end) = (int_arg(min)?, int_arg(max)?);
-            match rank_range(start, end, z.len()) {
+            match index_range(start, end, z.len()) {
                 Some((a, b)) => z
                     .by_rank(a, b, r.rev)
                     .into_iter()
@@ -264,7 +249,7 @@ pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (start, end) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    remove_range(ctx, &args[1], |z| match rank_range(start, end, z.len()) {
+    remove_range(ctx, &args[1], |z| match index_range(start, end, z.len()) {
         Some((a, b)) => owned(z.by_rank(a, b, false).into_iter()),
         None => Vec::new(),
     })
@@ -298,10 +283,10 @@ mod tests {
 
     #[test]
     fn rank_ranges_normalise_like_redis() {
-        assert_eq!(rank_range(0, -1, 3), Some((0, 2)));
-        assert_eq!(rank_range(-10, 10, 3), Some((0, 2)));
-        assert_eq!(rank_range(2, 1, 3), None);
-        assert_eq!(rank_range(3, 5, 3), None);
-        assert_eq!(rank_range(0, -1, 0), None);
+        assert_eq!(index_range(0, -1, 3), Some((0, 2)));
+        assert_eq!(index_range(-10, 10, 3), Some((0, 2)));
+        assert_eq!(index_range(2, 1, 3), None);
+        assert_eq!(index_range(3, 5, 3), None);
+        assert_eq!(index_range(0, -1, 0), None);
     }
 }

@@ -7,76 +7,38 @@
 //! t_zset.c exactly. Like Redis, an empty sorted set is never kept.
 
 use super::blocking::{pop_or_block, Pop};
+use super::typed;
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Value, ZSet};
+use crate::store::ZSet;
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 
-/// The sorted set at `key` for a read: `None` when missing, WRONGTYPE for another type.
+/// The sorted set at `key` for a read (see `typed::read`).
 pub(super) fn read<T>(
     ctx: &Ctx,
     key: &[u8],
     f: impl FnOnce(&ZSet) -> T,
 ) -> Result<Option<T>, Reply> {
-    match ctx.db().get(key, ctx.now_ms) {
-        None => Ok(None),
-        Some(e) => match &e.value {
-            Value::ZSet(z) => Ok(Some(f(z))),
-            _ => Err(errors::wrongtype()),
-        },
-    }
+    typed::read(ctx, key, f)
 }
 
-/// Runs `f` on an existing sorted set (`None` when missing); removes the key if `f`
-/// leaves the set empty.
+/// Runs `f` on an existing sorted set (see `typed::modify`).
 pub(super) fn modify<T>(
     ctx: &Ctx,
     key: &[u8],
     f: impl FnOnce(&mut ZSet) -> T,
 ) -> Result<Option<T>, Reply> {
-    let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
-        return Ok(None);
-    };
-    let Value::ZSet(z) = &mut e.get_mut().value else {
-        return Err(errors::wrongtype());
-    };
-    let out = f(z);
-    if z.is_empty() {
-        e.remove();
-    }
-    Ok(Some(out))
+    typed::modify(ctx, key, f)
 }
 
-/// Runs `f` on the sorted set at `key`, creating it when missing (a new key has no
-/// TTL, so `--require-ttl` is checked here). Nothing empty is left behind.
+/// Runs `f` on the sorted set at `key`, creating it when missing (see
+/// `typed::write`), then wakes BZPOPMIN waiters on it (a new member may be theirs).
 fn write<T>(
     ctx: &Ctx,
     key: &[u8],
     f: impl FnOnce(&mut ZSet) -> Result<T, Reply>,
 ) -> Result<T, Reply> {
-    let out = match ctx.db().entry(key, ctx.now_ms) {
-        Slot::Occupied(mut e) => {
-            let Value::ZSet(z) = &mut e.get_mut().value else {
-                return Err(errors::wrongtype());
-            };
-            let out = f(z);
-            if z.is_empty() {
-                e.remove();
-            }
-            out
-        }
-        Slot::Vacant(v) => {
-            ctx.shared.fence.check_has_ttl()?;
-            let mut z = ZSet::new();
-            let out = f(&mut z)?;
-            if !z.is_empty() {
-                v.insert(Entry::new(Value::ZSet(Box::new(z))));
-            }
-            Ok(out)
-        }
-    };
-    // A new member may be what a BZPOPMIN waiter waits for.
+    let out = typed::write(ctx, key, f);
     ctx.shared.blocking.signal(ctx.client.db, key);
     out
 }

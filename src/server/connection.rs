@@ -56,9 +56,7 @@ pub(super) async fn serve<S: Stream>(
     shared.pubsub.forget(id, &mut client.pubsub);
     crate::commands::multi::forget(&shared, &mut client);
     shared.clients.remove(&id);
-    if info.paused_ticket.load(Ordering::SeqCst) != 0 {
-        shared.pause_turn.notify_waiters();
-    }
+    shared.faults.connection_gone(&info);
 }
 
 async fn run<S: Stream>(
@@ -76,14 +74,14 @@ async fn run<S: Stream>(
     client.pubsub.handle = Some(subscriber.clone());
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
-    let mut net = shared.net.subscribe();
+    let mut net = shared.faults.net.subscribe();
     let mut eof = false;
     loop {
         // While the node is paused nothing is executed, but input is still read, as the
         // kernel would buffer it for a stopped process: on resume it all runs.
         let paused = *net.borrow_and_update() == NetState::Paused;
         if !paused {
-            wait_for_turn(shared, &info).await;
+            shared.wait_for_turn(&info).await;
             // Execute every complete request in the buffer, then write all replies at once.
             let mut close = false;
             // Paused (or taken down) in the middle of the batch: the rest waits.
@@ -139,19 +137,7 @@ async fn run<S: Stream>(
             take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
             // A peer that went away still had its requests executed; that is all.
             let written = write_out(stream, &mut wbuf, &info).await;
-            if held {
-                // The unexecuted rest is a paused backlog like any other: it keeps its
-                // place in the replay order (see `wait_for_turn`).
-                if info.paused_ticket.load(Ordering::SeqCst) == 0 {
-                    let ticket = shared.pause_tickets.fetch_add(1, Ordering::SeqCst) + 1;
-                    info.paused_ticket.store(ticket, Ordering::SeqCst);
-                }
-            } else {
-                info.has_input.store(false, Ordering::SeqCst);
-                if info.paused_ticket.swap(0, Ordering::SeqCst) != 0 {
-                    shared.pause_turn.notify_waiters();
-                }
-            }
+            shared.faults.batch_done(&info, held);
             if !matches!(written, Ok(true)) || close || info.killed.load(Ordering::SeqCst) {
                 return Ok(());
             }
@@ -172,11 +158,7 @@ async fn run<S: Stream>(
                 if n? == 0 {
                     eof = true;
                 } else {
-                    info.has_input.store(true, Ordering::SeqCst);
-                    if paused && info.paused_ticket.load(Ordering::SeqCst) == 0 {
-                        let ticket = shared.pause_tickets.fetch_add(1, Ordering::SeqCst) + 1;
-                        info.paused_ticket.store(ticket, Ordering::SeqCst);
-                    }
+                    shared.faults.input_arrived(&info, paused);
                 }
             }
             // A pub/sub message (not while paused: a stopped process sends nothing);
@@ -228,36 +210,6 @@ async fn dispatch_caught(ctx: &mut Ctx<'_>, args: &[bytes::Bytes]) -> Reply {
                 "panic while running a command: {msg}"
             );
             Reply::error(errors::INTERNAL_PANIC)
-        }
-    }
-}
-
-/// After a pause, waits until every connection whose backlog arrived earlier has run
-/// it: requests sent to a paused node execute in arrival order, as one socket buffer
-/// of a stopped process would replay them.
-async fn wait_for_turn(shared: &Shared, info: &ClientInfo) {
-    let mine = info.paused_ticket.load(Ordering::SeqCst);
-    if mine == 0 {
-        return;
-    }
-    loop {
-        let turn = shared.pause_turn.notified();
-        tokio::pin!(turn);
-        turn.as_mut().enable();
-        let earlier = shared.clients.iter().any(|c| {
-            let t = c.paused_ticket.load(Ordering::SeqCst);
-            t != 0 && t < mine
-        });
-        if !earlier || info.killed.load(Ordering::SeqCst) {
-            return;
-        }
-        tokio::select! {
-            _ = turn => {}
-            // Killed while waiting: the caller sees `killed` after this batch.
-            _ = info.kill.notified() => {
-                info.killed.store(true, Ordering::SeqCst);
-                return;
-            }
         }
     }
 }

@@ -311,7 +311,7 @@ async fn accept_any(
 /// paused queue: so `TestServer::resume`, which waits for that queue, also sees the
 /// requests of clients that dialled during the pause, and runs them in arrival order.
 async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
-    let mut net = shared.net.subscribe();
+    let mut net = shared.faults.net.subscribe();
     let mut connections = JoinSet::new();
     let mut first = 0;
     'serve: loop {
@@ -326,7 +326,7 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
             for l in listeners.iter_mut() {
                 l.socket = None;
             }
-            shared.listening.send_replace(false);
+            shared.faults.listening.send_replace(false);
         } else if listeners.iter().any(|l| l.socket.is_none()) {
             for l in listeners.iter_mut().filter(|l| l.socket.is_none()) {
                 match listen(l.addr) {
@@ -338,7 +338,7 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
                     }
                 }
             }
-            shared.listening.send_replace(true);
+            shared.faults.listening.send_replace(true);
         }
         let accepting = state != NetState::Down;
         tokio::select! {
@@ -370,7 +370,7 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
         }
     }
     drop(listeners);
-    shared.listening.send_replace(false);
+    shared.faults.listening.send_replace(false);
     shared.kill_clients();
     // Connections end at their next await once killed; bound the wait anyway (one
     // stuck in a long C call inside a script cannot be stopped).

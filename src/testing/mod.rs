@@ -203,7 +203,7 @@ impl TestServer {
     async fn set_reachable(&self, up: bool) {
         let state = if up { NetState::Up } else { NetState::Down };
         self.shared().set_net(state);
-        let mut listening = self.shared().listening.subscribe();
+        let mut listening = self.shared().faults.listening.subscribe();
         let _ =
             tokio::time::timeout(Duration::from_secs(5), listening.wait_for(|&l| l == up)).await;
     }
@@ -219,12 +219,7 @@ impl TestServer {
     pub async fn resume(&self) {
         self.shared().set_net(NetState::Up);
         let deadline = std::time::Instant::now() + Duration::from_secs(1);
-        while self
-            .shared()
-            .clients
-            .iter()
-            .any(|c| c.has_input.load(std::sync::atomic::Ordering::SeqCst))
-            && std::time::Instant::now() < deadline
+        while self.shared().any_input_pending() && std::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

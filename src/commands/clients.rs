@@ -1,0 +1,136 @@
+//! The client registry's entries: `ClientInfo` (what other connections may see of a
+//! client: CLIENT LIST, INFO clients, CLIENT KILL) and `ClientState` (a connection's
+//! own state, owned by its task).
+
+use super::table;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// What other connections may see of a client (CLIENT LIST, INFO clients) and the
+/// handle to disconnect it.
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created_ms: u64,
+    pub last_active_ms: AtomicU64,
+    pub name: Mutex<Option<Bytes>>,
+    pub lib_name: Mutex<Option<Bytes>>,
+    pub lib_ver: Mutex<Option<Bytes>>,
+    /// The last command run, as its `Spec::index` + 1 (0: none yet). An atomic rather
+    /// than a lock: it is written by every command and read only by CLIENT LIST.
+    last_cmd: AtomicUsize,
+    pub db: AtomicUsize,
+    pub resp: AtomicU8,
+    /// Set to disconnect the client (CLIENT KILL, crash-restart, output limit).
+    pub killed: AtomicBool,
+    pub kill: Notify,
+    /// What the test backend's faults track per connection (see `faults`).
+    pub fault: super::faults::ClientFaults,
+}
+
+impl ClientInfo {
+    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr, now_ms: u64) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            created_ms: now_ms,
+            last_active_ms: AtomicU64::new(now_ms),
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            last_cmd: AtomicUsize::new(0),
+            db: AtomicUsize::new(0),
+            resp: AtomicU8::new(2),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+            fault: Default::default(),
+        }
+    }
+
+    /// Records `spec` as the client's last command, run at `now_ms`.
+    pub fn touch(&self, spec: &table::Spec, now_ms: u64) {
+        self.last_cmd.store(spec.index + 1, Ordering::Relaxed);
+        self.last_active_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// The name of the last command run ("NULL" before the first), for CLIENT LIST.
+    pub fn last_cmd(&self) -> &'static str {
+        match self.last_cmd.load(Ordering::Relaxed) {
+            0 => "NULL",
+            i => table::COMMANDS.get(i - 1).map_or("NULL", |s| s.name),
+        }
+    }
+
+    /// Disconnects the client at its next chance.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill.notify_one();
+    }
+}
+
+/// A connection's own state, owned by its task.
+pub struct ClientState {
+    pub info: Arc<ClientInfo>,
+    pub db: usize,
+    /// 2 or 3, set by HELLO.
+    pub proto: u8,
+    pub authed: bool,
+    /// Close the connection after this reply is written (QUIT, protocol errors).
+    pub close_after_reply: bool,
+    /// Set by BLPOP/BRPOP when they must wait: the connection awaits it before
+    /// reading further requests, and sends the reply itself.
+    pub blocked: Option<super::blocking::Blocked>,
+    /// The channels and patterns this client subscribes to; RESP2 clients with any are
+    /// in subscribed mode.
+    pub pubsub: super::pubsub::ClientSubs,
+    /// The transaction being queued, between MULTI and EXEC / DISCARD.
+    pub multi: Option<super::multi::Transaction>,
+    /// The keys WATCHed and the flag writes to them set.
+    pub watch: super::multi::Watching,
+}
+
+impl ClientState {
+    pub fn new(info: Arc<ClientInfo>, authed: bool) -> ClientState {
+        ClientState {
+            info,
+            db: 0,
+            proto: 2,
+            authed,
+            close_after_reply: false,
+            blocked: None,
+            pubsub: Default::default(),
+            multi: None,
+            watch: Default::default(),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.info.id
+    }
+
+    pub fn resp2_subscribed(&self) -> bool {
+        self.proto == 2 && self.subscriptions() > 0
+    }
+
+    /// Subscribed channels plus patterns.
+    pub fn subscriptions(&self) -> usize {
+        self.pubsub.channels.len() + self.pubsub.patterns.len()
+    }
+
+    pub fn set_proto(&mut self, proto: u8) {
+        self.proto = proto;
+        self.info.resp.store(proto, Ordering::Relaxed);
+    }
+
+    pub fn select(&mut self, db: usize) {
+        self.db = db;
+        self.info.db.store(db, Ordering::Relaxed);
+    }
+}
+

@@ -1,0 +1,205 @@
+//! Fault injection for the test backend (`testing`): a node can be paused (like SIGSTOP
+//! or a long GC pause), taken off the network (isolate, stop) and brought back. The
+//! state lives here; the accept loop and the connection loop only ask it, through the
+//! few calls below, whether to execute, and report what they read.
+//!
+//! Production nodes never leave `Up`: then `begin_request` is an atomic store and load,
+//! and the pause bookkeeping does nothing.
+
+use super::clients::ClientInfo;
+use super::shared::Shared;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::time::Instant;
+use tokio::sync::{watch, Notify};
+
+/// A node's reachability, for fault injection (see `testing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetState {
+    /// Accepting and answering.
+    Up,
+    /// Like SIGSTOP or a long GC pause: connections stay open, nothing is answered,
+    /// new connections are accepted but, like a stopped process's backlog, only
+    /// buffered until the node resumes.
+    Paused,
+    /// Off the network: the listener is closed (connections refused) and every
+    /// connection is dropped.
+    Down,
+}
+
+/// The node-wide fault state, in `Shared::faults`.
+pub struct Faults {
+    /// Whether the node is reachable: test fault controls move it (pause, isolate...).
+    pub net: watch::Sender<NetState>,
+    /// `net` as a plain atomic, read before every request (see `begin_request`).
+    net_now: AtomicU8,
+    /// Whether the listener is bound (it follows `net` with a delay: tests wait on it).
+    pub listening: watch::Sender<bool>,
+    /// Hands out `ClientFaults::paused_ticket`s.
+    pause_tickets: AtomicU64,
+    /// Woken when a connection has run its paused backlog (or gone away).
+    pause_turn: Notify,
+}
+
+impl Faults {
+    pub fn new() -> Faults {
+        Faults {
+            net: watch::Sender::new(NetState::Up),
+            net_now: AtomicU8::new(NetState::Up as u8),
+            listening: watch::Sender::new(true),
+            pause_tickets: AtomicU64::new(0),
+            pause_turn: Notify::new(),
+        }
+    }
+
+    /// A connection read input; while paused, its backlog takes a place in the replay
+    /// order.
+    pub fn input_arrived(&self, client: &ClientInfo, paused: bool) {
+        client.fault.has_input.store(true, Ordering::SeqCst);
+        if paused {
+            self.take_ticket(client);
+        }
+    }
+
+    /// A connection ran a batch: all of its input (`held` false), or only part, the
+    /// node having been paused meanwhile (`held`: the rest is a paused backlog like any
+    /// other, and keeps its place in the replay order, see `wait_for_turn`).
+    pub fn batch_done(&self, client: &ClientInfo, held: bool) {
+        if held {
+            self.take_ticket(client);
+        } else {
+            client.fault.has_input.store(false, Ordering::SeqCst);
+            if client.fault.paused_ticket.swap(0, Ordering::SeqCst) != 0 {
+                self.pause_turn.notify_waiters();
+            }
+        }
+    }
+
+    /// A connection ended: connections waiting behind its backlog go on.
+    pub fn connection_gone(&self, client: &ClientInfo) {
+        if client.fault.paused_ticket.load(Ordering::SeqCst) != 0 {
+            self.pause_turn.notify_waiters();
+        }
+    }
+
+    fn take_ticket(&self, client: &ClientInfo) {
+        if client.fault.paused_ticket.load(Ordering::SeqCst) == 0 {
+            let ticket = self.pause_tickets.fetch_add(1, Ordering::SeqCst) + 1;
+            client.fault.paused_ticket.store(ticket, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Default for Faults {
+    fn default() -> Faults {
+        Faults::new()
+    }
+}
+
+/// What the faults track per connection, in `ClientInfo::fault`.
+#[derive(Default)]
+pub struct ClientFaults {
+    /// Input read but not yet executed (lets a test wait for a resumed node to catch up).
+    has_input: AtomicBool,
+    /// When input first arrived while the node was paused (a ticket from
+    /// `Faults::pause_tickets`; 0: none). On resume, connections run their backlog in
+    /// ticket order, so a paused node replays requests in the order they arrived.
+    paused_ticket: AtomicU64,
+    /// Inside a request (see `Shared::begin_request`).
+    executing: AtomicBool,
+}
+
+/// A request in progress on a connection (see `Shared::begin_request`).
+pub struct Executing<'c>(&'c ClientInfo);
+
+impl Drop for Executing<'_> {
+    fn drop(&mut self) {
+        self.0.fault.executing.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Shared {
+    /// Moves the node to `state`; going `Down` drops every connection. Once this
+    /// returns, a node that is not `Up` executes nothing: a request that began before
+    /// has finished (bounded wait), and every later one sees the new state first.
+    pub fn set_net(&self, state: NetState) {
+        self.faults.net_now.store(state as u8, Ordering::SeqCst);
+        self.faults.net.send_replace(state);
+        if state == NetState::Down {
+            self.kill_clients();
+        }
+        if state != NetState::Up {
+            self.wait_for_requests_in_progress();
+        }
+    }
+
+    /// Marks `client` as executing a request, if the node is up; the guard clears the
+    /// mark. Paired with `set_net` (both sides store, then load, all SeqCst): either
+    /// the request sees the new state and does not run, or `set_net` sees the mark and
+    /// waits for the request to finish.
+    pub fn begin_request<'c>(&self, client: &'c ClientInfo) -> Result<Executing<'c>, NetState> {
+        client.fault.executing.store(true, Ordering::SeqCst);
+        let state = match self.faults.net_now.load(Ordering::SeqCst) {
+            // A connection the node dropped (going down, killed) never runs more, even
+            // if the node is back up before its task noticed.
+            _ if client.killed.load(Ordering::SeqCst) => NetState::Down,
+            s if s == NetState::Up as u8 => return Ok(Executing(client)),
+            s if s == NetState::Paused as u8 => NetState::Paused,
+            _ => NetState::Down,
+        };
+        client.fault.executing.store(false, Ordering::SeqCst);
+        Err(state)
+    }
+
+    /// Waits (up to a second: a script may run long) until no connection is inside a
+    /// request. Requests run synchronously on a worker, so this waits microseconds.
+    fn wait_for_requests_in_progress(&self) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        while self
+            .clients
+            .iter()
+            .any(|c| c.fault.executing.load(Ordering::SeqCst))
+            && Instant::now() < deadline
+        {
+            std::thread::yield_now();
+        }
+    }
+
+
+    /// Whether any connection has input it has not executed yet (a resumed node has
+    /// not caught up).
+    pub fn any_input_pending(&self) -> bool {
+        self.clients
+            .iter()
+            .any(|c| c.fault.has_input.load(Ordering::SeqCst))
+    }
+
+    /// After a pause, waits until every connection whose backlog arrived earlier has
+    /// run it: requests sent to a paused node execute in arrival order, as one socket
+    /// buffer of a stopped process would replay them.
+    pub async fn wait_for_turn(&self, info: &ClientInfo) {
+        let mine = info.fault.paused_ticket.load(Ordering::SeqCst);
+        if mine == 0 {
+            return;
+        }
+        loop {
+            let turn = self.faults.pause_turn.notified();
+            tokio::pin!(turn);
+            turn.as_mut().enable();
+            let earlier = self.clients.iter().any(|c| {
+                let t = c.fault.paused_ticket.load(Ordering::SeqCst);
+                t != 0 && t < mine
+            });
+            if !earlier || info.killed.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::select! {
+                _ = turn => {}
+                // Killed while waiting: the caller sees `killed` after this batch.
+                _ = info.kill.notified() => {
+                    info.killed.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        }
+    }
+}

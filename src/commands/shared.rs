@@ -1,0 +1,168 @@
+//! `Shared`: everything one server shares between its connections (keyspace, fence,
+//! clock, client registry, scripts, stats, ...), how it is built and booted, and the
+//! server-wide controls (crash-restart, shutdown, disconnecting clients).
+
+use super::clients::ClientInfo;
+use super::stats::Stats;
+use super::table;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::fence::Fence;
+use crate::store::Keyspace;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Everything one server shares between its connections.
+pub struct Shared {
+    pub config: Config,
+    pub clock: Clock,
+    pub keyspace: Keyspace,
+    pub fence: Fence,
+    pub clients: DashMap<u64, Arc<ClientInfo>>,
+    pub stats: Stats,
+    pub next_client_id: AtomicU64,
+    /// `--maxclients`, changed by CONFIG SET.
+    maxclients: AtomicUsize,
+    /// Monotonic ms at boot (or at the last crash-restart).
+    pub started_ms: AtomicU64,
+    pub run_id: String,
+    /// Set by DEBUG SET-ACTIVE-EXPIRE; the sweeper skips its passes while false.
+    pub active_expire: AtomicBool,
+    /// Woken to stop the server (SHUTDOWN, a signal, `ServerHandle::shutdown`).
+    pub shutdown: Notify,
+    pub shutting_down: AtomicBool,
+    /// The test backend's network faults (pause, isolate, stop): see `faults`.
+    pub faults: super::faults::Faults,
+    /// Clients blocked in BLPOP/BRPOP and the keys ready to serve them.
+    pub blocking: super::blocking::Blocking,
+    /// Channel and pattern subscriptions.
+    pub pubsub: super::pubsub::PubSub,
+    /// Script cache, Lua VM and the running script.
+    pub scripts: crate::scripting::Scripts,
+    /// The data directory (`--dir`), locked while the node runs; `None`: memory only.
+    pub node_dir: Option<Arc<crate::durable::NodeDir>>,
+    /// The fencing-token high-water mark (FENCING.GRANT / FENCING.COMMIT).
+    pub tokens: crate::tokens::TokenMark,
+    /// How the node last booted (restored a snapshot, or raised the fence).
+    pub last_boot: Mutex<crate::restart::BootKind>,
+    /// Cleared by SHUTDOWN NOSAVE: the next boot then raises the fence.
+    pub save_on_shutdown: AtomicBool,
+    /// The keyspace gate: taken only through `commands::atomic`.
+    pub gate: super::atomic::Gate,
+}
+
+impl Shared {
+    /// `open`, for configs that cannot fail to open (no data directory, as in benches).
+    /// Panics with the reason when the data directory cannot be used.
+    pub fn new(config: Config) -> Shared {
+        Shared::open(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Opens the data directory (if any) and boots: a clean-shutdown snapshot is
+    /// restored, or the restart fence raised (see `restart`).
+    pub fn open(config: Config) -> std::io::Result<Shared> {
+        let node_dir = match &config.dir {
+            Some(path) => Some(Arc::new(crate::durable::NodeDir::open(path)?)),
+            None => None,
+        };
+        let shared = Shared::build(config, node_dir);
+        crate::restart::boot(&shared, true);
+        Ok(shared)
+    }
+
+    fn build(config: Config, node_dir: Option<Arc<crate::durable::NodeDir>>) -> Shared {
+        let clock = config.clock.clone().unwrap_or_else(Clock::real);
+        let now = clock.now_ms();
+        let fence = Fence::new(
+            now,
+            config.effective_restart_delay().as_millis() as u64,
+            config.max_ttl.as_millis() as u64,
+            config.require_ttl,
+        );
+        if !config.fence_at_boot {
+            fence.lift();
+        }
+        let seed = config.seed.unwrap_or_else(rand::random);
+        let run_id = {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            (0..40)
+                .map(|_| char::from(b"0123456789abcdef"[rng.random_range(0..16)]))
+                .collect()
+        };
+        Shared {
+            keyspace: Keyspace::new(config.databases, seed),
+            fence,
+            clients: DashMap::new(),
+            stats: Stats::new(table::COMMANDS.len()),
+            next_client_id: AtomicU64::new(1),
+            maxclients: AtomicUsize::new(config.maxclients),
+            started_ms: AtomicU64::new(now),
+            run_id,
+            active_expire: AtomicBool::new(true),
+            shutdown: Notify::new(),
+            shutting_down: AtomicBool::new(false),
+            faults: super::faults::Faults::new(),
+            blocking: super::blocking::Blocking::new(),
+            pubsub: super::pubsub::PubSub::new(),
+            scripts: crate::scripting::Scripts::new(
+                config.busy_script_time.as_millis() as u64,
+                config.seed,
+            ),
+            tokens: crate::tokens::TokenMark::new(node_dir.clone()),
+            node_dir,
+            last_boot: Mutex::new(crate::restart::BootKind::Fresh),
+            save_on_shutdown: AtomicBool::new(true),
+            gate: super::atomic::Gate::new(),
+            clock,
+            config,
+        }
+    }
+
+    /// Most clients connected at once (`--maxclients`, CONFIG SET maxclients).
+    pub fn maxclients(&self) -> usize {
+        self.maxclients.load(Ordering::Relaxed)
+    }
+
+    pub fn set_maxclients(&self, n: usize) {
+        self.maxclients.store(n, Ordering::Relaxed);
+    }
+
+    /// What a crash and restart would do: every key forgotten, every client
+    /// disconnected, and the restart fence started again on the same clock.
+    pub fn crash_restart(&self) {
+        self.boot();
+        self.kill_clients_except(None);
+    }
+
+    /// What a fresh process starts with: an empty keyspace and the restart fence, or
+    /// the keys of a clean-shutdown snapshot if one was just written (`restart`).
+    pub fn boot(&self) -> crate::restart::BootKind {
+        crate::restart::boot(self, false)
+    }
+
+    pub fn kill_clients(&self) {
+        self.kill_clients_except(None);
+    }
+
+    /// Disconnects every client but `keep` (which the caller closes after its reply).
+    pub fn kill_clients_except(&self, keep: Option<u64>) {
+        for c in self.clients.iter() {
+            if Some(c.id) != keep {
+                c.kill();
+            }
+        }
+    }
+
+    /// Asks the server to stop.
+    pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        // A script looping forever would otherwise keep its thread busy past shutdown.
+        self.scripts.kill_for_shutdown();
+        self.shutdown.notify_waiters();
+    }
+}
+

@@ -1,0 +1,132 @@
+//! Reading and changing the collection at a key, shared by the hash, list, set and
+//! sorted-set commands: a missing key, a key of another type (WRONGTYPE), creating a
+//! new key (a new key has no TTL, so `--require-ttl` is checked), and removing a key
+//! whose collection became empty (Redis never keeps an empty one).
+
+use super::Ctx;
+use crate::protocol::{errors, Reply};
+use crate::store::{Entry, Set, Value, ZSet};
+use bytes::Bytes;
+use dashmap::mapref::entry::Entry as Slot;
+use std::collections::{HashMap, VecDeque};
+
+/// A collection a key can hold.
+pub(super) trait Collection: Default {
+    fn of(value: &Value) -> Option<&Self>;
+    fn of_mut(value: &mut Value) -> Option<&mut Self>;
+    fn into_value(self) -> Value;
+    fn is_empty(&self) -> bool;
+}
+
+/// `$wrap` builds the value from the collection: `Box::new` for the types `Value`
+/// boxes (so a string entry stays small), the identity for lists.
+macro_rules! collection {
+    ($ty:ty, $variant:ident, $wrap:expr) => {
+        impl Collection for $ty {
+            fn of(value: &Value) -> Option<&Self> {
+                match value {
+                    Value::$variant(c) => Some(c),
+                    _ => None,
+                }
+            }
+            fn of_mut(value: &mut Value) -> Option<&mut Self> {
+                match value {
+                    Value::$variant(c) => Some(c),
+                    _ => None,
+                }
+            }
+            fn into_value(self) -> Value {
+                Value::$variant($wrap(self))
+            }
+            fn is_empty(&self) -> bool {
+                <$ty>::is_empty(self)
+            }
+        }
+    };
+}
+
+collection!(HashMap<Bytes, Bytes>, Hash, Box::new);
+collection!(VecDeque<Bytes>, List, std::convert::identity);
+collection!(Set, Set, Box::new);
+collection!(ZSet, ZSet, Box::new);
+
+/// The collection at `key` for a read: `None` when the key is missing, WRONGTYPE when
+/// it holds something else.
+pub(super) fn read<C: Collection, T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&C) -> T,
+) -> Result<Option<T>, Reply> {
+    match ctx.db().get(key, ctx.now_ms) {
+        None => Ok(None),
+        Some(e) => C::of(&e.value).map(f).map(Some).ok_or_else(errors::wrongtype),
+    }
+}
+
+/// Runs `f` on the existing collection at `key` (`None` when missing); the key is
+/// removed if `f` leaves the collection empty.
+pub(super) fn modify<C: Collection, T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut C) -> T,
+) -> Result<Option<T>, Reply> {
+    let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
+        return Ok(None);
+    };
+    let c = C::of_mut(&mut e.get_mut().value).ok_or_else(errors::wrongtype)?;
+    let out = f(c);
+    if c.is_empty() {
+        e.remove();
+    }
+    Ok(Some(out))
+}
+
+/// Runs `f` on the collection at `key`, creating it when missing. Nothing empty is
+/// left behind (a failed `f` on a new key leaves no key).
+pub(super) fn write<C: Collection, T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut C) -> Result<T, Reply>,
+) -> Result<T, Reply> {
+    match ctx.db().entry(key, ctx.now_ms) {
+        Slot::Occupied(mut e) => {
+            let c = C::of_mut(&mut e.get_mut().value).ok_or_else(errors::wrongtype)?;
+            let out = f(c);
+            if c.is_empty() {
+                e.remove();
+            }
+            out
+        }
+        Slot::Vacant(v) => {
+            ctx.shared.fence.check_has_ttl()?;
+            let mut c = C::default();
+            let out = f(&mut c)?;
+            if !c.is_empty() {
+                v.insert(Entry::new(c.into_value()));
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// An argument copied out of the request (members and values outlive it).
+pub(super) fn copy(b: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(b)
+}
+
+/// Redis's index normalisation (LRANGE, LTRIM, ZRANGE by rank): negative indexes count
+/// from the end, the range is clipped to the collection; `None` when it is empty.
+pub(super) fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
+    (start <= stop && start < len).then_some((start as usize, stop as usize))
+}
