@@ -601,3 +601,53 @@ async fn a_silent_or_plain_text_connection_to_the_tls_port_blocks_nothing() {
         started.elapsed()
     );
 }
+
+/// Handshakes in progress count toward maxclients: connections that never finish one
+/// cannot crowd the node past its limit; once they go, clients are served again.
+#[tokio::test]
+async fn handshakes_in_progress_count_toward_maxclients() {
+    let pki = Pki::new();
+    let h = start(|c| {
+        c.maxclients = 2;
+        c.tls = Some(pki.server_tls());
+    })
+    .await;
+    let addr = h.tls_addr().unwrap();
+    let connector = pki.connector(Some("client"));
+    let mut served = TlsClient::connect(addr, &connector).await.unwrap();
+    assert_eq!(served.call(&["PING"]).await.unwrap(), "+PONG\r\n");
+    let silent = TcpStream::connect(addr).await.unwrap();
+    // One client and one handshake in progress: the limit (2) is reached.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let refused = match TlsClient::connect(addr, &connector).await {
+            Err(_) => true,
+            Ok(mut c) => c.call(&["PING"]).await.is_err(),
+        };
+        if refused {
+            break;
+        }
+        // The silent connection's task may not have counted itself yet.
+        assert!(tokio::time::Instant::now() < deadline, "never refused");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(silent);
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        if let Ok(mut c) = TlsClient::connect(addr, &connector).await {
+            if let Ok(reply) = c.call(&["PING"]).await {
+                assert_eq!(reply, "+PONG\r\n");
+                break;
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never served again");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(served.call(&["PING"]).await.unwrap(), "+PONG\r\n");
+    let info = served.call(&["INFO", "stats"]).await.unwrap();
+    assert!(
+        info.contains("rejected_connections:") && !info.contains("rejected_connections:0\r\n"),
+        "{info}"
+    );
+    h.shutdown().await;
+}

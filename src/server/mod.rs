@@ -16,7 +16,6 @@ use std::time::Duration;
 use std::task::Poll;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 
 /// How often the real-clock sweeper looks for due deadlines. With a manual clock the
 /// sweep runs inside every `advance` instead. A key goes at most this plus one slot of
@@ -40,15 +39,15 @@ impl Server {
         let bad = |e: ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e);
         config.validate().map_err(bad)?;
         // The certificates are read before anything listens: a bad file stops the start.
-        let acceptor = config.tls.as_ref().map(tls::acceptor).transpose().map_err(bad)?;
+        let tls = config.tls.as_ref().map(tls::load).transpose().map_err(bad)?;
         let mut listeners = Vec::new();
         if config.plain {
             listeners.push(Listener::bind((config.bind, config.port).into(), None)?);
             config.port = listeners[0].addr.port();
         }
-        if let (Some(tls), Some(acceptor)) = (config.tls.as_mut(), acceptor) {
-            let l = Listener::bind((config.bind, tls.port).into(), Some(acceptor))?;
-            tls.port = l.addr.port();
+        if let (Some(tls_config), Some(tls)) = (config.tls.as_mut(), tls) {
+            let l = Listener::bind((config.bind, tls_config.port).into(), Some(tls))?;
+            tls_config.port = l.addr.port();
             listeners.push(l);
         }
         // The plain address, or the TLS one on a TLS-only node.
@@ -240,16 +239,16 @@ fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// One listening port: plain TCP, or TLS with its acceptor.
+/// One listening port: plain TCP, or TLS.
 struct Listener {
     addr: SocketAddr,
     /// `None` while a fault control has the node off the network.
     socket: Option<TcpListener>,
-    tls: Option<TlsAcceptor>,
+    tls: Option<tls::Tls>,
 }
 
 impl Listener {
-    fn bind(addr: SocketAddr, tls: Option<TlsAcceptor>) -> io::Result<Listener> {
+    fn bind(addr: SocketAddr, tls: Option<tls::Tls>) -> io::Result<Listener> {
         let socket = listen(addr)?;
         Ok(Listener {
             addr: socket.local_addr()?,
@@ -271,9 +270,9 @@ impl Listener {
         let laddr = stream.local_addr().unwrap_or(peer);
         match &self.tls {
             None => connections.spawn(connection::serve(shared.clone(), stream, peer, laddr)),
-            Some(acceptor) => connections.spawn(tls::serve(
+            Some(tls) => connections.spawn(tls::serve(
                 shared.clone(),
-                acceptor.clone(),
+                tls.clone(),
                 stream,
                 peer,
                 laddr,

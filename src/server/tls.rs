@@ -6,7 +6,7 @@ use crate::commands::Shared;
 use crate::config::{AuthClients, ConfigError, TlsConfig};
 use crate::tls::{load_certs, load_key, load_roots, provider};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -19,9 +19,34 @@ use tokio_rustls::TlsAcceptor;
 /// nothing until it sends; a half-done handshake holds rustls state).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Reads the certificate, key and CA files and builds the acceptor. Every error names
-/// the file and what is wrong with it.
-pub(super) fn acceptor(tls: &TlsConfig) -> Result<TlsAcceptor, ConfigError> {
+/// A TLS port: the acceptor and the handshakes in progress on it.
+#[derive(Clone)]
+pub(super) struct Tls {
+    acceptor: TlsAcceptor,
+    /// Handshakes count toward maxclients: connections that never finish one cannot
+    /// pile up past the limit (each holds a socket and rustls state until the timeout).
+    handshakes: Arc<AtomicUsize>,
+}
+
+/// Counts one handshake in progress until dropped.
+struct Pending(Arc<AtomicUsize>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Reads the certificate, key and CA files and builds the TLS port's state. Every
+/// error names the file and what is wrong with it.
+pub(super) fn load(tls: &TlsConfig) -> Result<Tls, ConfigError> {
+    Ok(Tls {
+        acceptor: acceptor(tls)?,
+        handshakes: Arc::new(AtomicUsize::new(0)),
+    })
+}
+
+fn acceptor(tls: &TlsConfig) -> Result<TlsAcceptor, ConfigError> {
     let certs = load_certs(&tls.cert_file).map_err(ConfigError::Tls)?;
     let key = load_key(&tls.key_file).map_err(ConfigError::Tls)?;
     let builder = ServerConfig::builder_with_provider(provider())
@@ -59,13 +84,25 @@ pub(super) fn acceptor(tls: &TlsConfig) -> Result<TlsAcceptor, ConfigError> {
 /// Completes the handshake, then serves the connection. A failed handshake (no client
 /// certificate under mutual TLS, an untrusted one, plain text on the TLS port) is
 /// logged as Redis does ("Error accepting a client connection") and the socket closed.
+/// Past maxclients (clients plus handshakes in progress) the socket is closed at once:
+/// before a handshake there is no way to send Redis's error.
 pub(super) async fn serve(
     shared: Arc<Shared>,
-    acceptor: TlsAcceptor,
+    tls: Tls,
     stream: TcpStream,
     peer: SocketAddr,
     laddr: SocketAddr,
 ) {
+    let pending = Pending(tls.handshakes.clone());
+    let in_progress = tls.handshakes.fetch_add(1, Ordering::SeqCst) + 1;
+    if shared.clients.len() + in_progress > shared.maxclients() {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(%peer, "TLS connection refused: max number of clients reached");
+        return;
+    }
     let stream = {
         let stop = shared.shutdown.notified();
         tokio::pin!(stop);
@@ -73,7 +110,7 @@ pub(super) async fn serve(
         if shared.shutting_down.load(Ordering::SeqCst) {
             return;
         }
-        let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+        let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream));
         tokio::select! {
         done = handshake => match done {
             Ok(Ok(stream)) => stream,
@@ -90,5 +127,6 @@ pub(super) async fn serve(
         _ = stop => return,
         }
     };
+    drop(pending);
     super::connection::serve(shared, stream, peer, laddr).await;
 }
