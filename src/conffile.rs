@@ -35,6 +35,7 @@ const VALUED: &[&str] = &[
     "tls-key-file",
     "tls-ca-cert-file",
     "tls-auth-clients",
+    "maxmemory",
 ];
 
 /// A line the file cannot mean.
@@ -76,6 +77,12 @@ pub fn to_flags(text: &str) -> Result<Vec<String>, ConfFileError> {
         match name.as_str() {
             "daemonize" | "appendonly" | "tls-replication" | "tls-cluster" if value == "no" => {}
             "save" if value.is_empty() => {}
+            "maxmemory-policy" if value == "noeviction" => {}
+            "maxmemory-policy" => {
+                return Err(err(
+                    "redlockd never evicts a lock: only noeviction is supported",
+                ))
+            }
             n if SWITCHES.contains(&n) => match value.as_str() {
                 "yes" | "local" => flags.push(format!("--{n}")),
                 "no" => {}
@@ -170,8 +177,18 @@ mod tests {
     }
 
     #[test]
+    fn maxmemory_is_a_size_and_the_policy_only_noeviction() {
+        assert_eq!(
+            to_flags("maxmemory 100mb\nmaxmemory-policy noeviction\n").unwrap(),
+            ["--maxmemory", "100mb"]
+        );
+        let e = to_flags("maxmemory-policy allkeys-lru\n").unwrap_err();
+        assert!(e.to_string().contains("never evicts"), "{e}");
+    }
+
+    #[test]
     fn unknown_or_malformed_lines_are_errors_naming_the_line() {
-        let e = to_flags("port 1\nmaxmemory-policy allkeys-lru\n").unwrap_err();
+        let e = to_flags("port 1\nhz 10\n").unwrap_err();
         assert_eq!(e.line, 2);
         assert!(e.to_string().contains("unknown setting"), "{e}");
         assert!(to_flags("port\n").is_err());

@@ -55,6 +55,10 @@ pub struct Config {
     /// process forgets its token mark: the library default for embedding (the binary
     /// defaults to the working directory, as Redis does).
     pub dir: Option<PathBuf>,
+    /// Above this many bytes of used memory, commands that may grow memory get
+    /// `-OOM` (Redis's `maxmemory` with `noeviction`: a lock server never evicts a
+    /// lock). 0: no limit. CONFIG SET maxmemory changes it live.
+    pub maxmemory: u64,
 }
 
 impl Default for Config {
@@ -79,6 +83,7 @@ impl Default for Config {
             pubsub_output_limit: 32 * 1024 * 1024,
             metrics_addr: None,
             dir: None,
+            maxmemory: 0,
         }
     }
 }
@@ -277,9 +282,62 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
         .ok_or_else(|| err("too large"))
 }
 
+/// A memory size that does not parse (see [`parse_memory`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeError {
+    input: String,
+}
+
+impl std::fmt::Display for SizeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid memory size {:?}: expected bytes with an optional unit (b, k, kb, m, mb, g, gb)",
+            self.input
+        )
+    }
+}
+
+impl std::error::Error for SizeError {}
+
+/// Parses a memory size as Redis reads `maxmemory`: bytes, or a whole number with a
+/// unit, case-insensitive: `k`/`m`/`g` are powers of 1000, `kb`/`mb`/`gb` of 1024.
+pub fn parse_memory(s: &str) -> Result<u64, SizeError> {
+    let err = || SizeError {
+        input: s.to_string(),
+    };
+    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(digits_end);
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return Err(err()),
+    };
+    let n: u64 = num.parse().map_err(|_| err())?;
+    n.checked_mul(multiplier).ok_or_else(err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_sizes_read_as_redis_reads_maxmemory() {
+        assert_eq!(parse_memory("5"), Ok(5));
+        assert_eq!(parse_memory("10k"), Ok(10_000));
+        assert_eq!(parse_memory("100mb"), Ok(100 << 20));
+        assert_eq!(parse_memory("100m"), Ok(100_000_000));
+        assert_eq!(parse_memory("1GB"), Ok(1 << 30));
+        assert_eq!(parse_memory("0"), Ok(0));
+        for bad in ["", "mb", "1.5mb", "-1", "abc", "1tb", " 1", "99999999999999999999"] {
+            assert!(parse_memory(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_accept_plain_ms_and_suffixes() {

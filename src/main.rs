@@ -3,7 +3,7 @@
 mod conffile;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redlockd::config::{parse_duration, AuthClients, Config, ConfigError, TlsConfig};
+use redlockd::config::{parse_duration, parse_memory, AuthClients, Config, ConfigError, TlsConfig};
 use redlockd::{Clock, Server, ServerHandle};
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -143,6 +143,10 @@ struct ServerArgs {
         env = "REDLOCKD_TLS_AUTH_CLIENTS"
     )]
     tls_auth_clients: AuthClientsArg,
+    /// Above this much used memory, writes that may grow memory get -OOM; nothing is
+    /// ever evicted. Bytes or 100mb, 1gb (Redis's units); 0: no limit.
+    #[arg(long, default_value = "0", value_parser = parse_memory, env = "REDLOCKD_MAXMEMORY")]
+    maxmemory: u64,
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
@@ -183,6 +187,7 @@ impl ServerArgs {
             clock: (self.clock == ClockArg::Manual).then(Clock::manual),
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
+            maxmemory: self.maxmemory,
             ..Config::default()
         })
     }

@@ -303,6 +303,23 @@ async fn the_metrics_endpoint_counts_grants_and_refusals_by_reason() {
     );
     assert_eq!(metric(&body, "redlockd_fence_active"), 0.0);
     assert_eq!(metric(&body, "redlockd_keys{db=\"0\"}"), 1.0);
+    // Above --maxmemory: refused with OOM, counted apart from the fence.
+    assert_eq!(metric(&body, "redlockd_maxmemory_bytes"), 0.0);
+    assert!(metric(&body, "redlockd_used_memory_bytes") > 0.0);
+    c.cmd(&["CONFIG", "SET", "maxmemory", "1"]).await;
+    c.cmd(&["SET", "lock2", "a", "NX", "PX", "1000"]).await;
+    let body = scrape(at).await;
+    assert_eq!(metric(&body, "redlockd_maxmemory_bytes"), 1.0);
+    assert_eq!(
+        metric(&body, "redlockd_lock_refusals_total{reason=\"oom\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(&body, "redlockd_lock_refusals_total{reason=\"fence\"}"),
+        1.0
+    );
+    c.cmd(&["CONFIG", "SET", "maxmemory", "0"]).await;
+    // Refused calls are not calls (INFO commandstats counts them as rejected_calls).
     assert_eq!(metric(&body, "redlockd_commands_total{cmd=\"set\"}"), 3.0);
     assert_eq!(
         metric(

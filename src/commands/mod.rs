@@ -95,7 +95,30 @@ fn check(ctx: &Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
             spec.name
         )));
     }
+    if may_grow_memory(ctx, spec) && ctx.shared.over_maxmemory() {
+        (ctx.shared.stats).record_rejected(spec.index, stats::Refusal::Oom);
+        return Err(Reply::error(errors::OOM));
+    }
     Ok(spec)
+}
+
+/// Whether a network command is refused while used memory is above --maxmemory
+/// (Redis's processCommand with noeviction; nothing is ever evicted): a command that
+/// may grow memory; after MULTI, every command but EXEC, DISCARD, QUIT and RESET
+/// (queueing takes memory); EXEC when its queue holds one. Reads, DEL and releases
+/// still run. Scripts have their own rule (`scripting::flags::check_oom`).
+fn may_grow_memory(ctx: &Ctx, spec: &Spec) -> bool {
+    if spec.flags & flags::DENYOOM != 0 {
+        return true;
+    }
+    let Some(t) = ctx.client.multi.as_ref() else {
+        return false;
+    };
+    match spec.name {
+        "exec" => t.holds_denyoom(),
+        "discard" | "quit" | "reset" => false,
+        _ => true,
+    }
 }
 
 fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
@@ -116,7 +139,9 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     }
     if spec.flags & flags::FENCED != 0 {
         if let Err(e) = ctx.shared.fence.check_write(ctx.now_ms) {
-            ctx.shared.stats.record_rejected(spec.index);
+            ctx.shared
+                .stats
+                .record_rejected(spec.index, stats::Refusal::Fence);
             return e;
         }
     }

@@ -65,7 +65,7 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Option<Reply
         Some(Reply::error("ERR Command not allowed inside a transaction"))
     } else if spec.flags & flags::FENCED != 0 {
         ctx.shared.fence.check_write(ctx.now_ms).err().inspect(|_| {
-            ctx.shared.stats.record_rejected(spec.index);
+            (ctx.shared.stats).record_rejected(spec.index, super::stats::Refusal::Fence);
         })
     } else {
         None
@@ -84,6 +84,14 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Option<Reply
         t.queue.push((spec, args.to_vec()));
     }
     Some(Reply::status("QUEUED"))
+}
+
+impl Transaction {
+    /// Whether a queued command may grow memory (EXEC is refused above --maxmemory).
+    pub fn holds_denyoom(&self) -> bool {
+        use super::table::flags;
+        self.queue.iter().any(|(spec, _)| spec.flags & flags::DENYOOM != 0)
+    }
 }
 
 pub fn multi(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {

@@ -47,6 +47,7 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
         argv,
         read_only,
         globals: true,
+        deny_oom: false,
     };
     let shared = ctx.shared;
     let reply = shared.scripts.run(ctx, source, call);

@@ -160,18 +160,21 @@ fn info_memory(ctx: &Ctx, out: &mut String) {
     let rss = rss_bytes();
     let system = total_system_memory();
     let (scripts, _) = ctx.shared.scripts.counts();
+    let max = ctx.shared.maxmemory();
     let _ = write!(
         out,
         "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\n\
          used_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\n\
          total_system_memory:{system}\r\ntotal_system_memory_human:{}\r\n\
-         number_of_cached_scripts:{scripts}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\
+         number_of_cached_scripts:{scripts}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\n\
+         maxmemory_policy:noeviction\r\n\
          mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_allocator:{ALLOCATOR_NAME}\r\n",
         human(used),
         human(rss),
         human(peak),
         used as f64 * 100.0 / peak.max(1) as f64,
         human(system),
+        human(max as usize),
         rss as f64 / used.max(1) as f64,
         rss as i64 - used as i64,
     );
@@ -427,7 +430,7 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ),
                 ("appendonly", "no".to_string()),
                 ("save", String::new()),
-                ("maxmemory", "0".to_string()),
+                ("maxmemory", ctx.shared.maxmemory().to_string()),
                 ("maxmemory-policy", "noeviction".to_string()),
                 ("timeout", "0".to_string()),
                 ("notify-keyspace-events", String::new()),
@@ -489,13 +492,45 @@ const IMMUTABLE: &[&str] = &[
     "require-ttl",
     "appendonly",
     "save",
-    "maxmemory",
-    "maxmemory-policy",
     "timeout",
     "notify-keyspace-events",
     "cluster-enabled",
     "latency-tracking",
 ];
+
+/// The memory settings CONFIG SET takes, by their canonical names.
+fn memory_setting(name: &str) -> Option<&'static str> {
+    ["maxmemory", "maxmemory-policy"]
+        .into_iter()
+        .find(|n| *n == name)
+}
+
+/// A memory setting's new value: maxmemory in Redis's units; the policy can only be
+/// noeviction, since a lock server must never drop a lock to make room.
+fn memory_value(name: &str, value: &str) -> Result<i64, &'static str> {
+    if name == "maxmemory" {
+        return crate::config::parse_memory(value)
+            .ok()
+            .and_then(|v| i64::try_from(v).ok())
+            .ok_or("argument must be a memory value");
+    }
+    const REDIS_POLICIES: &[&str] = &[
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+    ];
+    match value.to_ascii_lowercase().as_str() {
+        "noeviction" => Ok(0),
+        v if REDIS_POLICIES.contains(&v) => {
+            Err("redlockd never evicts a lock: noeviction is the only policy")
+        }
+        _ => Err("argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"),
+    }
+}
 
 /// `CONFIG SET name value [name value ...]`: all or nothing, as in Redis 7.
 fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
@@ -513,6 +548,14 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
     let mut changes: Vec<(&str, i64)> = Vec::new();
     for pair in pairs.chunks(2) {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        if let Some(known) = memory_setting(&name) {
+            if changes.iter().any(|(n, _)| *n == known) {
+                return Err(failed(known, "duplicate parameter"));
+            }
+            let value = String::from_utf8_lossy(&pair[1]);
+            changes.push((known, memory_value(known, &value).map_err(|e| failed(known, e))?));
+            continue;
+        }
         let Some(&(known, min, max)) = LIVE.iter().find(|(n, _, _)| *n == name) else {
             if IMMUTABLE.contains(&name.as_str()) {
                 return Err(failed(&name, "can't set immutable config"));
@@ -539,6 +582,8 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
     for (name, value) in changes {
         match name {
             "maxclients" => ctx.shared.set_maxclients(value as usize),
+            "maxmemory" => ctx.shared.set_maxmemory(value as u64),
+            "maxmemory-policy" => {}
             "slowlog-log-slower-than" => stats.slowlog.slower_than_us.store(value, Relaxed),
             "slowlog-max-len" => stats.slowlog.set_max_len(value as usize),
             "busy-reply-threshold" | "lua-time-limit" => {

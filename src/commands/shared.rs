@@ -26,6 +26,10 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     /// `--maxclients`, changed by CONFIG SET.
     maxclients: AtomicUsize,
+    /// `--maxmemory` in bytes (0: no limit), changed by CONFIG SET.
+    maxmemory: AtomicU64,
+    /// Whether used memory was above maxmemory at the last check (logged on change).
+    over_maxmemory: AtomicBool,
     /// Monotonic ms at boot (or at the last crash-restart).
     pub started_ms: AtomicU64,
     pub run_id: String,
@@ -100,6 +104,8 @@ impl Shared {
             stats: Stats::new(table::COMMANDS.len()),
             next_client_id: AtomicU64::new(1),
             maxclients: AtomicUsize::new(config.maxclients),
+            maxmemory: AtomicU64::new(config.maxmemory),
+            over_maxmemory: AtomicBool::new(false),
             started_ms: AtomicU64::new(now),
             run_id,
             active_expire: AtomicBool::new(true),
@@ -129,6 +135,38 @@ impl Shared {
 
     pub fn set_maxclients(&self, n: usize) {
         self.maxclients.store(n, Ordering::Relaxed);
+    }
+
+    /// `--maxmemory` in bytes; 0: no limit.
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Relaxed)
+    }
+
+    pub fn set_maxmemory(&self, bytes: u64) {
+        self.maxmemory.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether used memory is above --maxmemory now: commands that may grow memory
+    /// are refused with OOM, and nothing is evicted. Logs when the state changes.
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.maxmemory();
+        if max == 0 {
+            return false;
+        }
+        let used = crate::memory::used_memory() as u64;
+        let over = used > max;
+        if self.over_maxmemory.swap(over, Ordering::Relaxed) != over {
+            if over {
+                tracing::warn!(
+                    used_bytes = used,
+                    maxmemory = max,
+                    "used memory is above maxmemory: writes that may grow memory get OOM (nothing is evicted)"
+                );
+            } else {
+                tracing::info!(used_bytes = used, maxmemory = max, "used memory is back under maxmemory");
+            }
+        }
+        over
     }
 
     /// What a crash and restart would do: every key forgotten, every client

@@ -36,6 +36,15 @@ pub struct Stats {
     pub locks: LockStats,
 }
 
+/// Why a command was refused before it ran.
+#[derive(Clone, Copy)]
+pub enum Refusal {
+    /// The restart fence (TRYAGAIN).
+    Fence,
+    /// Used memory above --maxmemory (OOM).
+    Oom,
+}
+
 /// What an operator of a lock service asks first (the metrics endpoint).
 #[derive(Default)]
 pub struct LockStats {
@@ -45,6 +54,10 @@ pub struct LockStats {
     pub held: AtomicU64,
     /// TTLs refused for exceeding --max-ttl.
     pub above_max_ttl: AtomicU64,
+    /// Writes refused by the restart fence.
+    pub fenced: AtomicU64,
+    /// Commands refused above --maxmemory (OOM).
+    pub oom: AtomicU64,
 }
 
 #[derive(Default)]
@@ -98,7 +111,13 @@ impl Stats {
         }
     }
 
-    pub fn record_rejected(&self, index: usize) {
+    /// A command refused before it ran (INFO's rejected_calls), and why.
+    pub fn record_rejected(&self, index: usize, why: Refusal) {
+        let reason = match why {
+            Refusal::Fence => &self.locks.fenced,
+            Refusal::Oom => &self.locks.oom,
+        };
+        reason.fetch_add(1, Ordering::Relaxed);
         self.total_commands.fetch_add(1, Ordering::Relaxed);
         self.per_command[index]
             .rejected

@@ -36,6 +36,10 @@ pub mod flags {
     pub const EXCLUSIVE: u32 = 1 << 10;
     /// Refused after MULTI ("Command not allowed inside a transaction").
     pub const NO_MULTI: u32 = 1 << 11;
+    /// May grow memory: refused with OOM while used memory is above `--maxmemory`
+    /// (Redis's `denyoom`, on the same commands: EXPIRE, PERSIST, RENAME and SMOVE are
+    /// fenced, as they can lengthen a TTL or move a key, but not denyoom).
+    pub const DENYOOM: u32 = 1 << 12;
 }
 
 use flags::*;
@@ -60,7 +64,7 @@ impl Spec {
         let names = [
             (WRITE, "write"),
             (READONLY, "readonly"),
-            (FENCED, "denyoom"),
+            (DENYOOM, "denyoom"),
             (NOSCRIPT, "noscript"),
             (NO_AUTH, "no_auth"),
             (PUBSUB, "pubsub"),
@@ -108,18 +112,18 @@ const ROWS: &[Row] = &[
     ("debug", -2, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, debug::debug),
     // strings
     ("get", 2, READONLY | FAST, 1, 1, 1, strings::get),
-    ("set", -3, WRITE | FENCED, 1, 1, 1, strings::set),
-    ("setnx", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::setnx),
-    ("setex", 4, WRITE | FENCED, 1, 1, 1, strings::setex),
-    ("psetex", 4, WRITE | FENCED, 1, 1, 1, strings::psetex),
+    ("set", -3, WRITE | FENCED | DENYOOM, 1, 1, 1, strings::set),
+    ("setnx", 3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::setnx),
+    ("setex", 4, WRITE | FENCED | DENYOOM, 1, 1, 1, strings::setex),
+    ("psetex", 4, WRITE | FENCED | DENYOOM, 1, 1, 1, strings::psetex),
     ("getdel", 2, WRITE | FAST, 1, 1, 1, strings::getdel),
     ("getex", -2, WRITE | FAST, 1, 1, 1, strings::getex),
     ("mget", -2, READONLY | FAST, 1, -1, 1, strings::mget),
-    ("mset", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 2, strings::mset),
-    ("incr", 2, WRITE | FENCED | FAST, 1, 1, 1, strings::incr),
-    ("decr", 2, WRITE | FENCED | FAST, 1, 1, 1, strings::decr),
-    ("incrby", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::incrby),
-    ("decrby", 3, WRITE | FENCED | FAST, 1, 1, 1, strings::decrby),
+    ("mset", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 2, strings::mset),
+    ("incr", 2, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::incr),
+    ("decr", 2, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::decr),
+    ("incrby", 3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::incrby),
+    ("decrby", 3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::decrby),
     // native compare-and-delete (releases: not fenced)
     ("delex", -2, WRITE | FAST, 1, 1, 1, cas::delex),
     ("delifeq", 3, WRITE | FAST, 1, 1, 1, cas::delifeq),
@@ -145,24 +149,24 @@ const ROWS: &[Row] = &[
     ("pexpiretime", 2, READONLY | FAST, 1, 1, 1, expire::pexpiretime),
     ("persist", 2, WRITE | FENCED | FAST, 1, 1, 1, expire::persist),
     // hashes (Redisson's RLock)
-    ("hset", -4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hset),
-    ("hmset", -4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hmset),
-    ("hsetnx", 4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hsetnx),
+    ("hset", -4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hset),
+    ("hmset", -4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hmset),
+    ("hsetnx", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hsetnx),
     ("hget", 3, READONLY | FAST, 1, 1, 1, hashes::hget),
     ("hmget", -3, READONLY | FAST, 1, 1, 1, hashes::hmget),
     ("hdel", -3, WRITE | FAST, 1, 1, 1, hashes::hdel),
     ("hexists", 3, READONLY | FAST, 1, 1, 1, hashes::hexists),
-    ("hincrby", 4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hincrby),
-    ("hincrbyfloat", 4, WRITE | FENCED | FAST, 1, 1, 1, hashes::hincrbyfloat),
+    ("hincrby", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hincrby),
+    ("hincrbyfloat", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hincrbyfloat),
     ("hlen", 2, READONLY | FAST, 1, 1, 1, hashes::hlen),
     ("hgetall", 2, READONLY, 1, 1, 1, hashes::hgetall),
     ("hkeys", 2, READONLY, 1, 1, 1, hashes::hkeys),
     ("hvals", 2, READONLY, 1, 1, 1, hashes::hvals),
     // lists (python-redis-lock's signal list)
-    ("lpush", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::lpush),
-    ("rpush", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::rpush),
-    ("lpushx", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::lpushx),
-    ("rpushx", -3, WRITE | FENCED | FAST, 1, 1, 1, lists::rpushx),
+    ("lpush", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::lpush),
+    ("rpush", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::rpush),
+    ("lpushx", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::lpushx),
+    ("rpushx", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::rpushx),
     ("lpop", -2, WRITE | FAST, 1, 1, 1, lists::lpop),
     ("rpop", -2, WRITE | FAST, 1, 1, 1, lists::rpop),
     ("llen", 2, READONLY | FAST, 1, 1, 1, lists::llen),
@@ -170,18 +174,18 @@ const ROWS: &[Row] = &[
     ("lindex", 3, READONLY, 1, 1, 1, lists::lindex),
     ("lrem", 4, WRITE, 1, 1, 1, lists::lrem),
     ("ltrim", 4, WRITE, 1, 1, 1, lists::ltrim),
-    ("lmove", 5, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, lists::lmove),
-    ("rpoplpush", 3, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, lists::rpoplpush),
-    ("blmove", 6, WRITE | FENCED | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::blmove),
-    ("brpoplpush", 4, WRITE | FENCED | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::brpoplpush),
-    ("lset", 4, WRITE, 1, 1, 1, lists::lset),
-    ("linsert", 5, WRITE, 1, 1, 1, lists::linsert),
+    ("lmove", 5, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, 2, 1, lists::lmove),
+    ("rpoplpush", 3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, 2, 1, lists::rpoplpush),
+    ("blmove", 6, WRITE | FENCED | DENYOOM | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::blmove),
+    ("brpoplpush", 4, WRITE | FENCED | DENYOOM | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::brpoplpush),
+    ("lset", 4, WRITE | DENYOOM, 1, 1, 1, lists::lset),
+    ("linsert", 5, WRITE | DENYOOM, 1, 1, 1, lists::linsert),
     ("lpos", -3, READONLY, 1, 1, 1, lists::lpos),
     ("blpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::blpop),
     ("brpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::brpop),
     // sorted sets (semaphores, fair locks)
-    ("zadd", -4, WRITE | FENCED | FAST, 1, 1, 1, zsets::zadd),
-    ("zincrby", 4, WRITE | FENCED | FAST, 1, 1, 1, zsets::zincrby),
+    ("zadd", -4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, zsets::zadd),
+    ("zincrby", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, zsets::zincrby),
     ("zrem", -3, WRITE | FAST, 1, 1, 1, zsets::zrem),
     ("zcard", 2, READONLY | FAST, 1, 1, 1, zsets::zcard),
     ("zscore", 3, READONLY | FAST, 1, 1, 1, zsets::zscore),
@@ -206,7 +210,7 @@ const ROWS: &[Row] = &[
     ("zrandmember", -2, READONLY, 1, 1, 1, zsets::zrandmember),
     ("zscan", -3, READONLY, 1, 1, 1, zsets::zscan),
     // sets; commands over several keys hold the gate exclusively (atomic)
-    ("sadd", -3, WRITE | FENCED | FAST, 1, 1, 1, sets::sadd),
+    ("sadd", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, sets::sadd),
     ("srem", -3, WRITE | FAST, 1, 1, 1, sets::srem),
     ("scard", 2, READONLY | FAST, 1, 1, 1, sets::scard),
     ("sismember", 3, READONLY | FAST, 1, 1, 1, sets::sismember),
@@ -219,11 +223,11 @@ const ROWS: &[Row] = &[
     ("sinter", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sinter),
     ("sunion", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sunion),
     ("sdiff", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sdiff),
-    ("sinterstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sinterstore),
-    ("sunionstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sunionstore),
-    ("sdiffstore", -3, WRITE | FENCED | EXCLUSIVE, 1, -1, 1, sets::sdiffstore),
+    ("sinterstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 1, sets::sinterstore),
+    ("sunionstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 1, sets::sunionstore),
+    ("sdiffstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 1, sets::sdiffstore),
     // fencing tokens (redlockd's own): grant + read the mark, commit a token
-    ("fencing.grant", 5, WRITE | FENCED | FAST, 1, 1, 1, fencing::grant),
+    ("fencing.grant", 5, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, fencing::grant),
     ("fencing.commit", 4, WRITE | FAST, 1, 1, 1, fencing::commit),
     ("fencing.mark", 1, READONLY | FAST, 0, 0, 0, fencing::mark),
     // pub/sub

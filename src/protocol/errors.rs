@@ -11,6 +11,8 @@ pub const NO_SUCH_KEY: &str = "ERR no such key";
 pub const NOAUTH: &str = "NOAUTH Authentication required.";
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 pub const DB_INDEX: &str = "ERR DB index is out of range";
+/// Above --maxmemory, a command that may grow memory (Redis's shared oomerr).
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 pub const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 // -- scripting --
 pub const NEGATIVE_KEYS: &str = "ERR Number of keys can't be negative";

@@ -105,6 +105,27 @@ pub fn check_run(flags: u32, ro_command: bool) -> Result<bool, &'static str> {
     Ok(ro_command || flags & NO_WRITES != 0)
 }
 
+/// The maxmemory rule for a script about to run while used memory is above
+/// --maxmemory (Redis's scriptPrepareForRun and scriptVerifyOOM): a script that
+/// declared flags without `no-writes` or `allow-oom` does not run; any other script
+/// runs, and unless it declared `allow-oom` its commands that may grow memory are
+/// refused until its first write. Returns whether they are refused.
+pub fn check_oom(flags: u32, in_exec: bool) -> Result<bool, &'static str> {
+    if flags & EVAL_COMPAT != 0 {
+        return Ok(true);
+    }
+    if flags & (NO_WRITES | ALLOW_OOM) == 0 {
+        // A network EVAL is refused before it runs, with the shared OOM error; from
+        // EXEC, Redis's run-time check answers this one.
+        return Err(if in_exec {
+            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'"
+        } else {
+            crate::protocol::errors::OOM
+        });
+    }
+    Ok(flags & ALLOW_OOM == 0)
+}
+
 /// Redis's sdssplitargs: words separated by spaces, with "double" (C escapes) and
 /// 'single' quotes. None for unbalanced quotes.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {

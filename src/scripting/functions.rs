@@ -538,12 +538,16 @@ impl Scripts {
             Ok(f) => f,
             Err(e) => return Reply::error(one_line(&format!("ERR {}", error_text(&e)))),
         };
-        let call = Call {
+        let mut call = Call {
             keys: &[],
             argv: &[],
             read_only,
             globals: false,
+            deny_oom: false,
         };
+        if let Err(e) = super::prepare_oom(ctx, f.flags, &mut call) {
+            return e;
+        }
         let run = FunctionRun {
             name: name.clone(),
             command: args.to_vec(),

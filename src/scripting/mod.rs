@@ -107,12 +107,19 @@ pub struct Running {
     killed: AtomicBool,
     /// A write command has run: SCRIPT KILL must refuse (UNKILLABLE), as in Redis.
     wrote: AtomicBool,
+    /// Commands that may grow memory are refused until the first write (`Call`).
+    deny_oom: bool,
     warned: AtomicBool,
     /// Set when this is a function (FCALL), not an EVAL script.
     pub function: Option<FunctionRun>,
 }
 
 impl Running {
+    /// Whether a command that may grow memory is refused now (see `deny_oom`).
+    pub(crate) fn refuses_oom(&self) -> bool {
+        self.deny_oom && !self.wrote.load(Ordering::SeqCst)
+    }
+
     fn is_busy(&self, now_ms: u64) -> bool {
         now_ms.saturating_sub(self.started_ms) > self.busy_ms
     }
@@ -153,6 +160,9 @@ pub struct Call<'a> {
     /// globals do not exist (reading one is the sandbox's nonexistent-global error), as
     /// in Redis.
     pub globals: bool,
+    /// Memory was above --maxmemory when the script started: its commands that may
+    /// grow memory are refused until it writes (set by the flags check, `check_oom`).
+    pub deny_oom: bool,
 }
 
 impl Scripts {
@@ -320,18 +330,17 @@ impl Scripts {
         Ok(f)
     }
 
-    /// The read-only rule for a cached script: Ok(read-only) or the refusal.
-    fn script_read_only(&self, sha: &str, ro_command: bool) -> Result<bool, Reply> {
-        if !self.any_shebang.load(Ordering::Relaxed) {
-            return Ok(ro_command);
-        }
-        let flags = self
-            .shebang_flags
-            .read()
-            .get(sha)
-            .copied()
-            .unwrap_or(flags::EVAL_COMPAT);
-        flags::check_run(flags, ro_command).map_err(Reply::error)
+    /// The rules a cached script's flags set for its run: read-only, and the
+    /// maxmemory rule. Adjusts `call`, or answers the refusal.
+    fn script_rules(&self, ctx: &Ctx, sha: &str, call: &mut Call) -> Result<(), Reply> {
+        let flags = if self.any_shebang.load(Ordering::Relaxed) {
+            let known = self.shebang_flags.read().get(sha).copied();
+            known.unwrap_or(flags::EVAL_COMPAT)
+        } else {
+            flags::EVAL_COMPAT
+        };
+        call.read_only = flags::check_run(flags, call.read_only).map_err(Reply::error)?;
+        prepare_oom(ctx, flags, call)
     }
 
     fn vm_or_create<'v>(
@@ -495,9 +504,8 @@ impl Scripts {
         sha: &str,
         mut call: Call,
     ) -> Reply {
-        match self.script_read_only(sha, call.read_only) {
-            Ok(read_only) => call.read_only = read_only,
-            Err(e) => return e,
+        if let Err(e) = self.script_rules(ctx, sha, &mut call) {
+            return e;
         }
         self.execute(ctx, vm_slot, function, sha, call)
     }
@@ -552,6 +560,7 @@ impl Scripts {
             busy_ms: self.busy_ms.load(Ordering::Relaxed),
             killed: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
+            deny_oom: call.deny_oom,
             warned: AtomicBool::new(false),
             function: run,
         });
@@ -559,6 +568,18 @@ impl Scripts {
         let _clear = ClearRunning(&self.running);
         vm.execute(ctx, function, sha, call, running)
     }
+}
+
+/// The maxmemory rule of EVAL and FCALL alike, for a script with `flags`, decided once
+/// when it starts (Redis's pre-command OOM state).
+pub(super) fn prepare_oom(ctx: &Ctx, script_flags: u32, call: &mut Call) -> Result<(), Reply> {
+    if ctx.shared.over_maxmemory() {
+        call.deny_oom = flags::check_oom(script_flags, ctx.in_exec).map_err(|e| {
+            ctx.shared.stats.locks.oom.fetch_add(1, Ordering::Relaxed);
+            Reply::error(e)
+        })?;
+    }
+    Ok(())
 }
 
 /// What a caught panic leaves: no VM (a fresh one is built for the next script), a

@@ -5,7 +5,7 @@ use super::convert::{self, err_table};
 use super::engine::*;
 use super::numfmt;
 use crate::commands::{self, table::flags};
-use crate::protocol::Reply;
+use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use mlua::{Lua, Value, Variadic};
 use std::sync::atomic::Ordering;
@@ -76,6 +76,9 @@ pub(super) fn command(lua: &Lua, args: &[Value]) -> mlua::Result<Result<(Reply, 
         return Ok(Err(
             "ERR Write commands are not allowed from read-only scripts.".into(),
         ));
+    }
+    if spec.flags & flags::DENYOOM != 0 && slot.running.refuses_oom() {
+        return Ok(Err(errors::OOM.into()));
     }
     // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on its
     // thread, and nothing else uses the context while Lua runs.

@@ -119,16 +119,16 @@ pub(crate) fn render(shared: &Shared) -> String {
         "SET NX that took a free key.",
         locks.grants.load(Relaxed),
     );
-    let fenced: u64 = commands().map(|(_, c)| c.rejected.load(Relaxed)).sum();
     let refusals = "redlockd_lock_refusals_total";
     out.family(
         refusals,
         "counter",
-        "Lock requests refused, by reason: held (SET NX on a taken key), fence (restart fence), max_ttl (TTL above --max-ttl).",
+        "Lock requests refused, by reason: held (SET NX on a taken key), fence (restart fence), max_ttl (TTL above --max-ttl), oom (used memory above --maxmemory).",
     )
     .sample(refusals, "reason=\"held\"", locks.held.load(Relaxed))
-    .sample(refusals, "reason=\"fence\"", fenced)
-    .sample(refusals, "reason=\"max_ttl\"", locks.above_max_ttl.load(Relaxed));
+    .sample(refusals, "reason=\"fence\"", locks.fenced.load(Relaxed))
+    .sample(refusals, "reason=\"max_ttl\"", locks.above_max_ttl.load(Relaxed))
+    .sample(refusals, "reason=\"oom\"", locks.oom.load(Relaxed));
     out.family(
         "redlockd_keys",
         "gauge",
@@ -158,6 +158,18 @@ pub(crate) fn render(shared: &Shared) -> String {
         "gauge",
         "Time until the restart fence lifts.",
         remaining as f64 / 1000.0,
+    );
+    out.single(
+        "redlockd_used_memory_bytes",
+        "gauge",
+        "Bytes allocated (INFO used_memory).",
+        crate::memory::used_memory(),
+    );
+    out.single(
+        "redlockd_maxmemory_bytes",
+        "gauge",
+        "--maxmemory (0: no limit); above it writes that may grow memory get OOM.",
+        shared.maxmemory(),
     );
     out.single(
         "redlockd_connected_clients",
