@@ -309,11 +309,21 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
 async fn fencing_tokens_protect_the_storage_and_the_checker_can_fail() {
     let (mut accepted, mut refused, mut holders) = (0, 0, 0);
     let (mut corrupted, mut backwards) = (0, 0);
-    for seed in SEEDS {
+    // Every schedule runs on its own cluster, all at once: a paused node costs a
+    // per-node timeout of real time, and the waits overlap.
+    let runs = futures_util::future::join_all(SEEDS.map(|seed| async move {
+        tokio::join!(
+            run_schedule(seed, Tokens::Fencing, true),
+            run_schedule(seed, Tokens::Fencing, false),
+            run_schedule(seed, Tokens::None, true),
+            run_schedule(seed, Tokens::IncrOnNode0, true),
+        )
+    }))
+    .await;
+    for (seed, (with_fence, without_fence, no_tokens, incr)) in SEEDS.into_iter().zip(runs) {
         // With tokens, with and without the restart fence: tokens alone protect the
         // storage, even when two clients believe they hold the lock.
-        for fence in [true, false] {
-            let out = run_schedule(seed, Tokens::Fencing, fence).await;
+        for (fence, out) in [(true, with_fence), (false, without_fence)] {
             assert!(
                 out.violations.is_empty(),
                 "seed {seed}, fence {fence}: {:?}\nissued {:?}\n{}",
@@ -326,13 +336,13 @@ async fn fencing_tokens_protect_the_storage_and_the_checker_can_fail() {
             holders += out.issued.len();
         }
         // The same schedule without tokens: stale holders overwrite newer ones.
-        let out = run_schedule(seed, Tokens::None, true).await;
+        let out = no_tokens;
         if let Some((a, b)) = out.violations.lost_to_stale.first() {
             eprintln!("seed {seed} without tokens: {b:?} landed after {a:?}");
         }
         corrupted += out.violations.lost_to_stale.len();
         // Tokens from INCR on one node: its restart sends them backwards.
-        let out = run_schedule(seed, Tokens::IncrOnNode0, true).await;
+        let out = incr;
         if let Some(b) = out.violations.backwards.first() {
             eprintln!("seed {seed} with INCR tokens: went backwards {b:?}");
         }

@@ -193,14 +193,19 @@ pub async fn checker_cluster(n: usize, ttl: Duration, fence: bool) -> TestCluste
     .await
 }
 
-/// `count` checker clients: one round each, and a short per-node timeout (paused and
-/// isolated nodes cost this much real time per request).
+/// The checkers' per-node timeout. A paused node costs this much real time per request
+/// (isolated and stopped nodes refuse at once), and a node that is up must always answer
+/// within it, also on a loaded 2-core machine: else a vote is lost to the scheduler and
+/// a seed no longer gives one history.
+pub const CHECKER_NODE_TIMEOUT_MS: u64 = 150;
+
+/// `count` checker clients: one round each, per-node timeout `CHECKER_NODE_TIMEOUT_MS`.
 pub fn checker_clients(cluster: &TestCluster, count: usize, fencing: bool) -> Vec<Redlock> {
     (0..count)
         .map(|_| {
             let opts = RedlockOptions {
                 fencing_tokens: fencing,
-                ..opts(25)
+                ..opts(CHECKER_NODE_TIMEOUT_MS)
             };
             redlock(cluster, opts)
         })
