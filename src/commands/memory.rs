@@ -103,7 +103,7 @@ fn chunk(n: usize) -> usize {
 /// One slot of a shard table (key, entry) and its control byte, at hashbrown's
 /// 7/8 load.
 fn slot_bytes() -> usize {
-    (size_of::<(Bytes, Entry)>() + 1) * 8 / 7
+    (size_of::<(Box<[u8]>, Entry)>() + 1) * 8 / 7
 }
 
 /// A hash table of `len` items of `item` bytes each, at 7/8 load.

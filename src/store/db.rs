@@ -52,8 +52,11 @@ impl BuildHasher for SeededState {
 
 /// One database: keys to entries, expired lazily on access and by `sweep`. Every
 /// path that changes a key (expiry included) touches it for WATCH (see `watch.rs`).
+/// A stored key: its bytes on the heap behind a 16-byte slot field (a `Bytes` is 32).
+type Key = Box<[u8]>;
+
 pub struct Db {
-    map: DashMap<Bytes, Entry, SeededState>,
+    map: DashMap<Key, Entry, SeededState>,
     watched: Watched,
     expiry: ExpiryIndex,
 }
@@ -92,7 +95,7 @@ impl Db {
     }
 
     /// The live entry at `key`; an expired one is removed and reads as absent.
-    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_, Bytes, Entry>> {
+    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_, Key, Entry>> {
         let found = self.map.get(key)?;
         if !found.is_expired(now_ms) {
             return Some(found);
@@ -103,7 +106,7 @@ impl Db {
     }
 
     /// Like `get`, for changing the entry in place (so the key counts as touched).
-    pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_, Bytes, Entry>> {
+    pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_, Key, Entry>> {
         let found = self.map.get_mut(key)?;
         if !found.is_expired(now_ms) {
             self.note_write(key);
@@ -117,11 +120,10 @@ impl Db {
 
     /// The slot for `key`, holding its shard's lock: occupied only by a live entry.
     /// The key is copied, so the stored key never pins a connection's read buffer.
-    /// It is copied once and moved, not cloned: cloning a `Bytes` made from a `Vec`
-    /// allocates its shared header, a second allocation per write.
+    /// It is copied once (one allocation) and moved, never cloned.
     /// Taking the slot counts as touching the key (the caller may write through it).
-    pub fn entry(&self, key: &[u8], now_ms: u64) -> MapEntry<'_, Bytes, Entry> {
-        let slot = match self.map.entry(Bytes::copy_from_slice(key)) {
+    pub fn entry(&self, key: &[u8], now_ms: u64) -> MapEntry<'_, Key, Entry> {
+        let slot = match self.map.entry(Key::from(key)) {
             MapEntry::Occupied(o) if o.get().is_expired(now_ms) => {
                 let (owned, _) = o.remove_entry();
                 self.watched.touch(key, false);
@@ -144,7 +146,7 @@ impl Db {
     /// Stores `entry` at `key`, replacing whatever was there.
     pub fn insert(&self, key: &[u8], entry: Entry) {
         let has_deadline = entry.deadline_ms.is_some();
-        self.map.insert(Bytes::copy_from_slice(key), entry);
+        self.map.insert(Key::from(key), entry);
         if has_deadline {
             self.note_write(key);
         }
@@ -202,7 +204,7 @@ impl Db {
             .watched
             .keys()
             .into_iter()
-            .filter(|k| self.map.contains_key(k))
+            .filter(|k| self.map.contains_key(&k[..]))
             .collect();
         self.expiry.clear();
         self.map.clear();
@@ -219,12 +221,12 @@ impl Db {
         self.map
             .iter()
             .filter(|e| !e.value().is_expired(now_ms))
-            .map(|e| e.key().clone())
+            .map(|e| Bytes::copy_from_slice(e.key()))
             .collect()
     }
 
     /// Calls `f` with every live entry, one shard locked at a time (for the snapshot).
-    pub fn for_each_live(&self, now_ms: u64, mut f: impl FnMut(&Bytes, &Entry)) {
+    pub fn for_each_live(&self, now_ms: u64, mut f: impl FnMut(&[u8], &Entry)) {
         for e in self.map.iter() {
             if !e.value().is_expired(now_ms) {
                 f(e.key(), e.value());
@@ -294,9 +296,9 @@ impl Db {
                 {
                     let mut table = shards[shard].write();
                     for &(_, hash) in part {
-                        let mine = |k: &Bytes| self.hash(k) == hash;
+                        let mine = |k: &[u8]| self.hash(k) == hash;
                         while let Some(b) =
-                            table.find(hash, |(k, e)| e.get().is_expired(now_ms) && mine(k))
+                            table.find(hash, |(k, e)| e.get().is_expired(now_ms) && mine(&k[..]))
                         {
                             // SAFETY: the bucket was just found in this table, under
                             // its write lock.
@@ -307,7 +309,7 @@ impl Db {
                         // Due later in a slot being looked at now: file it again. (A
                         // later slot's deadline was filed when it was written.)
                         let later = table.find(hash, |(k, e)| {
-                            e.get().deadline_ms.is_some_and(|d| d / SLOT_MS <= now_slot) && mine(k)
+                            e.get().deadline_ms.is_some_and(|d| d / SLOT_MS <= now_slot) && mine(&k[..])
                         });
                         if let Some(b) = later {
                             // SAFETY: found in this table, under its lock.
@@ -400,7 +402,7 @@ impl Db {
                 for bucket in table.iter() {
                     let (key, value) = bucket.as_ref();
                     if !value.get().is_expired(now_ms) {
-                        out.push(key.clone());
+                        out.push(Bytes::copy_from_slice(key));
                     }
                 }
             }
