@@ -261,7 +261,11 @@ fn main() -> ExitCode {
         None => cli.server.log.clone(),
     };
     init_logging(&log);
+    // At least two workers, even on one core: a script stuck in one long C call keeps
+    // its worker, and another must drive I/O meanwhile (scripting/long_run.rs).
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
     {

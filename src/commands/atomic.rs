@@ -260,8 +260,9 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
     if spec.flags & flags::EXCLUSIVE != 0 {
         let _exclusive = gate.exclusive(shared).await?;
         ctx.restart_clock();
-        // Scripts can run long: off the async workers, so they stay free to answer BUSY.
-        Ok(off_runtime(|| run_spec(ctx, spec, args)))
+        // Inline, with no thread hand-off: a script that runs long gives the runtime
+        // back from its instruction hook (scripting/long_run.rs explains how and why).
+        Ok(run_spec(ctx, spec, args))
     } else {
         // Uncontended (the common case), the time `Ctx::new` read a moment ago stands:
         // no second clock read. After a wait, the command's time is read again.
@@ -274,18 +275,6 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
             }
         };
         Ok(run_spec(ctx, spec, args))
-    }
-}
-
-/// Runs blocking work on a multi-thread runtime's worker without starving the other
-/// tasks (tokio hands the worker's queue to another thread). On a current-thread
-/// runtime, or outside tokio (benches), it just runs: block_in_place would panic there.
-fn off_runtime<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
     }
 }
 

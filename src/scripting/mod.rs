@@ -17,6 +17,7 @@ mod flags;
 pub mod function_dump;
 pub mod functions;
 mod long_run;
+pub(crate) use long_run::spawn_watch as spawn_long_run_watch;
 mod lstruct;
 mod numfmt;
 mod redis_api;
@@ -112,6 +113,8 @@ pub struct Running {
     warned: AtomicBool,
     /// Set when this is a function (FCALL), not an EVAL script.
     pub function: Option<FunctionRun>,
+    /// Real time of the run and its leaving the async worker (`long_run`).
+    leaving: long_run::Leaving,
 }
 
 impl Running {
@@ -563,6 +566,7 @@ impl Scripts {
             deny_oom: call.deny_oom,
             warned: AtomicBool::new(false),
             function: run,
+            leaving: long_run::Leaving::new(),
         });
         *self.running.lock() = Some(running.clone());
         let _clear = ClearRunning(&self.running);

@@ -73,6 +73,7 @@ impl Server {
         };
         let accept = tokio::spawn(accept_loop(listeners, shared.clone()));
         spawn_sweeper(&shared)?;
+        crate::scripting::spawn_long_run_watch(&shared)?;
         Ok(ServerHandle {
             addr,
             tls_addr,
