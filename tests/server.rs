@@ -367,11 +367,14 @@ async fn info_memory_counts_a_big_value_and_gives_it_back() {
     assert_eq!(c.cmd(&["SET", "big", &big]).await, "+OK\r\n");
     drop(big);
     let held = info_field(&c.cmd(&["INFO", "memory"]).await, "used_memory");
-    assert!(held >= before + (64 << 20), "{before} -> {held}");
+    assert!(held >= before + (60 << 20), "{before} -> {held}");
     assert_eq!(c.cmd(&["DEL", "big"]).await, ":1\r\n");
     let after = info_field(&c.cmd(&["INFO", "memory"]).await, "used_memory");
     // Other tests in this process allocate too: only the 64 MB must be gone.
     assert!(after + (48 << 20) < held, "{held} -> {after}");
+    // The connection's read buffer that held the request went too (and the slow log
+    // kept copies of the short arguments, not slices pinning that buffer).
+    assert!(after < before + (32 << 20), "{before} -> {held} -> {after}");
     h.shutdown().await;
 }
 

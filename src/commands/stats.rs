@@ -249,7 +249,9 @@ fn trim_args(args: &[Bytes]) -> Vec<Bytes> {
                 );
                 Bytes::from(t)
             } else {
-                a.clone()
+                // Copied, not cloned: a clone would keep the request's whole read
+                // buffer alive (a 500 MB SET's buffer, for as long as the entry lives).
+                Bytes::copy_from_slice(a)
             }
         })
         .collect();

@@ -21,6 +21,11 @@ const READ_CHUNK: usize = 16 * 1024;
 /// While paused, stop reading past this much buffered input.
 const PAUSED_INPUT_LIMIT: usize = 1024 * 1024;
 
+/// A buffer that grew past this for one big request or reply (a 500 MB SET or GET)
+/// is dropped once it is empty again and a small one taken instead: its memory goes
+/// back at once, not when the client disconnects.
+const SHRINK_BUFFER_ABOVE: usize = 1024 * 1024;
+
 /// A connection's byte stream: `TcpStream`, or a TLS stream over one.
 pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 
@@ -76,6 +81,8 @@ async fn run<S: Stream>(
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut net = shared.faults.net.subscribe();
     let mut eof = false;
+    // The read buffer held more than SHRINK_BUFFER_ABOVE at some point.
+    let mut rbuf_grown = false;
     loop {
         // While the node is paused nothing is executed, but input is still read, as the
         // kernel would buffer it for a stopped process: on resume it all runs.
@@ -148,6 +155,13 @@ async fn run<S: Stream>(
                 return Ok(());
             }
         }
+        if rbuf_grown && rbuf.is_empty() {
+            rbuf = BytesMut::with_capacity(READ_CHUNK);
+            rbuf_grown = false;
+        }
+        if wbuf.is_empty() && wbuf.capacity() > SHRINK_BUFFER_ABOVE {
+            wbuf = BytesMut::with_capacity(READ_CHUNK);
+        }
         if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
             rbuf.reserve(READ_CHUNK);
         }
@@ -158,6 +172,7 @@ async fn run<S: Stream>(
                 if n? == 0 {
                     eof = true;
                 } else {
+                    rbuf_grown |= rbuf.len() > SHRINK_BUFFER_ABOVE;
                     shared.faults.input_arrived(&info, paused);
                 }
             }
