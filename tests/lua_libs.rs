@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{bulk, err, int, Raw};
+use support::{bulk, err, int, start, Raw};
 
 /// Lua that turns the string `s` into lowercase hex (scripts return binary this way).
 const HEX: &str = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
@@ -326,4 +326,31 @@ async fn big_tables_pack_and_encode() {
         ("local t = {} for i=1,20000 do t[tostring(i)]=i end return #cjson.encode(cjson.decode(cjson.encode(t)))", int(257_789)),
     ])
     .await;
+}
+
+/// cmsgpack.unpack of arrays nested thousands deep: 3,999 levels decode, deeper is
+/// Redis 7.0.15's error, byte for byte. (A recursive decoder overflowed the thread's
+/// stack here and ended the process.)
+#[tokio::test(flavor = "multi_thread")]
+async fn cmsgpack_unpack_of_deep_nesting_is_an_error_not_a_crash() {
+    let server = start().await;
+    let mut c = Raw::to(&server).await;
+    let nested = |depth: usize| {
+        format!("return type(cmsgpack.unpack(string.rep(string.char(0x91), {depth}) .. string.char(0)))")
+    };
+    assert_eq!(c.cmd(&["EVAL", &nested(3_999), "0"]).await, bulk("table"));
+    for depth in [4_000, 1_000_000] {
+        let script = nested(depth);
+        let sha = sha1_smol::Sha1::from(&script).digest().to_string();
+        assert_eq!(
+            c.cmd(&["EVAL", &script, "0"]).await,
+            err(&format!("ERR user_script:1: stack overflow (in function mp_decode_to_lua_array) script: {sha}, on @user_script:1."))
+        );
+    }
+    let maps = "return type(cmsgpack.unpack(string.rep(string.char(0x81, 0x01), 100000) .. string.char(0)))";
+    assert!(c
+        .cmd(&["EVAL", maps, "0"])
+        .await
+        .starts_with("-ERR user_script:1: stack overflow"));
+    assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
 }

@@ -269,10 +269,90 @@ impl Cursor<'_> {
         Ok(Value::String(self.lua.create_string(s)?))
     }
 
+    /// One value. Iterative, with its own stack of open arrays and maps: a crafted
+    /// input nests them thousands deep, and recursion here would overflow the thread's
+    /// stack (it did: one EVAL ended the process). Redis's C decoder stops at its Lua
+    /// stack's limit, 3,999 levels; so does this one, with the same error.
     fn value(&mut self) -> Result<Value, DecodeError> {
+        let mut open: Vec<Open> = Vec::new();
+        loop {
+            let mut v = match self.item()? {
+                Item::Value(v) => v,
+                Item::Array(_) if open.len() >= MAX_DEPTH => {
+                    let msg = "stack overflow (in function mp_decode_to_lua_array)";
+                    return Err(DecodeError::Lua(raise_lua(self.lua, msg)));
+                }
+                Item::Map(_) if open.len() >= MAX_DEPTH => {
+                    let msg = "stack overflow (in function mp_decode_to_lua_hash)";
+                    return Err(DecodeError::Lua(raise_lua(self.lua, msg)));
+                }
+                Item::Array(len) => {
+                    // A header cannot promise more elements than bytes are left.
+                    let t = self
+                        .lua
+                        .create_table_with_capacity(len.min(self.left()), 0)?;
+                    if len == 0 {
+                        Value::Table(t)
+                    } else {
+                        open.push(Open::Array { t, len, next: 1 });
+                        continue;
+                    }
+                }
+                Item::Map(len) => {
+                    let t = self.lua.create_table()?;
+                    if len == 0 {
+                        Value::Table(t)
+                    } else {
+                        open.push(Open::Map { t, left: len, key: None });
+                        continue;
+                    }
+                }
+            };
+            // Hand the value to the innermost open container; each one it completes
+            // becomes the value for the next one out.
+            loop {
+                match open.last_mut() {
+                    None => return Ok(v),
+                    Some(Open::Array { t, len, next }) => {
+                        t.raw_set(*next, v)?;
+                        *next += 1;
+                        if *next <= *len {
+                            break;
+                        }
+                    }
+                    Some(Open::Map { t, left, key }) => {
+                        let Some(k) = key.take() else {
+                            *key = Some(v);
+                            break;
+                        };
+                        // lua_settable's own errors (no position: they come from C).
+                        match &k {
+                            Value::Nil => return Err(lua_error("table index is nil")),
+                            Value::Number(x) if x.is_nan() => {
+                                return Err(lua_error("table index is NaN"))
+                            }
+                            _ => {}
+                        }
+                        t.raw_set(k, v)?;
+                        *left -= 1;
+                        if *left > 0 {
+                            break;
+                        }
+                    }
+                }
+                v = match open.pop() {
+                    Some(Open::Array { t, .. } | Open::Map { t, .. }) => Value::Table(t),
+                    None => unreachable!("the loop returned above"),
+                };
+            }
+        }
+    }
+
+    /// One scalar, or the header of an array or map (consumed; its elements follow).
+    fn item(&mut self) -> Result<Item, DecodeError> {
         self.need(1)?;
         let b = self.s[self.pos];
-        let n = |x: f64| Ok(Value::Number(x));
+        let n = |x: f64| Ok(Item::Value(Value::Number(x)));
         match b {
             0xcc => n(self.be(1)? as f64),
             0xd0 => n(self.be(1)? as u8 as i8 as f64),
@@ -284,43 +364,43 @@ impl Cursor<'_> {
             0xd3 => n(self.be(8)? as i64 as f64),
             0xc0 => {
                 self.pos += 1;
-                Ok(Value::Nil)
+                Ok(Item::Value(Value::Nil))
             }
             0xc3 | 0xc2 => {
                 self.pos += 1;
-                Ok(Value::Boolean(b == 0xc3))
+                Ok(Item::Value(Value::Boolean(b == 0xc3)))
             }
             0xca => n(f32::from_bits(self.be(4)? as u32) as f64),
             0xcb => n(f64::from_bits(self.be(8)?)),
             0xd9 => {
                 self.need(2)?;
                 let len = self.s[self.pos + 1] as usize;
-                self.string(2, len)
+                self.string(2, len).map(Item::Value)
             }
             0xda => {
                 self.need(3)?;
                 let len = u16::from_be_bytes([self.s[self.pos + 1], self.s[self.pos + 2]]);
-                self.string(3, len as usize)
+                self.string(3, len as usize).map(Item::Value)
             }
             0xdb => {
                 let len = self.be(4)? as usize;
-                self.string(0, len)
+                self.string(0, len).map(Item::Value)
             }
             0xdc => {
                 let len = self.be(2)? as usize;
-                self.array(len)
+                Ok(Item::Array(len))
             }
             0xdd => {
                 let len = self.be(4)? as usize;
-                self.array(len)
+                Ok(Item::Array(len))
             }
             0xde => {
                 let len = self.be(2)? as usize;
-                self.map(len)
+                Ok(Item::Map(len))
             }
             0xdf => {
                 let len = self.be(4)? as usize;
-                self.map(len)
+                Ok(Item::Map(len))
             }
             b if b & 0x80 == 0 => {
                 self.pos += 1;
@@ -330,47 +410,36 @@ impl Cursor<'_> {
                 self.pos += 1;
                 n(b as i8 as f64)
             }
-            b if b & 0xe0 == 0xa0 => self.string(1, (b & 0x1f) as usize),
+            b if b & 0xe0 == 0xa0 => self.string(1, (b & 0x1f) as usize).map(Item::Value),
             b if b & 0xf0 == 0x90 => {
                 self.pos += 1;
-                self.array((b & 0xf) as usize)
+                Ok(Item::Array((b & 0xf) as usize))
             }
             b if b & 0xf0 == 0x80 => {
                 self.pos += 1;
-                self.map((b & 0xf) as usize)
+                Ok(Item::Map((b & 0xf) as usize))
             }
             _ => Err(DecodeError::BadFormat),
         }
     }
-
-    fn array(&mut self, len: usize) -> Result<Value, DecodeError> {
-        // A header cannot promise more elements than bytes are left: each takes one.
-        let t = self
-            .lua
-            .create_table_with_capacity(len.min(self.left()), 0)?;
-        for i in 1..=len {
-            let v = self.value()?;
-            t.raw_set(i, v)?;
-        }
-        Ok(Value::Table(t))
-    }
-
-    fn map(&mut self, len: usize) -> Result<Value, DecodeError> {
-        let t = self.lua.create_table()?;
-        for _ in 0..len {
-            let k = self.value()?;
-            let v = self.value()?;
-            // lua_settable's own errors (no position: they come from C).
-            match &k {
-                Value::Nil => return Err(lua_error("table index is nil")),
-                Value::Number(x) if x.is_nan() => return Err(lua_error("table index is NaN")),
-                _ => {}
-            }
-            t.raw_set(k, v)?;
-        }
-        Ok(Value::Table(t))
-    }
 }
+
+/// What `Cursor::item` read.
+enum Item {
+    Value(Value),
+    Array(usize),
+    Map(usize),
+}
+
+/// An array or map whose elements are still being read.
+enum Open {
+    Array { t: Table, len: usize, next: usize },
+    Map { t: Table, left: usize, key: Option<Value> },
+}
+
+/// Containers nested deeper than this fail, as Redis's decoder does when its Lua stack
+/// is full (3,999 nested arrays decode there; 4,000 do not).
+const MAX_DEPTH: usize = 3_999;
 
 fn lua_error(msg: &str) -> DecodeError {
     DecodeError::Lua(mlua::Error::external(super::engine::ScriptError::Lua(

@@ -93,6 +93,8 @@ async fn run<S: Stream>(
             let mut close = false;
             // Paused (or taken down) in the middle of the batch: the rest waits.
             let mut held = false;
+            // Stopped at WRITE_BATCH_LIMIT: more requests may be buffered already.
+            let mut more = false;
             loop {
                 // A node a fault control took off the network executes nothing more,
                 // not even requests already read (see `Shared::set_net`).
@@ -132,6 +134,13 @@ async fn run<S: Stream>(
                             close = true;
                             break;
                         }
+                        // Big replies (GETs of a large value, pipelined): write what
+                        // there is before running more, so the replies of a client that
+                        // does not read wait in its socket, not in our memory.
+                        if wbuf.len() >= WRITE_BATCH_LIMIT {
+                            more = true;
+                            break;
+                        }
                     }
                     Err(e) => {
                         tracing::debug!(client = client.id(), "{e}");
@@ -148,7 +157,7 @@ async fn run<S: Stream>(
             if !matches!(written, Ok(true)) || close || info.killed.load(Ordering::SeqCst) {
                 return Ok(());
             }
-            if held {
+            if held || more {
                 continue;
             }
             if eof {
@@ -250,6 +259,10 @@ fn take_messages(
         encode(&msg.reply, proto, wbuf);
     }
 }
+
+/// A batch of pipelined requests stops executing once its replies reach this size;
+/// they are written before the rest runs.
+const WRITE_BATCH_LIMIT: usize = 1 << 20;
 
 /// Writes the buffer out; false if the client was killed meanwhile (a subscriber that
 /// stopped reading is killed while its write is stuck). The flush matters for TLS: a
