@@ -167,7 +167,7 @@ fn a_config_file_in_redis_format_sets_flags_and_the_command_line_wins() {
     node.start();
     node.terminate();
     // An unknown setting names its line and is bad usage.
-    std::fs::write(&conf, "port 0\nmaxmemory-policy allkeys-lru\n").unwrap();
+    std::fs::write(&conf, "port 0\nno-such-setting yes\n").unwrap();
     let out = Command::new(BIN).arg(&conf).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: unknown setting"));
