@@ -8,8 +8,8 @@
 //!
 //! One session (one server, one Lua VM) serves every input, as a real server serves
 //! every script: building a server per input held the fuzzer at ~300 runs/s. FLUSHALL
-//! after each input keeps the keyspace from growing; the script cache is bounded by its
-//! own LRU. A crash may therefore depend on the inputs before it: replay the corpus in
+//! after an input that wrote keeps the keyspace from growing; the script cache is
+//! bounded by its own LRU. A crash may therefore depend on the inputs before it: replay the corpus in
 //! order (`cargo fuzz run lua corpus/lua -runs=0`) to reproduce.
 #![no_main]
 
@@ -87,7 +87,16 @@ fn run(session: &mut Session, head: u8, script: &[u8], args: &[&[u8]], numkeys: 
     out.clear();
     session.call(&[b"PING"], &mut out);
     assert_eq!(&out[..], b"+PONG\r\n");
+    // Most inputs write nothing; FLUSHALL (which also schedules a heap trim) only when
+    // the keyspace has something, or every 1,000 inputs for the other databases.
     out.clear();
-    session.call(&[b"FLUSHALL"], &mut out);
-    assert_eq!(&out[..], b"+OK\r\n");
+    session.call(&[b"DBSIZE"], &mut out);
+    let count = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if &out[..] != b":0\r\n" || count % 1_000 == 0 {
+        out.clear();
+        session.call(&[b"FLUSHALL"], &mut out);
+        assert_eq!(&out[..], b"+OK\r\n");
+    }
 }
+
+static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
