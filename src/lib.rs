@@ -14,6 +14,12 @@
 //! default; `default-features = false, features = ["client"]` builds the client alone,
 //! without Lua, dashmap or clap. Server and client both speak TLS (rustls with ring):
 //! [`TlsConfig`] for the server, `redlock::TlsOptions` for `rediss://` nodes.
+// The list above names every feature's items; a build with only some of the features
+// has no target for the others' links.
+#![cfg_attr(
+    not(all(feature = "server", feature = "client")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 
 /// Items that exist only with the `server` feature.
 macro_rules! server {
