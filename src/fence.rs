@@ -121,7 +121,10 @@ mod tests {
     fn fence_refuses_writes_until_delay_passes() {
         let f = Fence::new(1000, 500, 400, false);
         let err = f.check_write(1200).unwrap_err();
-        let text = String::from_utf8_lossy(err.error_text().unwrap()).to_string();
+        let crate::protocol::Reply::Error(e) = err else {
+            panic!("an error reply: {err:?}");
+        };
+        let text = String::from_utf8_lossy(&e).to_string();
         assert!(text.starts_with("TRYAGAIN "), "{text}");
         assert!(text.contains("300 ms"), "{text}");
         assert!(f.check_write(1500).is_ok());

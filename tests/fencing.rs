@@ -140,15 +140,18 @@ async fn the_mark_survives_crashes_but_not_a_lost_directory() {
         c.cmd(&["DEL", "k"]).await;
     }
     // 7000 reserved to 17000; 14000 fits; 21000 reserved to 31000.
-    assert_eq!(server.shared().tokens.fsyncs(), 2);
+    let info = c.cmd(&["INFO", "fencing"]).await;
+    assert!(info.contains("fencing_reservation_fsyncs:2\r\n"), "{info}");
     for _ in 0..3 {
         server.crash_restart();
-        assert_eq!(server.shared().tokens.get(), 31_000);
+        let mut c = Raw::to(&server).await;
+        assert_eq!(c.cmd(&["FENCING.MARK"]).await, int(31_000));
     }
     server.crash_restart_losing_dir();
+    let mut c = Raw::to(&server).await;
     assert_eq!(
-        server.shared().tokens.get(),
-        0,
+        c.cmd(&["FENCING.MARK"]).await,
+        int(0),
         "a lost disk loses the mark"
     );
     server.shutdown().await;

@@ -54,14 +54,6 @@ impl Reply {
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(_))
     }
-
-    /// The error text, if this is an error.
-    pub fn error_text(&self) -> Option<&[u8]> {
-        match self {
-            Reply::Error(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 impl From<i64> for Reply {

@@ -441,10 +441,6 @@ impl Keyspace {
         self.dbs.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.dbs.is_empty()
-    }
-
     pub fn dbs(&self) -> &[Db] {
         &self.dbs
     }

@@ -129,8 +129,9 @@ impl TestServer {
         self.handle.metrics_addr()
     }
 
-    /// The server's state (keyspace, fence, clients), for assertions.
-    pub fn shared(&self) -> &Arc<Shared> {
+    /// The server's state, for the fault controls below (tests assert over the wire:
+    /// `INFO`, `FENCING.MARK`, `DEBUG`).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         self.handle.shared()
     }
 
