@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
+/// The real clock or a manual one (see the module docs); clones share one reading.
 #[derive(Clone)]
 pub struct Clock {
     inner: Arc<Inner>,
@@ -50,7 +51,9 @@ impl Clock {
         })
     }
 
-    /// A manual clock that moves only when told to.
+    /// A manual clock that moves only when told to. Its wall time starts at
+    /// [`MANUAL_WALL_START_MS`] (2025-01-01T00:00:00Z), not at the real time, and its
+    /// monotonic reading at [`MANUAL_MONO_START_MS`]: every run starts the same.
     pub fn manual() -> Clock {
         Clock::with_source(Source::Manual(Mutex::new(ManualTime {
             mono_ms: MANUAL_MONO_START_MS,

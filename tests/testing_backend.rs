@@ -285,6 +285,23 @@ async fn requests_on_connections_made_during_a_pause_run_before_resume_returns()
 /// node the test believes is down (seen as 2-9 grants in 300 tries before the fix).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_isolated_node_executes_nothing_sent_on_an_open_connection() {
+    nothing_runs_once_down(Down::Isolate).await;
+}
+
+/// The same for `stop()` (the process died): no reply, and nothing executed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_executes_nothing_sent_on_an_open_connection() {
+    nothing_runs_once_down(Down::Stop).await;
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Down {
+    Stop,
+    Isolate,
+}
+
+/// 300 tries: a connection is open, the node goes down, a SET is sent on it.
+async fn nothing_runs_once_down(how: Down) {
     let server = TestServer::start().await;
     for i in 0..300 {
         let mut c = Raw::connect(server.addr()).await;
@@ -292,19 +309,45 @@ async fn an_isolated_node_executes_nothing_sent_on_an_open_connection() {
             c.try_cmd(STEP, &["PING"]).await.as_deref(),
             Some("+PONG\r\n")
         );
-        server.isolate().await;
+        let before = executed(&server).await;
+        match how {
+            Down::Stop => server.stop().await,
+            Down::Isolate => server.isolate().await,
+        }
         let key = format!("k{i}");
         let reply = c.try_cmd(STEP, &["SET", &key, "v"]).await;
         assert_eq!(reply, None, "try {i}: a down node answered");
-        server.heal().await;
+        match how {
+            // A stopped node boots again with an empty keyspace: what it ran shows in
+            // its command count only.
+            Down::Stop => server.start_again().await,
+            Down::Isolate => server.heal().await,
+        }
         let mut probe = Raw::connect(server.addr()).await;
         assert_eq!(
             probe.try_cmd(STEP, &["EXISTS", &key]).await.as_deref(),
             Some(":0\r\n"),
             "try {i}: a down node executed the write"
         );
+        assert_eq!(
+            executed(&server).await,
+            before + 2,
+            "try {i}: a down node ran a command (only the first INFO and EXISTS count)"
+        );
     }
     server.shutdown().await;
+}
+
+/// `total_commands_processed` from INFO, on a connection of its own.
+async fn executed(server: &TestServer) -> u64 {
+    let info = Raw::connect(server.addr())
+        .await
+        .cmd(&["INFO", "stats"])
+        .await;
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO stats has total_commands_processed: {info}"))
 }
 
 /// The same for a pause: a request read before `pause()` returns is not executed

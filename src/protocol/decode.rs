@@ -60,6 +60,8 @@ impl std::fmt::Display for ProtocolError {
     }
 }
 
+impl std::error::Error for ProtocolError {}
+
 /// Takes one request off the front of `buf`: `Ok(None)` when more bytes are needed,
 /// `Ok(Some(args))` with the arguments (an empty vector for a blank line or `*0`, which
 /// the caller skips), or an error.

@@ -47,6 +47,8 @@ impl fmt::Display for NodeError {
     }
 }
 
+impl std::error::Error for NodeError {}
+
 impl From<io::Error> for NodeError {
     fn from(e: io::Error) -> Self {
         NodeError::Io(e.to_string())
