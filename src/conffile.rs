@@ -22,6 +22,7 @@ const VALUED: &[&str] = &[
     "max-ttl",
     "restart-delay",
     "requirepass",
+    "aclfile",
     "maxclients",
     "proto-max-bulk-len",
     "busy-script-time",

@@ -35,6 +35,9 @@ pub struct Config {
     /// Refuse writes that would leave a key without a TTL.
     pub require_ttl: bool,
     pub requirepass: Option<String>,
+    /// Users from a file in Redis's ACL syntax (`--aclfile`), read at start; ACL LOAD
+    /// reads it again, ACL SAVE writes it.
+    pub aclfile: Option<PathBuf>,
     pub maxclients: usize,
     pub databases: usize,
     pub proto_max_bulk_len: usize,
@@ -73,6 +76,7 @@ impl Default for Config {
             fence_at_boot: true,
             require_ttl: false,
             requirepass: None,
+            aclfile: None,
             maxclients: 10_000,
             databases: 16,
             proto_max_bulk_len: 512 * 1024 * 1024,
@@ -213,6 +217,8 @@ pub enum ConfigError {
     NoListener,
     /// A TLS setting or file that cannot work (the message names the file and why).
     Tls(String),
+    /// An ACL file that cannot be read or has a bad line (the message names it).
+    Acl(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -233,7 +239,7 @@ impl std::fmt::Display for ConfigError {
             ConfigError::NoListener => f.write_str(
                 "no port to listen on: port 0 turns plain TCP off, so give a tls-port",
             ),
-            ConfigError::Tls(e) => f.write_str(e),
+            ConfigError::Tls(e) | ConfigError::Acl(e) => f.write_str(e),
         }
     }
 }

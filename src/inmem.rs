@@ -45,7 +45,8 @@ impl Session {
         let id = 1;
         let info = Arc::new(ClientInfo::new(id, addr, addr, shared.clock.now_ms()));
         shared.clients.insert(id, info.clone());
-        let client = ClientState::new(info, true);
+        let mut client = ClientState::new(info, &shared.acl);
+        client.authed = true;
         Session {
             shared,
             client,

@@ -27,6 +27,7 @@ macro_rules! server {
 }
 
 server! {
+    pub(crate) mod acl;
     pub mod clock;
     pub(crate) mod commands;
     pub mod config;

@@ -96,6 +96,10 @@ struct ServerArgs {
     /// Password for the default user (AUTH / HELLO AUTH).
     #[arg(long, env = "REDLOCKD_REQUIREPASS", hide_env_values = true)]
     requirepass: Option<String>,
+    /// Users, passwords and permissions from a file in Redis's ACL syntax (`user alice
+    /// on >pass ~lock:* +@read +@write`), read at start: a bad line stops the start.
+    #[arg(long, env = "REDLOCKD_ACLFILE")]
+    aclfile: Option<PathBuf>,
     /// Most clients connected at once.
     #[arg(long, default_value_t = 10_000, env = "REDLOCKD_MAXCLIENTS")]
     maxclients: usize,
@@ -181,6 +185,7 @@ impl ServerArgs {
             restart_delay: self.restart_delay,
             require_ttl: self.require_ttl,
             requirepass: self.requirepass.clone(),
+            aclfile: self.aclfile.clone(),
             maxclients: self.maxclients,
             proto_max_bulk_len: self.proto_max_bulk_len,
             busy_script_time: self.busy_script_time,

@@ -248,22 +248,6 @@ async fn config_set_changes_live_settings_all_or_nothing() {
     h.shutdown().await;
 }
 
-/// GET /metrics over plain HTTP; returns the body.
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(TIMEOUT, s.read_to_end(&mut out))
-        .await
-        .expect("metrics in time")
-        .unwrap();
-    let text = String::from_utf8(out).unwrap();
-    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
-    text.split_once("\r\n\r\n").unwrap().1.to_string()
-}
-
 fn metric(body: &str, name: &str) -> f64 {
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())

@@ -3,6 +3,7 @@
 //! own state, owned by its task).
 
 use super::table;
+use crate::acl::{Acl, User};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ pub struct ClientInfo {
     pub name: Mutex<Option<Bytes>>,
     pub lib_name: Mutex<Option<Bytes>>,
     pub lib_ver: Mutex<Option<Bytes>>,
+    /// The ACL user the client is authenticated as (CLIENT LIST, ACL DELUSER).
+    pub user: Mutex<Bytes>,
     /// The last command run, as its `Spec::index` + 1 (0: none yet). An atomic rather
     /// than a lock: it is written by every command and read only by CLIENT LIST.
     last_cmd: AtomicUsize,
@@ -44,6 +47,7 @@ impl ClientInfo {
             name: Mutex::new(None),
             lib_name: Mutex::new(None),
             lib_ver: Mutex::new(None),
+            user: Mutex::new(Bytes::from_static(b"default")),
             last_cmd: AtomicUsize::new(0),
             db: AtomicUsize::new(0),
             resp: AtomicU8::new(2),
@@ -80,7 +84,11 @@ pub struct ClientState {
     pub db: usize,
     /// 2 or 3, set by HELLO.
     pub proto: u8,
+    /// Authenticated (AUTH, HELLO AUTH, or the default user is on and nopass).
     pub authed: bool,
+    /// The ACL user; re-read when `acl_generation` is behind `Acl::generation`.
+    pub user: Arc<User>,
+    acl_generation: u64,
     /// Close the connection after this reply is written (QUIT, protocol errors).
     pub close_after_reply: bool,
     /// Set by BLPOP/BRPOP when they must wait: the connection awaits it before
@@ -96,12 +104,17 @@ pub struct ClientState {
 }
 
 impl ClientState {
-    pub fn new(info: Arc<ClientInfo>, authed: bool) -> ClientState {
+    /// A new connection: the default user, authenticated if it is on and nopass.
+    pub fn new(info: Arc<ClientInfo>, acl: &Acl) -> ClientState {
+        let acl_generation = acl.generation();
+        let user = acl.default_user();
         ClientState {
             info,
             db: 0,
             proto: 2,
-            authed,
+            authed: user.auto_auth(),
+            user,
+            acl_generation,
             close_after_reply: false,
             blocked: None,
             pubsub: Default::default(),
@@ -112,6 +125,28 @@ impl ClientState {
 
     pub fn id(&self) -> u64 {
         self.info.id
+    }
+
+    /// Authenticated as `user` (AUTH), or back to the default user (RESET).
+    pub fn set_user(&mut self, user: Arc<User>, acl: &Acl) {
+        *self.info.user.lock() = user.name.clone();
+        self.user = user;
+        self.acl_generation = acl.generation();
+    }
+
+    /// The client's user, re-read if any user changed since (ACL SETUSER applies to
+    /// connected clients at once, as in Redis). One atomic load when nothing changed.
+    #[inline]
+    pub fn current_user(&mut self, acl: &Acl) -> &User {
+        let generation = acl.generation();
+        if generation != self.acl_generation {
+            self.acl_generation = generation;
+            // A deleted user's clients are being disconnected: keep the old rules.
+            if let Some(u) = acl.get(&self.user.name) {
+                self.user = u;
+            }
+        }
+        &self.user
     }
 
     pub fn resp2_subscribed(&self) -> bool {

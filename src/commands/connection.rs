@@ -30,15 +30,18 @@ pub fn echo(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Bulk(args[1].clone()))
 }
 
-/// Checks a password for the default user. A failure is counted (INFO's
-/// `acl_access_denied_auth`, as Redis counts it) and logged: someone guessing
-/// passwords leaves a trace.
-fn check_password(ctx: &Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
-    let required = ctx.shared.config.requirepass.as_deref();
-    let user_ok = user.is_none_or(|u| u == b"default");
-    match required {
-        Some(p) if user_ok && same_secret(p.as_bytes(), pass) => Ok(()),
-        None if user_ok => Ok(()),
+/// Authenticates the client as `user` (the default user when `None`) if the user is on
+/// and `pass` is one of its passwords (any, for a nopass user). A failure is counted
+/// (INFO's `acl_access_denied_auth`, as Redis counts it), logged, and an ACL LOG
+/// entry: someone guessing passwords leaves a trace.
+fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
+    let name = user.unwrap_or(b"default");
+    match ctx.shared.acl.get(name) {
+        Some(u) if u.enabled && u.password_ok(pass) => {
+            ctx.client.set_user(u, &ctx.shared.acl);
+            ctx.client.authed = true;
+            Ok(())
+        }
         _ => {
             let n = ctx
                 .shared
@@ -49,18 +52,15 @@ fn check_password(ctx: &Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Rep
             tracing::warn!(
                 client = ctx.client.id(),
                 addr = %ctx.client.info.addr,
+                user = %String::from_utf8_lossy(name),
                 failed_auth_total = n,
-                "AUTH failed: wrong password or unknown user"
+                "AUTH failed: wrong password, unknown or disabled user"
             );
+            let name = Bytes::copy_from_slice(name);
+            super::acl::log_denial(ctx, "auth", "toplevel", Bytes::from_static(b"AUTH"), name);
             Err(Reply::error(errors::WRONGPASS))
         }
     }
-}
-
-/// Compares a password in time that does not depend on where the first difference
-/// is (Redis's time_independent_strcmp), so response times leak nothing but length.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `AUTH [username] password`
@@ -68,7 +68,7 @@ pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if args.len() > 3 {
         return Err(errors::syntax());
     }
-    if args.len() == 2 && ctx.shared.config.requirepass.is_none() {
+    if args.len() == 2 && ctx.shared.acl.default_user().auto_auth() {
         return Err(Reply::error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         ));
@@ -77,8 +77,7 @@ pub fn auth(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         2 => (None, &args[1]),
         _ => (Some(&args[1][..]), &args[2]),
     };
-    check_password(ctx, user, pass)?;
-    ctx.client.authed = true;
+    authenticate(ctx, user, pass)?;
     Ok(Reply::Ok)
 }
 
@@ -113,10 +112,9 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
     }
     if let Some((user, pass)) = auth {
-        check_password(ctx, Some(user), pass)?;
-        ctx.client.authed = true;
+        authenticate(ctx, Some(user), pass)?;
     }
-    if ctx.shared.config.requirepass.is_some() && !ctx.client.authed {
+    if !ctx.client.authed {
         return Err(Reply::error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
         ));
@@ -159,7 +157,9 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.client.select(0);
     ctx.client.set_proto(2);
     *ctx.client.info.name.lock() = None;
-    ctx.client.authed = ctx.shared.config.requirepass.is_none();
+    let default = ctx.shared.acl.default_user();
+    ctx.client.authed = default.auto_auth();
+    ctx.client.set_user(default, &ctx.shared.acl);
     super::pubsub::unsubscribe_all(ctx);
     super::multi::reset(ctx);
     Ok(Reply::status("RESET"))
@@ -330,7 +330,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// One CLIENT LIST line, with the fields clients and operators look for.
-fn client_line(ctx: &Ctx, c: &super::ClientInfo) -> String {
+pub(super) fn client_line(ctx: &Ctx, c: &super::ClientInfo) -> String {
     let now = ctx.shared.clock.now_ms();
     let text = |b: &Option<Bytes>| {
         b.as_ref()
@@ -338,7 +338,7 @@ fn client_line(ctx: &Ctx, c: &super::ClientInfo) -> String {
             .unwrap_or_default()
     };
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -347,6 +347,7 @@ fn client_line(ctx: &Ctx, c: &super::ClientInfo) -> String {
         now.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000,
         c.db.load(Ordering::Relaxed),
         c.last_cmd(),
+        String::from_utf8_lossy(&c.user.lock()),
         c.resp.load(Ordering::Relaxed),
         text(&c.lib_name.lock()),
         text(&c.lib_ver.lock()),

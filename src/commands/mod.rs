@@ -2,6 +2,7 @@
 //! The network, Lua's redis.call and the in-memory door all reach a command through
 //! `run`: one implementation of every command.
 
+pub mod acl;
 pub mod atomic;
 pub mod cas;
 pub mod clients;
@@ -75,20 +76,18 @@ pub async fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
-/// The checks before a network command runs or is queued.
-fn check(ctx: &Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
+/// The checks before a network command runs or is queued, in Redis's order.
+fn check(ctx: &mut Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
     let Some(spec) = lookup(&args[0]) else {
         return Err(errors::unknown_command(&args[0], &args[1..]));
     };
     if let Some(err) = check_arity(spec, args) {
         return Err(err);
     }
-    if ctx.shared.config.requirepass.is_some()
-        && !ctx.client.authed
-        && spec.flags & flags::NO_AUTH == 0
-    {
+    if !ctx.client.authed && spec.flags & flags::NO_AUTH == 0 {
         return Err(Reply::error(errors::NOAUTH));
     }
+    acl::check(ctx, spec, args, acl::Context::Toplevel)?;
     if ctx.client.resp2_subscribed() && spec.flags & flags::PUBSUB == 0 {
         return Err(Reply::error(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",

@@ -124,10 +124,16 @@ pub fn exec(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
         return Ok(Reply::NullArray);
     }
     let saved = std::mem::replace(&mut ctx.in_exec, true);
+    // ACL rules are checked again: they may have changed since the queueing.
     let replies = t
         .queue
         .iter()
-        .map(|(spec, args)| run(ctx, spec, args))
+        .map(|(spec, args)| {
+            match super::acl::check(ctx, spec, args, super::acl::Context::Exec) {
+                Ok(()) => run(ctx, spec, args),
+                Err(e) => e,
+            }
+        })
         .collect();
     ctx.in_exec = saved;
     if let Some(spec) = super::lookup(b"exec") {

@@ -208,8 +208,11 @@ fn info_stats(ctx: &Ctx, out: &mut String) {
     let (_, evicted_scripts) = ctx.shared.scripts.counts();
     let _ = write!(
         out,
-        "evicted_scripts:{evicted_scripts}\r\nacl_access_denied_auth:{}\r\n",
-        s.auth_failures.load(Ordering::Relaxed)
+        "evicted_scripts:{evicted_scripts}\r\nacl_access_denied_auth:{}\r\nacl_access_denied_cmd:{}\r\nacl_access_denied_key:{}\r\nacl_access_denied_channel:{}\r\n",
+        s.auth_failures.load(Ordering::Relaxed),
+        s.acl_denied_cmd.load(Ordering::Relaxed),
+        s.acl_denied_key.load(Ordering::Relaxed),
+        s.acl_denied_channel.load(Ordering::Relaxed),
     );
 
     let _ = write!(
@@ -309,7 +312,11 @@ fn command_entry(spec: &Spec) -> Reply {
         Reply::Integer(spec.first_key as i64),
         Reply::Integer(spec.last_key as i64),
         Reply::Integer(spec.step as i64),
-        Reply::Set(vec![]),
+        Reply::Set(
+            super::table::cats::names(spec.cats)
+                .map(|c| Reply::Status(Bytes::from(format!("@{c}"))))
+                .collect(),
+        ),
         Reply::Set(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),

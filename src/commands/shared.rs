@@ -56,6 +56,8 @@ pub struct Shared {
     pub save_on_shutdown: AtomicBool,
     /// The keyspace gate: taken only through `commands::atomic`.
     pub gate: super::atomic::Gate,
+    /// ACL users (the default user's password from requirepass) and the ACL log.
+    pub acl: crate::acl::Acl,
 }
 
 impl Shared {
@@ -123,6 +125,7 @@ impl Shared {
             last_boot: Mutex::new(crate::restart::BootKind::Fresh),
             save_on_shutdown: AtomicBool::new(true),
             gate: super::atomic::Gate::new(),
+            acl: crate::acl::Acl::new(config.requirepass.as_deref()),
             clock,
             config,
         }

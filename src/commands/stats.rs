@@ -30,6 +30,11 @@ pub struct Stats {
     pub expired_keys: AtomicU64,
     /// Failed AUTH / HELLO AUTH attempts (INFO's `acl_access_denied_auth`).
     pub auth_failures: AtomicU64,
+    /// Commands refused by ACL rules, by what was refused (INFO's
+    /// acl_access_denied_cmd / _key / _channel).
+    pub acl_denied_cmd: AtomicU64,
+    pub acl_denied_key: AtomicU64,
+    pub acl_denied_channel: AtomicU64,
     per_command: Vec<CommandStat>,
     pub slowlog: SlowLog,
     pub latency: LatencyMonitor,
@@ -43,6 +48,8 @@ pub enum Refusal {
     Fence,
     /// Used memory above --maxmemory (OOM).
     Oom,
+    /// The user's ACL rules (NOPERM).
+    Noperm,
 }
 
 /// What an operator of a lock service asks first (the metrics endpoint).
@@ -58,6 +65,8 @@ pub struct LockStats {
     pub fenced: AtomicU64,
     /// Commands refused above --maxmemory (OOM).
     pub oom: AtomicU64,
+    /// Commands refused by the user's ACL rules (NOPERM).
+    pub noperm: AtomicU64,
 }
 
 #[derive(Default)]
@@ -92,6 +101,9 @@ impl Stats {
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
+            acl_denied_cmd: AtomicU64::new(0),
+            acl_denied_key: AtomicU64::new(0),
+            acl_denied_channel: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             per_command: (0..commands).map(|_| CommandStat::default()).collect(),
             slowlog: SlowLog::new(),
@@ -116,6 +128,7 @@ impl Stats {
         let reason = match why {
             Refusal::Fence => &self.locks.fenced,
             Refusal::Oom => &self.locks.oom,
+            Refusal::Noperm => &self.locks.noperm,
         };
         reason.fetch_add(1, Ordering::Relaxed);
         self.total_commands.fetch_add(1, Ordering::Relaxed);

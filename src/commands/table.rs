@@ -2,7 +2,7 @@
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
 use super::{
-    cas, connection, debug, expire, fencing, functions, hashes, keys, lists, memory, multi, ops, pubsub,
+    acl, cas, connection, debug, expire, fencing, functions, hashes, keys, lists, memory, multi, ops, pubsub,
     scripting, server, sets, strings, zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
@@ -40,8 +40,75 @@ pub mod flags {
     /// (Redis's `denyoom`, on the same commands: EXPIRE, PERSIST, RENAME and SMOVE are
     /// fenced, as they can lengthen a TTL or move a key, but not denyoom).
     pub const DENYOOM: u32 = 1 << 12;
+    /// The keys are given by a numkeys argument (args[2], keys after it): EVAL, FCALL.
+    pub const MOVABLE_KEYS: u32 = 1 << 13;
 }
 
+/// ACL categories (Redis 7's, in its order: ACL CAT and COMMAND INFO list them so).
+/// Each row carries the categories Redis 7 gives the command (checked against a real
+/// redis-server's COMMAND INFO by tests/acl.rs); redlockd's own commands get the
+/// categories of the Redis commands they stand beside.
+pub mod cats {
+    pub const NAMES: [&str; 21] = [
+        "keyspace",
+        "read",
+        "write",
+        "set",
+        "sortedset",
+        "list",
+        "hash",
+        "string",
+        "bitmap",
+        "hyperloglog",
+        "geo",
+        "stream",
+        "pubsub",
+        "admin",
+        "fast",
+        "slow",
+        "blocking",
+        "dangerous",
+        "connection",
+        "transaction",
+        "scripting",
+    ];
+    pub const C_KEYSPACE: u32 = 1;
+    pub const C_READ: u32 = 1 << 1;
+    pub const C_WRITE: u32 = 1 << 2;
+    pub const C_SET: u32 = 1 << 3;
+    pub const C_SORTEDSET: u32 = 1 << 4;
+    pub const C_LIST: u32 = 1 << 5;
+    pub const C_HASH: u32 = 1 << 6;
+    pub const C_STRING: u32 = 1 << 7;
+    pub const C_PUBSUB: u32 = 1 << 12;
+    pub const C_ADMIN: u32 = 1 << 13;
+    pub const C_FAST: u32 = 1 << 14;
+    pub const C_SLOW: u32 = 1 << 15;
+    pub const C_BLOCKING: u32 = 1 << 16;
+    pub const C_DANGEROUS: u32 = 1 << 17;
+    pub const C_CONNECTION: u32 = 1 << 18;
+    pub const C_TRANSACTION: u32 = 1 << 19;
+    pub const C_SCRIPTING: u32 = 1 << 20;
+
+    /// A category's bit, by name (any case).
+    pub fn by_name(name: &[u8]) -> Option<u32> {
+        NAMES
+            .iter()
+            .position(|n| n.as_bytes().eq_ignore_ascii_case(name))
+            .map(|i| 1 << i)
+    }
+
+    /// The names of the categories in `bits`, in Redis's order.
+    pub fn names(bits: u32) -> impl Iterator<Item = &'static str> {
+        NAMES
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| bits & (1 << i) != 0)
+            .map(|(_, n)| *n)
+    }
+}
+
+use cats::*;
 use flags::*;
 
 pub struct Spec {
@@ -49,12 +116,30 @@ pub struct Spec {
     pub name: &'static str,
     pub arity: i32,
     pub flags: u32,
+    /// ACL categories (`cats`).
+    pub cats: u32,
     pub first_key: i32,
     pub last_key: i32,
     pub step: i32,
     pub handler: Handler,
-    /// Position in `COMMANDS` (for per-command stats).
+    /// Position in `COMMANDS` (for per-command stats); also its ACL id.
     pub index: usize,
+    /// A container's subcommands (CONFIG GET...), for ACL rules and categories.
+    pub subcommands: &'static [Subcommand],
+}
+
+/// A container command's subcommand, as ACL rules name it (`config|get`).
+pub struct Subcommand {
+    /// `parent|sub`, lowercase.
+    pub fullname: &'static str,
+    pub cats: u32,
+    /// Its ACL id: after every command's (`COMMANDS.len() + ` its place in `SUBCOMMANDS`).
+    pub id: usize,
+}
+
+/// How many ACL ids there are: one per command and one per subcommand.
+pub fn acl_ids() -> usize {
+    COMMANDS.len() + SUBCOMMANDS.len()
 }
 
 impl Spec {
@@ -73,6 +158,7 @@ impl Spec {
             (BLOCKING, "blocking"),
             (ALLOW_BUSY, "allow_busy"),
             (NO_MULTI, "no_multi"),
+            (MOVABLE_KEYS, "movablekeys"),
         ];
         for (bit, name) in names {
             if self.flags & bit != 0 {
@@ -81,199 +167,364 @@ impl Spec {
         }
         out
     }
+
+    /// The subcommand `args` names, for a container command (`None` for a plain
+    /// command, or a subcommand it does not know: the handler answers that one).
+    pub fn subcommand(&self, args: &[Bytes]) -> Option<&'static Subcommand> {
+        let sub = args.get(1)?;
+        self.subcommands.iter().find(|s| {
+            s.fullname.as_bytes()[self.name.len() + 1..].eq_ignore_ascii_case(sub)
+        })
+    }
+
+    /// The positions of the keys in `args` (COMMAND GETKEYS, ACL key patterns): from
+    /// first_key to last_key (negative: from the end) by step, or after numkeys for
+    /// EVAL / FCALL. An out-of-range numkeys gives no keys (the command refuses it).
+    pub fn key_positions(&self, args: &[Bytes]) -> std::ops::Range<usize> {
+        let n = args.len();
+        if self.flags & MOVABLE_KEYS != 0 {
+            return match args.get(2).and_then(|a| super::parse_i64(a)) {
+                Some(k) if k >= 0 && (k as usize) <= n - 3 => 3..3 + k as usize,
+                _ => 0..0,
+            };
+        }
+        if self.first_key <= 0 || self.first_key as usize >= n {
+            return 0..0;
+        }
+        let last = if self.last_key < 0 {
+            n as i32 + self.last_key
+        } else {
+            self.last_key.min(n as i32 - 1)
+        };
+        (self.first_key as usize)..(last.max(self.first_key - 1) + 1) as usize
+    }
+
+    /// The keys of `args`, in order (see `key_positions`).
+    pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
+        let step = self.step.max(1) as usize;
+        args[self.key_positions(args)].iter().step_by(step)
+    }
 }
 
-/// (name, arity, flags, first key, last key, step, handler)
-type Row = (&'static str, i32, u32, i32, i32, i32, Handler);
+/// (name, arity, flags, ACL categories, first key, last key, step, handler)
+type Row = (&'static str, i32, u32, u32, i32, i32, i32, Handler);
 
 #[rustfmt::skip]
 const ROWS: &[Row] = &[
     // connection
-    ("ping", -1, FAST | PUBSUB, 0, 0, 0, connection::ping),
-    ("echo", 2, FAST, 0, 0, 0, connection::echo),
-    ("hello", -1, FAST | NO_AUTH | NOSCRIPT, 0, 0, 0, connection::hello),
-    ("auth", -2, FAST | NO_AUTH | NOSCRIPT, 0, 0, 0, connection::auth),
-    ("select", 2, FAST, 0, 0, 0, connection::select),
-    ("quit", -1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, 0, 0, 0, connection::quit),
-    ("reset", 1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, 0, 0, 0, connection::reset),
-    ("client", -2, NOSCRIPT, 0, 0, 0, connection::client),
+    ("ping", -1, FAST | PUBSUB, C_FAST | C_CONNECTION, 0, 0, 0, connection::ping),
+    ("echo", 2, FAST, C_FAST | C_CONNECTION, 0, 0, 0, connection::echo),
+    ("hello", -1, FAST | NO_AUTH | NOSCRIPT, C_FAST | C_CONNECTION, 0, 0, 0, connection::hello),
+    ("auth", -2, FAST | NO_AUTH | NOSCRIPT, C_FAST | C_CONNECTION, 0, 0, 0, connection::auth),
+    ("select", 2, FAST, C_FAST | C_CONNECTION, 0, 0, 0, connection::select),
+    ("quit", -1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, C_FAST | C_CONNECTION, 0, 0, 0, connection::quit),
+    ("reset", 1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, C_FAST | C_CONNECTION, 0, 0, 0, connection::reset),
+    ("client", -2, NOSCRIPT, C_SLOW, 0, 0, 0, connection::client),
     // server
-    ("info", -1, 0, 0, 0, 0, server::info),
-    ("dbsize", 1, READONLY | FAST, 0, 0, 0, server::dbsize),
-    ("flushdb", -1, WRITE | EXCLUSIVE, 0, 0, 0, server::flushdb),
-    ("flushall", -1, WRITE | EXCLUSIVE, 0, 0, 0, server::flushall),
-    ("time", 1, FAST, 0, 0, 0, server::time),
-    ("command", -1, 0, 0, 0, 0, server::command),
-    ("config", -2, ADMIN | NOSCRIPT, 0, 0, 0, server::config),
-    ("slowlog", -2, ADMIN, 0, 0, 0, ops::slowlog),
-    ("latency", -2, ADMIN | NOSCRIPT, 0, 0, 0, ops::latency),
-    ("wait", 3, NOSCRIPT, 0, 0, 0, ops::wait),
-    ("shutdown", -1, ADMIN | NOSCRIPT | ALLOW_BUSY | NO_MULTI, 0, 0, 0, server::shutdown),
-    ("debug", -2, ADMIN | NOSCRIPT | EXCLUSIVE, 0, 0, 0, debug::debug),
+    ("info", -1, 0, C_SLOW | C_DANGEROUS, 0, 0, 0, server::info),
+    ("dbsize", 1, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 0, 0, 0, server::dbsize),
+    ("flushdb", -1, WRITE | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_SLOW | C_DANGEROUS, 0, 0, 0, server::flushdb),
+    ("flushall", -1, WRITE | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_SLOW | C_DANGEROUS, 0, 0, 0, server::flushall),
+    ("time", 1, FAST, C_FAST, 0, 0, 0, server::time),
+    ("command", -1, 0, C_SLOW | C_CONNECTION, 0, 0, 0, server::command),
+    ("config", -2, ADMIN | NOSCRIPT, C_SLOW, 0, 0, 0, server::config),
+    ("slowlog", -2, ADMIN, C_SLOW, 0, 0, 0, ops::slowlog),
+    ("latency", -2, ADMIN | NOSCRIPT, C_SLOW, 0, 0, 0, ops::latency),
+    ("wait", 3, NOSCRIPT, C_SLOW | C_CONNECTION, 0, 0, 0, ops::wait),
+    ("shutdown", -1, ADMIN | NOSCRIPT | ALLOW_BUSY | NO_MULTI, C_ADMIN | C_SLOW | C_DANGEROUS, 0, 0, 0, server::shutdown),
+    ("acl", -2, NOSCRIPT, C_SLOW, 0, 0, 0, acl::acl),
+    ("debug", -2, ADMIN | NOSCRIPT | EXCLUSIVE, C_ADMIN | C_SLOW | C_DANGEROUS, 0, 0, 0, debug::debug),
     // strings
-    ("get", 2, READONLY | FAST, 1, 1, 1, strings::get),
-    ("set", -3, WRITE | FENCED | DENYOOM, 1, 1, 1, strings::set),
-    ("setnx", 3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::setnx),
-    ("setex", 4, WRITE | FENCED | DENYOOM, 1, 1, 1, strings::setex),
-    ("psetex", 4, WRITE | FENCED | DENYOOM, 1, 1, 1, strings::psetex),
-    ("getdel", 2, WRITE | FAST, 1, 1, 1, strings::getdel),
-    ("getex", -2, WRITE | FAST, 1, 1, 1, strings::getex),
-    ("mget", -2, READONLY | FAST, 1, -1, 1, strings::mget),
-    ("mset", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 2, strings::mset),
-    ("incr", 2, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::incr),
-    ("decr", 2, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::decr),
-    ("incrby", 3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::incrby),
-    ("decrby", 3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, strings::decrby),
+    ("get", 2, READONLY | FAST, C_READ | C_STRING | C_FAST, 1, 1, 1, strings::get),
+    ("set", -3, WRITE | FENCED | DENYOOM, C_WRITE | C_STRING | C_SLOW, 1, 1, 1, strings::set),
+    ("setnx", 3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, strings::setnx),
+    ("setex", 4, WRITE | FENCED | DENYOOM, C_WRITE | C_STRING | C_SLOW, 1, 1, 1, strings::setex),
+    ("psetex", 4, WRITE | FENCED | DENYOOM, C_WRITE | C_STRING | C_SLOW, 1, 1, 1, strings::psetex),
+    ("getdel", 2, WRITE | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, strings::getdel),
+    ("getex", -2, WRITE | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, strings::getex),
+    ("mget", -2, READONLY | FAST, C_READ | C_STRING | C_FAST, 1, -1, 1, strings::mget),
+    ("mset", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_STRING | C_SLOW, 1, -1, 2, strings::mset),
+    ("incr", 2, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, strings::incr),
+    ("decr", 2, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, strings::decr),
+    ("incrby", 3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, strings::incrby),
+    ("decrby", 3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, strings::decrby),
     // native compare-and-delete (releases: not fenced)
-    ("delex", -2, WRITE | FAST, 1, 1, 1, cas::delex),
-    ("delifeq", 3, WRITE | FAST, 1, 1, 1, cas::delifeq),
-    ("digest", 2, READONLY | FAST, 1, 1, 1, cas::digest_cmd),
+    ("delex", -2, WRITE | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, cas::delex),
+    ("delifeq", 3, WRITE | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, cas::delifeq),
+    ("digest", 2, READONLY | FAST, C_READ | C_STRING | C_FAST, 1, 1, 1, cas::digest_cmd),
     // keys
-    ("del", -2, WRITE, 1, -1, 1, keys::del),
-    ("unlink", -2, WRITE | FAST, 1, -1, 1, keys::del),
-    ("exists", -2, READONLY | FAST, 1, -1, 1, keys::exists),
-    ("type", 2, READONLY | FAST, 1, 1, 1, keys::type_),
-    ("keys", 2, READONLY, 0, 0, 0, keys::keys),
-    ("scan", -2, READONLY, 0, 0, 0, keys::scan),
-    ("rename", 3, WRITE | FENCED | EXCLUSIVE, 1, 2, 1, keys::rename),
-    ("object", -2, READONLY, 2, 2, 1, keys::object),
-    ("memory", -2, READONLY, 2, 2, 1, memory::memory),
+    ("del", -2, WRITE, C_KEYSPACE | C_WRITE | C_SLOW, 1, -1, 1, keys::del),
+    ("unlink", -2, WRITE | FAST, C_KEYSPACE | C_WRITE | C_FAST, 1, -1, 1, keys::del),
+    ("exists", -2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, -1, 1, keys::exists),
+    ("type", 2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, 1, 1, keys::type_),
+    ("keys", 2, READONLY, C_KEYSPACE | C_READ | C_SLOW | C_DANGEROUS, 0, 0, 0, keys::keys),
+    ("scan", -2, READONLY, C_KEYSPACE | C_READ | C_SLOW, 0, 0, 0, keys::scan),
+    ("rename", 3, WRITE | FENCED | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_SLOW, 1, 2, 1, keys::rename),
+    ("object", -2, READONLY, C_SLOW, 2, 2, 1, keys::object),
+    ("memory", -2, READONLY, C_SLOW, 2, 2, 1, memory::memory),
     // expiry
-    ("expire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::expire),
-    ("pexpire", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::pexpire),
-    ("expireat", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::expireat),
-    ("pexpireat", -3, WRITE | FENCED | FAST, 1, 1, 1, expire::pexpireat),
-    ("ttl", 2, READONLY | FAST, 1, 1, 1, expire::ttl),
-    ("pttl", 2, READONLY | FAST, 1, 1, 1, expire::pttl),
-    ("expiretime", 2, READONLY | FAST, 1, 1, 1, expire::expiretime),
-    ("pexpiretime", 2, READONLY | FAST, 1, 1, 1, expire::pexpiretime),
-    ("persist", 2, WRITE | FENCED | FAST, 1, 1, 1, expire::persist),
+    ("expire", -3, WRITE | FENCED | FAST, C_KEYSPACE | C_WRITE | C_FAST, 1, 1, 1, expire::expire),
+    ("pexpire", -3, WRITE | FENCED | FAST, C_KEYSPACE | C_WRITE | C_FAST, 1, 1, 1, expire::pexpire),
+    ("expireat", -3, WRITE | FENCED | FAST, C_KEYSPACE | C_WRITE | C_FAST, 1, 1, 1, expire::expireat),
+    ("pexpireat", -3, WRITE | FENCED | FAST, C_KEYSPACE | C_WRITE | C_FAST, 1, 1, 1, expire::pexpireat),
+    ("ttl", 2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, 1, 1, expire::ttl),
+    ("pttl", 2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, 1, 1, expire::pttl),
+    ("expiretime", 2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, 1, 1, expire::expiretime),
+    ("pexpiretime", 2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, 1, 1, expire::pexpiretime),
+    ("persist", 2, WRITE | FENCED | FAST, C_KEYSPACE | C_WRITE | C_FAST, 1, 1, 1, expire::persist),
     // hashes (Redisson's RLock)
-    ("hset", -4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hset),
-    ("hmset", -4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hmset),
-    ("hsetnx", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hsetnx),
-    ("hget", 3, READONLY | FAST, 1, 1, 1, hashes::hget),
-    ("hmget", -3, READONLY | FAST, 1, 1, 1, hashes::hmget),
-    ("hdel", -3, WRITE | FAST, 1, 1, 1, hashes::hdel),
-    ("hexists", 3, READONLY | FAST, 1, 1, 1, hashes::hexists),
-    ("hincrby", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hincrby),
-    ("hincrbyfloat", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, hashes::hincrbyfloat),
-    ("hlen", 2, READONLY | FAST, 1, 1, 1, hashes::hlen),
-    ("hgetall", 2, READONLY, 1, 1, 1, hashes::hgetall),
-    ("hkeys", 2, READONLY, 1, 1, 1, hashes::hkeys),
-    ("hvals", 2, READONLY, 1, 1, 1, hashes::hvals),
+    ("hset", -4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hset),
+    ("hmset", -4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hmset),
+    ("hsetnx", 4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hsetnx),
+    ("hget", 3, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hget),
+    ("hmget", -3, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hmget),
+    ("hdel", -3, WRITE | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hdel),
+    ("hexists", 3, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hexists),
+    ("hincrby", 4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hincrby),
+    ("hincrbyfloat", 4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hincrbyfloat),
+    ("hlen", 2, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hlen),
+    ("hgetall", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hgetall),
+    ("hkeys", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hkeys),
+    ("hvals", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hvals),
     // lists (python-redis-lock's signal list)
-    ("lpush", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::lpush),
-    ("rpush", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::rpush),
-    ("lpushx", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::lpushx),
-    ("rpushx", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, lists::rpushx),
-    ("lpop", -2, WRITE | FAST, 1, 1, 1, lists::lpop),
-    ("rpop", -2, WRITE | FAST, 1, 1, 1, lists::rpop),
-    ("llen", 2, READONLY | FAST, 1, 1, 1, lists::llen),
-    ("lrange", 4, READONLY, 1, 1, 1, lists::lrange),
-    ("lindex", 3, READONLY, 1, 1, 1, lists::lindex),
-    ("lrem", 4, WRITE, 1, 1, 1, lists::lrem),
-    ("ltrim", 4, WRITE, 1, 1, 1, lists::ltrim),
-    ("lmove", 5, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, 2, 1, lists::lmove),
-    ("rpoplpush", 3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, 2, 1, lists::rpoplpush),
-    ("blmove", 6, WRITE | FENCED | DENYOOM | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::blmove),
-    ("brpoplpush", 4, WRITE | FENCED | DENYOOM | NOSCRIPT | BLOCKING | EXCLUSIVE, 1, 2, 1, lists::brpoplpush),
-    ("lset", 4, WRITE | DENYOOM, 1, 1, 1, lists::lset),
-    ("linsert", 5, WRITE | DENYOOM, 1, 1, 1, lists::linsert),
-    ("lpos", -3, READONLY, 1, 1, 1, lists::lpos),
-    ("blpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::blpop),
-    ("brpop", -3, WRITE | BLOCKING, 1, -2, 1, lists::brpop),
+    ("lpush", -3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_LIST | C_FAST, 1, 1, 1, lists::lpush),
+    ("rpush", -3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_LIST | C_FAST, 1, 1, 1, lists::rpush),
+    ("lpushx", -3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_LIST | C_FAST, 1, 1, 1, lists::lpushx),
+    ("rpushx", -3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_LIST | C_FAST, 1, 1, 1, lists::rpushx),
+    ("lpop", -2, WRITE | FAST, C_WRITE | C_LIST | C_FAST, 1, 1, 1, lists::lpop),
+    ("rpop", -2, WRITE | FAST, C_WRITE | C_LIST | C_FAST, 1, 1, 1, lists::rpop),
+    ("llen", 2, READONLY | FAST, C_READ | C_LIST | C_FAST, 1, 1, 1, lists::llen),
+    ("lrange", 4, READONLY, C_READ | C_LIST | C_SLOW, 1, 1, 1, lists::lrange),
+    ("lindex", 3, READONLY, C_READ | C_LIST | C_SLOW, 1, 1, 1, lists::lindex),
+    ("lrem", 4, WRITE, C_WRITE | C_LIST | C_SLOW, 1, 1, 1, lists::lrem),
+    ("ltrim", 4, WRITE, C_WRITE | C_LIST | C_SLOW, 1, 1, 1, lists::ltrim),
+    ("lmove", 5, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_LIST | C_SLOW, 1, 2, 1, lists::lmove),
+    ("rpoplpush", 3, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_LIST | C_SLOW, 1, 2, 1, lists::rpoplpush),
+    ("blmove", 6, WRITE | FENCED | DENYOOM | NOSCRIPT | BLOCKING | EXCLUSIVE, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, 2, 1, lists::blmove),
+    ("brpoplpush", 4, WRITE | FENCED | DENYOOM | NOSCRIPT | BLOCKING | EXCLUSIVE, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, 2, 1, lists::brpoplpush),
+    ("lset", 4, WRITE | DENYOOM, C_WRITE | C_LIST | C_SLOW, 1, 1, 1, lists::lset),
+    ("linsert", 5, WRITE | DENYOOM, C_WRITE | C_LIST | C_SLOW, 1, 1, 1, lists::linsert),
+    ("lpos", -3, READONLY, C_READ | C_LIST | C_SLOW, 1, 1, 1, lists::lpos),
+    ("blpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::blpop),
+    ("brpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::brpop),
     // sorted sets (semaphores, fair locks)
-    ("zadd", -4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, zsets::zadd),
-    ("zincrby", 4, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, zsets::zincrby),
-    ("zrem", -3, WRITE | FAST, 1, 1, 1, zsets::zrem),
-    ("zcard", 2, READONLY | FAST, 1, 1, 1, zsets::zcard),
-    ("zscore", 3, READONLY | FAST, 1, 1, 1, zsets::zscore),
-    ("zmscore", -3, READONLY | FAST, 1, 1, 1, zsets::zmscore),
-    ("zrank", -3, READONLY | FAST, 1, 1, 1, zsets::zrank),
-    ("zrevrank", -3, READONLY | FAST, 1, 1, 1, zsets::zrevrank),
-    ("zcount", 4, READONLY | FAST, 1, 1, 1, zranges::zcount),
-    ("zlexcount", 4, READONLY | FAST, 1, 1, 1, zranges::zlexcount),
-    ("zrange", -4, READONLY, 1, 1, 1, zranges::zrange),
-    ("zrangebyscore", -4, READONLY, 1, 1, 1, zranges::zrangebyscore),
-    ("zrevrange", -4, READONLY, 1, 1, 1, zranges::zrevrange),
-    ("zrevrangebyscore", -4, READONLY, 1, 1, 1, zranges::zrevrangebyscore),
-    ("zrangebylex", -4, READONLY, 1, 1, 1, zranges::zrangebylex),
-    ("zrevrangebylex", -4, READONLY, 1, 1, 1, zranges::zrevrangebylex),
-    ("zremrangebyscore", 4, WRITE, 1, 1, 1, zranges::zremrangebyscore),
-    ("zremrangebyrank", 4, WRITE, 1, 1, 1, zranges::zremrangebyrank),
-    ("zremrangebylex", 4, WRITE, 1, 1, 1, zranges::zremrangebylex),
-    ("zpopmin", -2, WRITE | FAST, 1, 1, 1, zsets::zpopmin),
-    ("zpopmax", -2, WRITE | FAST, 1, 1, 1, zsets::zpopmax),
-    ("bzpopmin", -3, WRITE | FAST | BLOCKING | NOSCRIPT, 1, -2, 1, zsets::bzpopmin),
-    ("bzpopmax", -3, WRITE | FAST | BLOCKING | NOSCRIPT, 1, -2, 1, zsets::bzpopmax),
-    ("zrandmember", -2, READONLY, 1, 1, 1, zsets::zrandmember),
-    ("zscan", -3, READONLY, 1, 1, 1, zsets::zscan),
+    ("zadd", -4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zadd),
+    ("zincrby", 4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zincrby),
+    ("zrem", -3, WRITE | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zrem),
+    ("zcard", 2, READONLY | FAST, C_READ | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zcard),
+    ("zscore", 3, READONLY | FAST, C_READ | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zscore),
+    ("zmscore", -3, READONLY | FAST, C_READ | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zmscore),
+    ("zrank", -3, READONLY | FAST, C_READ | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zrank),
+    ("zrevrank", -3, READONLY | FAST, C_READ | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zrevrank),
+    ("zcount", 4, READONLY | FAST, C_READ | C_SORTEDSET | C_FAST, 1, 1, 1, zranges::zcount),
+    ("zlexcount", 4, READONLY | FAST, C_READ | C_SORTEDSET | C_FAST, 1, 1, 1, zranges::zlexcount),
+    ("zrange", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrange),
+    ("zrangebyscore", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrangebyscore),
+    ("zrevrange", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrevrange),
+    ("zrevrangebyscore", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrevrangebyscore),
+    ("zrangebylex", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrangebylex),
+    ("zrevrangebylex", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrevrangebylex),
+    ("zremrangebyscore", 4, WRITE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zremrangebyscore),
+    ("zremrangebyrank", 4, WRITE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zremrangebyrank),
+    ("zremrangebylex", 4, WRITE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zremrangebylex),
+    ("zpopmin", -2, WRITE | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zpopmin),
+    ("zpopmax", -2, WRITE | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zpopmax),
+    ("bzpopmin", -3, WRITE | FAST | BLOCKING | NOSCRIPT, C_WRITE | C_SORTEDSET | C_FAST | C_BLOCKING, 1, -2, 1, zsets::bzpopmin),
+    ("bzpopmax", -3, WRITE | FAST | BLOCKING | NOSCRIPT, C_WRITE | C_SORTEDSET | C_FAST | C_BLOCKING, 1, -2, 1, zsets::bzpopmax),
+    ("zrandmember", -2, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zsets::zrandmember),
+    ("zscan", -3, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zsets::zscan),
     // sets; commands over several keys hold the gate exclusively (atomic)
-    ("sadd", -3, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, sets::sadd),
-    ("srem", -3, WRITE | FAST, 1, 1, 1, sets::srem),
-    ("scard", 2, READONLY | FAST, 1, 1, 1, sets::scard),
-    ("sismember", 3, READONLY | FAST, 1, 1, 1, sets::sismember),
-    ("smismember", -3, READONLY | FAST, 1, 1, 1, sets::smismember),
-    ("smembers", 2, READONLY, 1, 1, 1, sets::smembers),
-    ("spop", -2, WRITE | FAST, 1, 1, 1, sets::spop),
-    ("srandmember", -2, READONLY, 1, 1, 1, sets::srandmember),
-    ("smove", 4, WRITE | FENCED | FAST | EXCLUSIVE, 1, 2, 1, sets::smove),
-    ("sscan", -3, READONLY, 1, 1, 1, sets::sscan),
-    ("sinter", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sinter),
-    ("sunion", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sunion),
-    ("sdiff", -2, READONLY | EXCLUSIVE, 1, -1, 1, sets::sdiff),
-    ("sinterstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 1, sets::sinterstore),
-    ("sunionstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 1, sets::sunionstore),
-    ("sdiffstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, 1, -1, 1, sets::sdiffstore),
+    ("sadd", -3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_SET | C_FAST, 1, 1, 1, sets::sadd),
+    ("srem", -3, WRITE | FAST, C_WRITE | C_SET | C_FAST, 1, 1, 1, sets::srem),
+    ("scard", 2, READONLY | FAST, C_READ | C_SET | C_FAST, 1, 1, 1, sets::scard),
+    ("sismember", 3, READONLY | FAST, C_READ | C_SET | C_FAST, 1, 1, 1, sets::sismember),
+    ("smismember", -3, READONLY | FAST, C_READ | C_SET | C_FAST, 1, 1, 1, sets::smismember),
+    ("smembers", 2, READONLY, C_READ | C_SET | C_SLOW, 1, 1, 1, sets::smembers),
+    ("spop", -2, WRITE | FAST, C_WRITE | C_SET | C_FAST, 1, 1, 1, sets::spop),
+    ("srandmember", -2, READONLY, C_READ | C_SET | C_SLOW, 1, 1, 1, sets::srandmember),
+    ("smove", 4, WRITE | FENCED | FAST | EXCLUSIVE, C_WRITE | C_SET | C_FAST, 1, 2, 1, sets::smove),
+    ("sscan", -3, READONLY, C_READ | C_SET | C_SLOW, 1, 1, 1, sets::sscan),
+    ("sinter", -2, READONLY | EXCLUSIVE, C_READ | C_SET | C_SLOW, 1, -1, 1, sets::sinter),
+    ("sunion", -2, READONLY | EXCLUSIVE, C_READ | C_SET | C_SLOW, 1, -1, 1, sets::sunion),
+    ("sdiff", -2, READONLY | EXCLUSIVE, C_READ | C_SET | C_SLOW, 1, -1, 1, sets::sdiff),
+    ("sinterstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_SET | C_SLOW, 1, -1, 1, sets::sinterstore),
+    ("sunionstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_SET | C_SLOW, 1, -1, 1, sets::sunionstore),
+    ("sdiffstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_SET | C_SLOW, 1, -1, 1, sets::sdiffstore),
     // fencing tokens (redlockd's own): grant + read the mark, commit a token
-    ("fencing.grant", 5, WRITE | FENCED | DENYOOM | FAST, 1, 1, 1, fencing::grant),
-    ("fencing.commit", 4, WRITE | FAST, 1, 1, 1, fencing::commit),
-    ("fencing.mark", 1, READONLY | FAST, 0, 0, 0, fencing::mark),
+    ("fencing.grant", 5, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, fencing::grant),
+    ("fencing.commit", 4, WRITE | FAST, C_WRITE | C_STRING | C_FAST, 1, 1, 1, fencing::commit),
+    ("fencing.mark", 1, READONLY | FAST, C_READ | C_FAST, 0, 0, 0, fencing::mark),
     // pub/sub
-    ("subscribe", -2, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::subscribe),
-    ("unsubscribe", -1, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::unsubscribe),
-    ("psubscribe", -2, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::psubscribe),
-    ("punsubscribe", -1, PUBSUB | NOSCRIPT, 0, 0, 0, pubsub::punsubscribe),
-    ("publish", 3, FAST, 0, 0, 0, pubsub::publish),
-    ("pubsub", -2, 0, 0, 0, 0, pubsub::pubsub),
+    ("subscribe", -2, PUBSUB | NOSCRIPT, C_PUBSUB | C_SLOW, 0, 0, 0, pubsub::subscribe),
+    ("unsubscribe", -1, PUBSUB | NOSCRIPT, C_PUBSUB | C_SLOW, 0, 0, 0, pubsub::unsubscribe),
+    ("psubscribe", -2, PUBSUB | NOSCRIPT, C_PUBSUB | C_SLOW, 0, 0, 0, pubsub::psubscribe),
+    ("punsubscribe", -1, PUBSUB | NOSCRIPT, C_PUBSUB | C_SLOW, 0, 0, 0, pubsub::punsubscribe),
+    ("publish", 3, FAST, C_PUBSUB | C_FAST, 0, 0, 0, pubsub::publish),
+    ("pubsub", -2, 0, C_SLOW, 0, 0, 0, pubsub::pubsub),
     // scripting: scripts hold the gate exclusively (atomic); keys come from
     // numkeys, so no fixed key positions.
-    ("eval", -3, NOSCRIPT | EXCLUSIVE, 0, 0, 0, scripting::eval),
-    ("evalsha", -3, NOSCRIPT | EXCLUSIVE, 0, 0, 0, scripting::evalsha),
-    ("eval_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, scripting::eval_ro),
-    ("evalsha_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, scripting::evalsha_ro),
-    ("script", -2, NOSCRIPT | ALLOW_BUSY, 0, 0, 0, scripting::script),
-    ("fcall", -3, NOSCRIPT | EXCLUSIVE, 0, 0, 0, functions::fcall),
-    ("fcall_ro", -3, NOSCRIPT | READONLY | EXCLUSIVE, 0, 0, 0, functions::fcall_ro),
-    ("function", -2, NOSCRIPT | ALLOW_BUSY, 0, 0, 0, functions::function),
+    ("eval", -3, NOSCRIPT | MOVABLE_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::eval),
+    ("evalsha", -3, NOSCRIPT | MOVABLE_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::evalsha),
+    ("eval_ro", -3, NOSCRIPT | MOVABLE_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::eval_ro),
+    ("evalsha_ro", -3, NOSCRIPT | MOVABLE_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::evalsha_ro),
+    ("script", -2, NOSCRIPT | ALLOW_BUSY, C_SLOW, 0, 0, 0, scripting::script),
+    ("fcall", -3, NOSCRIPT | MOVABLE_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, functions::fcall),
+    ("fcall_ro", -3, NOSCRIPT | MOVABLE_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, functions::fcall_ro),
+    ("function", -2, NOSCRIPT | ALLOW_BUSY, C_SLOW, 0, 0, 0, functions::function),
     // transactions: EXEC runs its queue holding the gate exclusively; the others only
     // touch the client's own state (and the watch registry), so they skip the gate.
-    ("multi", 1, NOSCRIPT | FAST | ALLOW_BUSY, 0, 0, 0, multi::multi),
-    ("exec", 1, NOSCRIPT | EXCLUSIVE, 0, 0, 0, multi::exec),
-    ("discard", 1, NOSCRIPT | FAST | ALLOW_BUSY, 0, 0, 0, multi::discard),
-    ("watch", -2, NOSCRIPT | FAST | ALLOW_BUSY, 1, -1, 1, multi::watch),
-    ("unwatch", 1, NOSCRIPT | FAST | ALLOW_BUSY, 0, 0, 0, multi::unwatch),
+    ("multi", 1, NOSCRIPT | FAST | ALLOW_BUSY, C_FAST | C_TRANSACTION, 0, 0, 0, multi::multi),
+    ("exec", 1, NOSCRIPT | EXCLUSIVE, C_SLOW | C_TRANSACTION, 0, 0, 0, multi::exec),
+    ("discard", 1, NOSCRIPT | FAST | ALLOW_BUSY, C_FAST | C_TRANSACTION, 0, 0, 0, multi::discard),
+    ("watch", -2, NOSCRIPT | FAST | ALLOW_BUSY, C_FAST | C_TRANSACTION, 1, -1, 1, multi::watch),
+    ("unwatch", 1, NOSCRIPT | FAST | ALLOW_BUSY, C_FAST | C_TRANSACTION, 0, 0, 0, multi::unwatch),
 ];
+
+/// Subcommands of the container commands, as Redis 7 lists them (with their ACL
+/// categories, which differ between siblings: CLIENT ID is @connection, CLIENT KILL
+/// @admin @dangerous too). Some are subcommands redlockd does not run (CLIENT PAUSE):
+/// rules may still name them, as in Redis.
+#[rustfmt::skip]
+const SUB_ROWS: &[(&str, u32)] = &[
+    ("client|caching", C_SLOW | C_CONNECTION),
+    ("client|getname", C_SLOW | C_CONNECTION),
+    ("client|getredir", C_SLOW | C_CONNECTION),
+    ("client|help", C_SLOW | C_CONNECTION),
+    ("client|id", C_SLOW | C_CONNECTION),
+    ("client|info", C_SLOW | C_CONNECTION),
+    ("client|kill", C_ADMIN | C_SLOW | C_DANGEROUS | C_CONNECTION),
+    ("client|list", C_ADMIN | C_SLOW | C_DANGEROUS | C_CONNECTION),
+    ("client|no-evict", C_ADMIN | C_SLOW | C_DANGEROUS | C_CONNECTION),
+    ("client|no-touch", C_SLOW | C_CONNECTION),
+    ("client|pause", C_ADMIN | C_SLOW | C_DANGEROUS | C_CONNECTION),
+    ("client|reply", C_SLOW | C_CONNECTION),
+    ("client|setinfo", C_SLOW | C_CONNECTION),
+    ("client|setname", C_SLOW | C_CONNECTION),
+    ("client|tracking", C_SLOW | C_CONNECTION),
+    ("client|trackinginfo", C_SLOW | C_CONNECTION),
+    ("client|unblock", C_ADMIN | C_SLOW | C_DANGEROUS | C_CONNECTION),
+    ("client|unpause", C_ADMIN | C_SLOW | C_DANGEROUS | C_CONNECTION),
+    ("command|count", C_SLOW | C_CONNECTION),
+    ("command|docs", C_SLOW | C_CONNECTION),
+    ("command|getkeys", C_SLOW | C_CONNECTION),
+    ("command|getkeysandflags", C_SLOW | C_CONNECTION),
+    ("command|help", C_SLOW | C_CONNECTION),
+    ("command|info", C_SLOW | C_CONNECTION),
+    ("command|list", C_SLOW | C_CONNECTION),
+    ("config|get", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("config|help", C_SLOW),
+    ("config|resetstat", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("config|rewrite", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("config|set", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("slowlog|get", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("slowlog|help", C_SLOW),
+    ("slowlog|len", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("slowlog|reset", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("latency|doctor", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("latency|graph", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("latency|help", C_SLOW),
+    ("latency|histogram", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("latency|history", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("latency|latest", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("latency|reset", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("object|encoding", C_KEYSPACE | C_READ | C_SLOW),
+    ("object|freq", C_KEYSPACE | C_READ | C_SLOW),
+    ("object|help", C_KEYSPACE | C_SLOW),
+    ("object|idletime", C_KEYSPACE | C_READ | C_SLOW),
+    ("object|refcount", C_KEYSPACE | C_READ | C_SLOW),
+    ("memory|doctor", C_SLOW),
+    ("memory|help", C_SLOW),
+    ("memory|malloc-stats", C_SLOW),
+    ("memory|purge", C_SLOW),
+    ("memory|stats", C_SLOW),
+    ("memory|usage", C_READ | C_SLOW),
+    ("pubsub|channels", C_PUBSUB | C_SLOW),
+    ("pubsub|help", C_SLOW),
+    ("pubsub|numpat", C_PUBSUB | C_SLOW),
+    ("pubsub|numsub", C_PUBSUB | C_SLOW),
+    ("pubsub|shardchannels", C_PUBSUB | C_SLOW),
+    ("pubsub|shardnumsub", C_PUBSUB | C_SLOW),
+    ("script|debug", C_SLOW | C_SCRIPTING),
+    ("script|exists", C_SLOW | C_SCRIPTING),
+    ("script|flush", C_SLOW | C_SCRIPTING),
+    ("script|help", C_SLOW | C_SCRIPTING),
+    ("script|kill", C_SLOW | C_SCRIPTING),
+    ("script|load", C_SLOW | C_SCRIPTING),
+    ("function|delete", C_WRITE | C_SLOW | C_SCRIPTING),
+    ("function|dump", C_SLOW | C_SCRIPTING),
+    ("function|flush", C_WRITE | C_SLOW | C_SCRIPTING),
+    ("function|help", C_SLOW | C_SCRIPTING),
+    ("function|kill", C_SLOW | C_SCRIPTING),
+    ("function|list", C_SLOW | C_SCRIPTING),
+    ("function|load", C_WRITE | C_SLOW | C_SCRIPTING),
+    ("function|restore", C_WRITE | C_SLOW | C_SCRIPTING),
+    ("function|stats", C_SLOW | C_SCRIPTING),
+    ("acl|cat", C_SLOW),
+    ("acl|deluser", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|dryrun", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|genpass", C_SLOW),
+    ("acl|getuser", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|help", C_SLOW),
+    ("acl|list", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|load", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|log", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|save", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|setuser", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|users", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("acl|whoami", C_SLOW),
+];
+
+/// Every subcommand, in `SUB_ROWS` order (grouped by parent).
+pub static SUBCOMMANDS: LazyLock<Vec<Subcommand>> = LazyLock::new(|| {
+    SUB_ROWS
+        .iter()
+        .enumerate()
+        .map(|(i, &(fullname, cats))| Subcommand {
+            fullname,
+            cats,
+            id: ROWS.len() + i,
+        })
+        .collect()
+});
 
 /// Every command, in table order.
 pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
     ROWS.iter()
         .enumerate()
         .map(
-            |(index, &(name, arity, flags, first_key, last_key, step, handler))| Spec {
-                name,
-                arity,
-                flags,
-                first_key,
-                last_key,
-                step,
-                handler,
-                index,
+            |(index, &(name, arity, flags, cats, first_key, last_key, step, handler))| {
+                let subs = &SUBCOMMANDS[..];
+                let start = subs
+                    .iter()
+                    .position(|s| is_sub_of(s.fullname, name))
+                    .unwrap_or(0);
+                let len = subs[start..]
+                    .iter()
+                    .take_while(|s| is_sub_of(s.fullname, name))
+                    .count();
+                Spec {
+                    name,
+                    arity,
+                    flags,
+                    cats,
+                    first_key,
+                    last_key,
+                    step,
+                    handler,
+                    index,
+                    subcommands: &SUBCOMMANDS[start..start + len],
+                }
             },
         )
         .collect()
 });
+
+/// Whether `fullname` (`parent|sub`) is a subcommand of `parent`.
+fn is_sub_of(fullname: &str, parent: &str) -> bool {
+    fullname
+        .strip_prefix(parent)
+        .is_some_and(|rest| rest.starts_with('|'))
+}
 
 /// FNV-1a, for the name table only. Every command runs one lookup, and SipHash (the
 /// default) was most of its cost. Collision attacks need inserts, and this table is

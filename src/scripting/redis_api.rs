@@ -72,6 +72,15 @@ pub(super) fn command(lua: &Lua, args: &[Value]) -> mlua::Result<Result<(Reply, 
             "ERR redis.call is only available while a script runs".into()
         ));
     };
+    // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on its
+    // thread, and nothing else uses the context while Lua runs.
+    let ctx = unsafe { &mut *slot.ctx };
+    // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
+    if let Err(Reply::Error(e)) =
+        commands::acl::check(ctx, spec, &argv, commands::acl::Context::Script)
+    {
+        return Ok(Err(String::from_utf8_lossy(&e).into_owned()));
+    }
     if slot.read_only && spec.flags & flags::WRITE != 0 {
         return Ok(Err(
             "ERR Write commands are not allowed from read-only scripts.".into(),
@@ -80,9 +89,6 @@ pub(super) fn command(lua: &Lua, args: &[Value]) -> mlua::Result<Result<(Reply, 
     if spec.flags & flags::DENYOOM != 0 && slot.running.refuses_oom() {
         return Ok(Err(errors::OOM.into()));
     }
-    // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on its
-    // thread, and nothing else uses the context while Lua runs.
-    let ctx = unsafe { &mut *slot.ctx };
     // Looked up and arity-checked above: straight to the command's run.
     let reply = commands::run(ctx, spec, &argv);
     if spec.flags & flags::WRITE != 0 && !reply.is_error() {

@@ -53,8 +53,7 @@ pub(super) async fn serve<S: Stream>(
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let info = Arc::new(ClientInfo::new(id, peer, laddr, shared.clock.now_ms()));
     shared.clients.insert(id, info.clone());
-    let authed = shared.config.requirepass.is_none();
-    let mut client = ClientState::new(info.clone(), authed);
+    let mut client = ClientState::new(info.clone(), &shared.acl);
     if let Err(e) = run(&shared, &mut stream, &mut client).await {
         tracing::debug!(client = id, "connection ended: {e}");
     }

@@ -40,6 +40,15 @@ impl Server {
         config.validate().map_err(bad)?;
         // The certificates are read before anything listens: a bad file stops the start.
         let tls = config.tls.as_ref().map(tls::load).transpose().map_err(bad)?;
+        // So are the ACL users: a bad line stops the start, naming the line.
+        let acl_users = match &config.aclfile {
+            Some(path) => Some(
+                crate::acl::read_file(path)
+                    .and_then(|users| crate::acl::check_file_with_requirepass(&config, users))
+                    .map_err(|e| bad(ConfigError::Acl(e)))?,
+            ),
+            None => None,
+        };
         let mut listeners = Vec::new();
         if config.plain {
             listeners.push(Listener::bind((config.bind, config.port).into(), None)?);
@@ -54,6 +63,10 @@ impl Server {
         let addr = listeners[0].addr;
         let tls_addr = listeners.iter().find(|l| l.tls.is_some()).map(|l| l.addr);
         let shared = Arc::new(Shared::open(config)?);
+        if let Some(users) = acl_users {
+            tracing::info!(users = users.len(), "ACL users loaded");
+            shared.acl.load(users);
+        }
         crate::memory::mark_startup();
         log_fence(&shared, addr);
         if let Some(at) = tls_addr {

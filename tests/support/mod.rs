@@ -198,3 +198,20 @@ pub fn sorted_bulks(frame: &str) -> Vec<String> {
     out.sort();
     out
 }
+
+/// GET /metrics over plain HTTP; returns the body.
+pub async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(TIMEOUT, s.read_to_end(&mut out))
+        .await
+        .expect("metrics in time")
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    text.split_once("\r\n\r\n").unwrap().1.to_string()
+}

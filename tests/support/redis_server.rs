@@ -11,15 +11,23 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct RedisNode {
     pub port: u16,
     password: Option<String>,
+    /// More redis-server arguments (`--aclfile PATH`), kept for restarts.
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
 impl RedisNode {
     pub fn start(password: Option<&str>) -> RedisNode {
+        Self::start_with_args(password, &[])
+    }
+
+    /// A server started with more arguments (e.g. `["--aclfile", path]`).
+    pub fn start_with_args(password: Option<&str>, extra: &[&str]) -> RedisNode {
         // A port freed just now can be taken by a parallel test before redis binds it:
         // then redis exits, and we try another.
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         for _ in 0..20 {
-            if let Some(node) = Self::try_start(super::process::free_ports(1), password) {
+            if let Some(node) = Self::try_start(super::process::free_ports(1), password, &extra) {
                 return node;
             }
         }
@@ -31,7 +39,7 @@ impl RedisNode {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            if let Some(node) = Self::try_start(self.port, self.password.as_deref()) {
+            if let Some(node) = Self::try_start(self.port, self.password.as_deref(), &self.extra) {
                 self.child = node.child_taken();
                 return;
             }
@@ -65,7 +73,7 @@ impl RedisNode {
         }
     }
 
-    fn try_start(port: u16, password: Option<&str>) -> Option<RedisNode> {
+    fn try_start(port: u16, password: Option<&str>, extra: &[String]) -> Option<RedisNode> {
         {
             let mut cmd = Command::new("redis-server");
             cmd.args(["--port", &port.to_string()])
@@ -76,6 +84,7 @@ impl RedisNode {
             if let Some(pw) = password {
                 cmd.args(["--requirepass", pw]);
             }
+            cmd.args(extra);
             let mut child = cmd.spawn().expect("spawn redis-server");
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
@@ -86,6 +95,7 @@ impl RedisNode {
                     return Some(RedisNode {
                         port,
                         password: password.map(str::to_string),
+                        extra: extra.to_vec(),
                         child: Some(child),
                     });
                 }
