@@ -1,31 +1,95 @@
 #!/usr/bin/env bash
-# Load benchmark: redis-benchmark against redlockd and redis-server 7 in the same run.
-# Lock traffic only: SET NX PX (P=1 and P=16) and EVALSHA of a compare-and-delete
-# script. Usage: benches/load.sh [requests]   (needs redis-server and redis-benchmark)
+# Load benchmark: redlockd and redis-server 7 side by side in the same run, interleaved
+# (the order alternates every round), ROUNDS rounds (default 3), medians and ratios.
+#
+#   benches/load.sh [requests]        (default 200000 per measurement; ROUNDS=3)
+#
+# Lock traffic, 50 clients, keys lock:<random below 100000>:
+#   - SET NX PX 30000 at P=1 and P=16 (redis-benchmark): rps
+#   - EVALSHA of the compare-and-delete release script at P=1 (redis-benchmark --csv):
+#     rps, p99 latency, and the server's CPU per request (utime + stime of the server
+#     process from /proc/PID/stat before and after the run, divided by the requests)
+#   - MULTI / SET NX PX 30000 / EXEC at P=1, sent in one write per transaction as
+#     redis-py's pipeline() does (benches/multi_load.rs; redis-benchmark sends one
+#     command per request): transactions/s, p99, CPU per transaction
+# Ratios are redlockd / redis-server. The goals of issue 9: EVALSHA rps >= 1.0x,
+# CPU/req <= 1.0x, p99 <= 1.5x; MULTI+SET NX PX+EXEC rps >= 1.0x.
+# Needs redis-server and redis-benchmark (apt-get install redis-server redis-tools).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 N="${1:-200000}"
+ROUNDS="${ROUNDS:-3}"
 command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
   || { echo "needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)"; exit 1; }
 cargo build --release --quiet
+MULTI_LOAD=$(cargo bench --bench multi_load --no-run 2>&1 | grep -Eo 'target/release/deps/multi_load-[0-9a-f]+' | tail -1)
+[[ -x "$MULTI_LOAD" ]] || { echo "could not build benches/multi_load.rs"; exit 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 RL=$(free_port); RS=$(free_port)
 RL_DIR=$(mktemp -d)   # the node's --dir (token mark, lock file), not the checkout
+OUT=$(mktemp -d)      # one file per metric and server: a value per round
 target/release/redlockd --port "$RL" --restart-delay 0 --dir "$RL_DIR" --log warn & RL_PID=$!
 redis-server --port "$RS" --bind 127.0.0.1 --save "" --appendonly no --logfile /dev/null & RS_PID=$!
-trap 'kill $RL_PID $RS_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$RL_DIR"' EXIT
+trap 'kill $RL_PID $RS_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$RL_DIR" "$OUT"' EXIT
 for p in "$RL" "$RS"; do
   for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
 done
 SCRIPT='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
-rps() { redis-benchmark -q -p "$1" -c 50 -n "$N" -r 100000 "${@:2}" 2>/dev/null | tr '\r' '\n' | grep -Eo '[0-9.]+ requests per second' | tail -1 | cut -d' ' -f1; }
-printf '%-40s %14s %14s\n' "requests/s (50 clients, $N requests)" redlockd redis-server
-for P in 1 16; do
-  printf '%-40s %14s %14s\n' "SET lock:rand v NX PX 30000, P=$P" \
-    "$(rps "$RL" -P "$P" SET lock:__rand_int__ v NX PX 30000)" \
-    "$(rps "$RS" -P "$P" SET lock:__rand_int__ v NX PX 30000)"
+SHA=$(redis-cli -p "$RL" SCRIPT LOAD "$SCRIPT")
+[[ "$(redis-cli -p "$RS" SCRIPT LOAD "$SCRIPT")" == "$SHA" ]] || { echo "SHA1 differs"; exit 1; }
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, in clock ticks
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+note() { echo "$3" >>"$OUT/$1.$2"; } # metric server value
+# redis-benchmark --csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",
+# "p95_latency_ms","p99_latency_ms","max_latency_ms"
+bench_csv() { redis-benchmark -p "$1" -c 50 -n "$N" -r 100000 --csv "${@:2}" 2>/dev/null | tail -1 | tr -d '"'; }
+
+measure() { # name port pid
+  local name=$1 port=$2 pid=$3 line before after
+  for P in 1 16; do
+    line=$(bench_csv "$port" -P "$P" SET lock:__rand_int__ v NX PX 30000)
+    note "set_p$P" "$name" "$(cut -d, -f2 <<<"$line")"
+  done
+  before=$(cpu_ticks "$pid")
+  line=$(bench_csv "$port" EVALSHA "$SHA" 1 lock:__rand_int__ token)
+  after=$(cpu_ticks "$pid")
+  note evalsha_rps "$name" "$(cut -d, -f2 <<<"$line")"
+  note evalsha_p99 "$name" "$(cut -d, -f7 <<<"$line")"
+  note evalsha_cpu "$name" "$(awk -v t=$((after - before)) -v u="$TICK_US" -v n="$N" 'BEGIN{printf "%.2f", t*u/n}')"
+  before=$(cpu_ticks "$pid")
+  line=$("$MULTI_LOAD" --addr "127.0.0.1:$port" --clients 50 --requests "$N" --keyspace 100000)
+  after=$(cpu_ticks "$pid")
+  note multi_rps "$name" "$(grep -Eo 'rps=[0-9.]+' <<<"$line" | cut -d= -f2)"
+  note multi_p99 "$name" "$(grep -Eo 'p99_ms=[0-9.]+' <<<"$line" | cut -d= -f2)"
+  note multi_cpu "$name" "$(awk -v t=$((after - before)) -v u="$TICK_US" -v n="$N" 'BEGIN{printf "%.2f", t*u/n}')"
+  redis-cli -p "$port" FLUSHALL >/dev/null # every round starts from an empty keyspace
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  echo "round $round of $ROUNDS" >&2
+  if (( round % 2 )); then
+    measure redlockd "$RL" "$RL_PID"; measure redis "$RS" "$RS_PID"
+  else
+    measure redis "$RS" "$RS_PID"; measure redlockd "$RL" "$RL_PID"
+  fi
 done
-SHA_RL=$(redis-cli -p "$RL" SCRIPT LOAD "$SCRIPT"); SHA_RS=$(redis-cli -p "$RS" SCRIPT LOAD "$SCRIPT")
-printf '%-40s %14s %14s\n' "EVALSHA compare-and-delete, P=1" \
-  "$(rps "$RL" EVALSHA "$SHA_RL" 1 lock:__rand_int__ token)" \
-  "$(rps "$RS" EVALSHA "$SHA_RS" 1 lock:__rand_int__ token)"
+
+median() { sort -g "$1" | awk '{v[NR]=$1} END{print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+row() { # label metric
+  local a b
+  a=$(median "$OUT/$2.redlockd"); b=$(median "$OUT/$2.redis")
+  printf '%-46s %12s %12s %7s   (redlockd rounds: %s)\n' "$1" "$a" "$b" \
+    "$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2fx", a/b}')" "$(paste -sd' ' "$OUT/$2.redlockd")"
+}
+echo
+echo "50 clients, $N requests per measurement, median of $ROUNDS interleaved rounds"
+printf '%-46s %12s %12s %7s\n' "" redlockd redis-server ratio
+row "SET lock:rand v NX PX 30000, P=1: rps" set_p1
+row "SET lock:rand v NX PX 30000, P=16: rps" set_p16
+row "EVALSHA compare-and-delete, P=1: rps" evalsha_rps
+row "EVALSHA compare-and-delete: server CPU us/req" evalsha_cpu
+row "EVALSHA compare-and-delete: p99 ms" evalsha_p99
+row "MULTI+SET NX PX+EXEC, P=1: transactions/s" multi_rps
+row "MULTI+SET NX PX+EXEC: server CPU us/txn" multi_cpu
+row "MULTI+SET NX PX+EXEC: p99 ms" multi_p99
