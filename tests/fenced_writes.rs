@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock};
 use redlockd::testing::TestCluster;
 use std::time::Duration;
-use support::nodes::{checker_clients, checker_cluster};
+use support::nodes::{checker_clients, checker_cluster, CheckerFaults};
 
 const NODES: usize = 5;
 const CLIENTS: usize = 3;
@@ -197,7 +197,7 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
     let mut issued = Vec::new();
     let mut next_number = 0;
     let mut history = Vec::new();
-    let mut isolated = [false; NODES];
+    let mut faults = CheckerFaults::new(&cluster);
     for step in 0..STEPS {
         let now = clock.now_ms();
         let roll = rng.random_range(0..100);
@@ -250,31 +250,10 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
                 clock.advance(Duration::from_millis(ms));
                 format!("advance {ms} ms")
             }
-            80..=85 => {
-                cluster.node(n).crash_restart();
-                isolated[n] = false;
-                format!("crash-restart node {n}")
-            }
-            86..=87 => {
-                for i in 0..NODES {
-                    cluster.node(i).crash_restart();
-                }
-                isolated = [false; NODES];
-                "crash-restart all five nodes".to_string()
-            }
-            88..=92 => {
-                if isolated[n] {
-                    cluster.node(n).heal().await;
-                    isolated[n] = false;
-                    format!("heal node {n}")
-                } else {
-                    cluster.node(n).isolate().await;
-                    isolated[n] = true;
-                    format!("isolate node {n}")
-                }
-            }
+            80..=85 => faults.crash_restart(n),
+            86..=87 => faults.crash_restart_all(),
+            88..=92 => faults.isolate_or_heal(n).await,
             93..=96 => {
-                cluster.node(n).pause();
                 let r = acquire(
                     &cluster,
                     &redlocks[c],
@@ -282,16 +261,12 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
                     &mut held[c],
                     &mut next_number,
                     &mut issued,
-                )
-                .await;
-                cluster.node(n).resume().await;
-                format!("pause node {n}; client {c} acquire: {r}; resume node {n}")
+                );
+                faults
+                    .paused_during(n, async { format!("client {c} acquire: {}", r.await) })
+                    .await
             }
-            _ => {
-                let delta = rng.random_range(-3_600_000..3_600_000i64);
-                clock.jump_wall(delta);
-                format!("wall jump {delta} ms")
-            }
+            _ => faults.wall_jump(&mut rng),
         };
         history.push(format!("{step:4} t={now} {event}"));
     }

@@ -4,20 +4,10 @@
 
 mod support;
 
-use support::{bulk, err, int, start, Raw};
+use support::{bulk, err, int, start, unsha, Raw};
 
 /// Lua that turns the string `s` into lowercase hex (scripts return binary this way).
 const HEX: &str = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
-
-/// The error frame with the script's sha replaced by SHA.
-fn unsha(reply: &str) -> String {
-    match reply.find("script: ") {
-        Some(i) if reply.len() >= i + 48 => {
-            format!("{}script: SHA{}", &reply[..i], &reply[i + 48..])
-        }
-        _ => reply.to_string(),
-    }
-}
 
 async fn eval(con: &mut Raw, script: &str) -> String {
     unsha(&con.cmd(&["EVAL", script, "0"]).await)

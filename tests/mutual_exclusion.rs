@@ -12,7 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock};
 use std::time::Duration;
-use support::nodes::{checker_clients, checker_cluster};
+use support::nodes::{checker_clients, checker_cluster, CheckerFaults};
 
 const NODES: usize = 5;
 const CLIENTS: usize = 3;
@@ -88,7 +88,7 @@ async fn run_schedule(seed: u64, steps: usize, fence: bool) -> Outcome {
     let mut held: Vec<Option<(Lock, usize)>> = vec![None; CLIENTS];
     let mut grants: Vec<Grant> = Vec::new();
     let mut history = Vec::new();
-    let mut isolated = [false; NODES];
+    let mut faults = CheckerFaults::new(&cluster);
     for step in 0..steps {
         let now = clock.now_ms();
         let roll = rng.random_range(0..100);
@@ -115,39 +115,15 @@ async fn run_schedule(seed: u64, steps: usize, fence: bool) -> Outcome {
                 clock.advance(Duration::from_millis(ms));
                 format!("advance {ms} ms")
             }
-            75..=84 => {
-                let n = rng.random_range(0..NODES);
-                cluster.node(n).crash_restart();
-                isolated[n] = false;
-                format!("crash-restart node {n}")
-            }
-            85..=92 => {
-                let n = rng.random_range(0..NODES);
-                if isolated[n] {
-                    cluster.node(n).heal().await;
-                    isolated[n] = false;
-                    format!("heal node {n}")
-                } else {
-                    cluster.node(n).isolate().await;
-                    isolated[n] = true;
-                    format!("isolate node {n}")
-                }
-            }
+            75..=84 => faults.crash_restart(rng.random_range(0..NODES)),
+            85..=92 => faults.isolate_or_heal(rng.random_range(0..NODES)).await,
             93..=96 => {
-                // A GC-style pause while a client asks: the paused node's vote times
-                // out, and what it was sent runs when it resumes.
                 let n = rng.random_range(0..NODES);
                 let c = rng.random_range(0..CLIENTS);
-                cluster.node(n).pause();
-                let outcome = attempt(&redlocks[c], c, now, &mut held, &mut grants).await;
-                cluster.node(n).resume().await;
-                format!("pause node {n}; {outcome}; resume node {n}")
+                let outcome = attempt(&redlocks[c], c, now, &mut held, &mut grants);
+                faults.paused_during(n, outcome).await
             }
-            _ => {
-                let delta = rng.random_range(-3_600_000..3_600_000i64);
-                clock.jump_wall(delta);
-                format!("wall jump {delta} ms")
-            }
+            _ => faults.wall_jump(&mut rng),
         };
         history.push(format!("{step:4} t={now} {event}"));
     }

@@ -10,38 +10,24 @@
 //! one hour asks for `EX 3600000`, 41 days. redlockd's max-ttl refuses that; run such nodes
 //! with a `--max-ttl` of at least the expiration in milliseconds, read as seconds.
 
+mod support;
+
 use redis027 as redis;
-use redlockd::testing::{TestCluster, TestServer};
 use redlockd::{Clock, Config};
 use std::sync::Arc;
 use std::time::Duration;
+use support::nodes::{get, on_every_node, on_node, pttl, Nodes};
+use support::{TestCluster, TestServer};
 use tokio::sync::Mutex;
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// A connection of the `redis` version redis-lock is built on (0.27).
 async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(url).unwrap();
     client.get_multiplexed_async_connection().await.unwrap()
-}
-
-async fn get(url: &str, key: &str) -> Option<String> {
-    let mut con = connect(url).await;
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut con)
-        .await
-        .unwrap()
-}
-
-async fn pttl(url: &str, key: &str) -> i64 {
-    let mut con = connect(url).await;
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(&mut con)
-        .await
-        .unwrap()
 }
 
 /// One node whose max-ttl admits the crate's default expiration (3,600,000 s).
@@ -68,10 +54,10 @@ async fn multi_resource_lock_excludes_overlapping_sets_and_releases() {
         .unwrap()
         .expect("a free set of resources is granted");
     // Each resource key holds the holder and the whole set, as cjson wrote it.
-    let held: serde_like::Held = serde_like::parse(&get(&node.url(), "lock:a").await.unwrap());
+    let held: serde_like::Held = serde_like::parse(&get(&node, 0, "lock:a").await.unwrap());
     assert_eq!(held.holder, ab);
     assert_eq!(held.resources, ["a", "b"]);
-    assert_eq!(pttl(&node.url(), "lock:b").await, 3_600_000_000);
+    assert_eq!(pttl(&node, 0, "lock:b").await, 3_600_000_000);
 
     // Any overlap is refused; a disjoint set is not.
     let overlap = lock
@@ -87,7 +73,7 @@ async fn multi_resource_lock_excludes_overlapping_sets_and_releases() {
 
     // release_lock finds the holder's keys with SCAN MATCH lock:* and deletes them.
     assert_eq!(lock.release(&ab).await.unwrap(), 2);
-    assert_eq!(get(&node.url(), "lock:a").await, None);
+    assert_eq!(get(&node, 0, "lock:a").await, None);
     let bc = lock
         .try_acquire_default(&strings(&["b", "c"]))
         .await
@@ -103,7 +89,7 @@ async fn multi_resource_lock_excludes_overlapping_sets_and_releases() {
         .await
         .unwrap();
     assert_eq!(out, 42);
-    assert_eq!(get(&node.url(), "lock:x").await, None);
+    assert_eq!(get(&node, 0, "lock:x").await, None);
     node.shutdown().await;
 }
 
@@ -154,8 +140,8 @@ async fn multi_resource_lock_default_expiration_is_above_a_default_max_ttl() {
         text.contains("TTL of 3600000000 ms is above this server's max-ttl of 30000 ms"),
         "{text}"
     );
-    assert_eq!(get(&node.url(), "lock:a").await, None);
-    assert_eq!(get(&node.url(), "lock:b").await, None);
+    assert_eq!(get(&node, 0, "lock:a").await, None);
+    assert_eq!(get(&node, 0, "lock:b").await, None);
     node.shutdown().await;
 }
 
@@ -170,17 +156,11 @@ async fn lock_across_five_nodes_holds_a_majority_and_releases() {
         ttl: Duration::from_secs(10),
         ..Default::default()
     };
-    let urls = cluster.urls();
+    let addrs = Nodes::addrs(&cluster);
     let seen = redis_lock::lock_across(
         &conns,
         "acct",
-        async move {
-            let mut held = Vec::new();
-            for url in &urls {
-                held.push(get(url, "redlock:acct").await);
-            }
-            held
-        },
+        async move { on_every_node::<Option<String>>(&addrs, &["GET", "redlock:acct"]).await },
         options,
     )
     .await
@@ -196,30 +176,19 @@ async fn lock_across_five_nodes_holds_a_majority_and_releases() {
     let holders = seen.iter().filter(|v| v.as_ref() == Some(&value)).count();
     assert!(holders >= 3, "{seen:?}");
     assert!(seen.iter().flatten().all(|v| *v == value), "{seen:?}");
-    for url in cluster.urls() {
-        assert_eq!(get(&url, "redlock:acct").await, None);
-    }
+    assert_eq!(
+        on_every_node::<Option<String>>(&cluster, &["GET", "redlock:acct"]).await,
+        vec![None; 5]
+    );
 
     // A second holder is refused while the first holds a majority.
-    let mut con = connect(&cluster.urls()[0]).await;
-    let _: () = redis::cmd("SET")
-        .arg("redlock:busy")
-        .arg("someone")
-        .arg("PX")
-        .arg(10_000)
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    for url in &cluster.urls()[1..3] {
-        let mut con = connect(url).await;
-        let _: () = redis::cmd("SET")
-            .arg("redlock:busy")
-            .arg("someone")
-            .arg("PX")
-            .arg(10_000)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+    for i in 0..3 {
+        on_node::<()>(
+            &cluster,
+            i,
+            &["SET", "redlock:busy", "someone", "PX", "10000"],
+        )
+        .await;
     }
     let refused = redis_lock::lock_across(
         &conns,
@@ -238,7 +207,7 @@ async fn lock_across_five_nodes_holds_a_majority_and_releases() {
     );
     // The refused attempt left the holder's value alone.
     assert_eq!(
-        get(&cluster.urls()[0], "redlock:busy").await.as_deref(),
+        get(&cluster, 0, "redlock:busy").await.as_deref(),
         Some("someone")
     );
     cluster.shutdown().await;

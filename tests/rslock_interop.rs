@@ -2,32 +2,24 @@
 //! it speaks RESP2, acquires with SET NX PX, and releases and extends with EVALSHA
 //! (EVAL after NOSCRIPT), with raw random bytes as lock values.
 
-use redlockd::testing::TestCluster;
+mod support;
+
 use rslock::LockManager;
 use std::time::Duration;
+use support::nodes::on_every_node;
+use support::TestCluster;
 
 fn manager(cluster: &TestCluster) -> LockManager {
     LockManager::new(cluster.urls())
 }
 
-async fn get(url: &str, key: &[u8]) -> Option<Vec<u8>> {
-    let client = redis::Client::open(url).unwrap();
-    let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut con)
-        .await
-        .unwrap()
+/// The key's value on every node (rslock's values are random bytes, not text).
+async fn values(cluster: &TestCluster, key: &str) -> Vec<Option<Vec<u8>>> {
+    on_every_node(cluster, &["GET", key]).await
 }
 
-async fn script_flush(url: &str) {
-    let client = redis::Client::open(url).unwrap();
-    let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+async fn script_flush(cluster: &TestCluster) {
+    on_every_node::<()>(cluster, &["SCRIPT", "FLUSH"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,13 +28,12 @@ async fn rslock_acquires_on_every_node_and_releases() {
     let rl = manager(&cluster);
     let lock = rl.lock("rs:res", Duration::from_secs(10)).await.unwrap();
     assert!(lock.validity_time > 9_000, "{}", lock.validity_time);
-    for url in cluster.urls() {
-        assert_eq!(get(&url, b"rs:res").await.as_deref(), Some(&lock.val[..]));
-    }
+    assert_eq!(
+        values(&cluster, "rs:res").await,
+        vec![Some(lock.val.clone()); 5]
+    );
     rl.unlock(&lock).await;
-    for url in cluster.urls() {
-        assert_eq!(get(&url, b"rs:res").await, None);
-    }
+    assert_eq!(values(&cluster, "rs:res").await, vec![None; 5]);
     cluster.shutdown().await;
 }
 
@@ -62,23 +53,18 @@ async fn rslock_extend_and_unlock_survive_a_script_flush() {
     let cluster = TestCluster::start(5).await;
     let rl = manager(&cluster);
     let lock = rl.lock("rs:res", Duration::from_secs(10)).await.unwrap();
-    for url in cluster.urls() {
-        script_flush(&url).await;
-    }
+    script_flush(&cluster).await;
     cluster.advance(Duration::from_secs(8));
     let lock = rl.extend(&lock, Duration::from_secs(10)).await.unwrap();
     cluster.advance(Duration::from_secs(8));
     // Past the first TTL: only the extension keeps it.
-    for url in cluster.urls() {
-        assert_eq!(get(&url, b"rs:res").await.as_deref(), Some(&lock.val[..]));
-    }
-    for url in cluster.urls() {
-        script_flush(&url).await;
-    }
+    assert_eq!(
+        values(&cluster, "rs:res").await,
+        vec![Some(lock.val.clone()); 5]
+    );
+    script_flush(&cluster).await;
     rl.unlock(&lock).await;
-    for url in cluster.urls() {
-        assert_eq!(get(&url, b"rs:res").await, None);
-    }
+    assert_eq!(values(&cluster, "rs:res").await, vec![None; 5]);
     cluster.shutdown().await;
 }
 

@@ -6,7 +6,7 @@ mod support;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use std::time::Duration;
-use support::{conn, conn_resp3, error_text, start, start_with, TestServer};
+use support::{conn, conn_resp3, error_text, query, start, start_with, unsha, TestServer};
 
 /// A node with `Config::for_tests()` and a RESP2 connection to it.
 async fn start_default() -> (TestServer, MultiplexedConnection) {
@@ -21,11 +21,7 @@ fn text(e: redis::RedisError) -> String {
 }
 
 async fn cmd(con: &mut MultiplexedConnection, args: &[&str]) -> Result<Value, String> {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query_async::<Value>(con).await.map_err(text)
+    query(con, args).await.map_err(text)
 }
 
 async fn eval(
@@ -53,17 +49,9 @@ fn sha1(s: &str) -> String {
     sha1_smol::Sha1::from(s).digest().to_string()
 }
 
-/// Replaces the script sha in an error with SHA, so expectations stay readable.
-fn unsha(e: String) -> String {
-    match e.find("script: ") {
-        Some(i) if e.len() >= i + 48 => format!("{}script: SHA{}", &e[..i], &e[i + 48..]),
-        _ => e,
-    }
-}
-
 async fn eval_err(con: &mut MultiplexedConnection, script: &str) -> String {
     unsha(
-        eval(con, script, &[], &[])
+        &eval(con, script, &[], &[])
             .await
             .expect_err("script errors"),
     )
@@ -650,7 +638,7 @@ async fn cjson_and_bit_libraries() {
 async fn eval_ro_refuses_writes_and_select_stays_inside_the_script() {
     let (_s, mut con) = start_default().await;
     assert_eq!(
-        unsha(cmd(&mut con, &["EVAL_RO", "return redis.call('set','a','b')", "0"]).await.unwrap_err()),
+        unsha(&cmd(&mut con, &["EVAL_RO", "return redis.call('set','a','b')", "0"]).await.unwrap_err()),
         "ERR Write commands are not allowed from read-only scripts. script: SHA, on @user_script:1."
     );
     assert_eq!(

@@ -140,6 +140,17 @@ pub fn err(text: &str) -> String {
     format!("-{text}\r\n")
 }
 
+/// A script error (a frame or its text) with the script's sha1 after "script: "
+/// replaced by SHA, so expectations stay readable.
+pub fn unsha(error: &str) -> String {
+    match error.find("script: ") {
+        Some(i) if error.len() >= i + 48 => {
+            format!("{}script: SHA{}", &error[..i], &error[i + 48..])
+        }
+        _ => error.to_string(),
+    }
+}
+
 /// Waits (bounded) until `done` holds, polling every millisecond; returns how long it
 /// took.
 pub async fn wait_until(what: &str, bound: Duration, mut done: impl FnMut() -> bool) -> Duration {

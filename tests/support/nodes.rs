@@ -3,8 +3,10 @@
 //! talks to the nodes only over the wire, so the same body checks both.
 
 use super::redis_server::RedisNode;
-use super::{connect_url, q, TestCluster};
+use super::{connect_url, q, TestCluster, TestServer};
 use redlockd::redlock::{Redlock, RedlockError, RedlockOptions};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 /// Nodes a Redlock client can be pointed at.
@@ -19,6 +21,12 @@ impl Nodes for TestCluster {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+}
+
+impl Nodes for TestServer {
+    fn addrs(&self) -> Vec<String> {
+        vec![self.addr().to_string()]
     }
 }
 
@@ -64,6 +72,15 @@ pub fn redlock(nodes: &impl Nodes, opts: RedlockOptions) -> Redlock {
 pub async fn on_node<T: redis::FromRedisValue>(nodes: &impl Nodes, i: usize, args: &[&str]) -> T {
     let mut c = connect_url(&format!("redis://{}/", nodes.addrs()[i])).await;
     q(&mut c, args).await.expect("the node answers")
+}
+
+/// One command on every node in turn, each reply as `T`.
+pub async fn on_every_node<T: redis::FromRedisValue>(nodes: &impl Nodes, args: &[&str]) -> Vec<T> {
+    let mut replies = Vec::new();
+    for i in 0..nodes.addrs().len() {
+        replies.push(on_node(nodes, i, args).await);
+    }
+    replies
 }
 
 pub async fn get(nodes: &impl Nodes, i: usize, key: &str) -> Option<String> {
@@ -210,4 +227,74 @@ pub fn checker_clients(cluster: &TestCluster, count: usize, fencing: bool) -> Ve
             redlock(cluster, opts)
         })
         .collect()
+}
+
+/// The faults both checkers inject into their cluster; each returns its line for the
+/// history. Only the schedule draws random numbers (`wall_jump` one, from its rng), so
+/// a seed still gives one history.
+pub struct CheckerFaults<'c> {
+    cluster: &'c TestCluster,
+    isolated: Vec<bool>,
+}
+
+impl<'c> CheckerFaults<'c> {
+    pub fn new(cluster: &'c TestCluster) -> CheckerFaults<'c> {
+        CheckerFaults {
+            cluster,
+            isolated: vec![false; cluster.len()],
+        }
+    }
+
+    /// Node `n` crashes and restarts at once (its fence goes up, if the cluster has one).
+    pub fn crash_restart(&mut self, n: usize) -> String {
+        self.cluster.node(n).crash_restart();
+        self.isolated[n] = false;
+        format!("crash-restart node {n}")
+    }
+
+    pub fn crash_restart_all(&mut self) -> String {
+        for n in 0..self.cluster.len() {
+            self.crash_restart(n);
+        }
+        format!("crash-restart all {} nodes", self.cluster.len())
+    }
+
+    /// Partitions node `n` away, or heals it if it was.
+    pub async fn isolate_or_heal(&mut self, n: usize) -> String {
+        let node = self.cluster.node(n);
+        if self.isolated[n] {
+            node.heal().await;
+            self.isolated[n] = false;
+            format!("heal node {n}")
+        } else {
+            node.isolate().await;
+            self.isolated[n] = true;
+            format!("isolate node {n}")
+        }
+    }
+
+    /// Runs `action` (a client's attempt) while node `n` is paused, like a GC pause: its
+    /// vote times out, and what it was sent runs when it resumes. Boxed: the attempt's
+    /// future is large, and the checker's own future, on a test thread's stack in a debug
+    /// build, must stay small (inline, fenced_writes overflowed its stack).
+    pub fn paused_during<'a>(
+        &'a self,
+        n: usize,
+        action: impl Future<Output = String> + 'a,
+    ) -> Pin<Box<dyn Future<Output = String> + 'a>> {
+        Box::pin(async move {
+            let node = self.cluster.node(n);
+            node.pause();
+            let what = action.await;
+            node.resume().await;
+            format!("pause node {n}; {what}; resume node {n}")
+        })
+    }
+
+    /// Steps the cluster's wall clock by up to an hour either way (TTLs must not move).
+    pub fn wall_jump(&self, rng: &mut impl rand::Rng) -> String {
+        let delta = rng.random_range(-3_600_000..3_600_000i64);
+        self.cluster.clock().jump_wall(delta);
+        format!("wall jump {delta} ms")
+    }
 }
