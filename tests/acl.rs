@@ -764,6 +764,18 @@ async fn acl_replies_match_redis() {
         &["FLUSHALL"],
         &["SET", "any", "1"],
         &["ACL", "LOG", "RESET"],
+        // The one key extraction ACL key patterns use, as COMMAND GETKEYS shows it.
+        &["COMMAND", "GETKEYS", "mset", "a", "1", "b", "2"],
+        &["COMMAND", "GETKEYS", "eval", "x", "2", "k1", "k2", "a"],
+        &["COMMAND", "GETKEYS", "eval", "x", "0"],
+        &["COMMAND", "GETKEYS", "eval", "x", "5", "a"],
+        &["COMMAND", "GETKEYS", "blpop", "a", "b", "0"],
+        &["COMMAND", "GETKEYS", "object", "encoding", "k"],
+        &["COMMAND", "GETKEYS", "object", "help"],
+        &["COMMAND", "GETKEYS", "ping", "x"],
+        &["COMMAND", "GETKEYS", "get", "a", "b"],
+        &["COMMAND", "GETKEYS", "nosuch", "x"],
+        &["COMMAND", "GETKEYS", "get"],
     ];
     let mut r = Raw::to(&redis).await;
     let mut o = Raw::to(&ours).await;

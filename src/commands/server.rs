@@ -373,7 +373,24 @@ pub fn command(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                     .collect(),
             ))
         }
+        "getkeys" if args.len() >= 4 => {
+            let cmd = &args[2..];
+            let spec = super::lookup(&cmd[0])
+                .ok_or_else(|| Reply::error("ERR Invalid command specified"))?;
+            if super::check_arity(spec, cmd).is_some() {
+                return Err(Reply::error(
+                    "ERR Invalid number of arguments specified for command",
+                ));
+            }
+            let keys: Vec<Reply> = spec.keys(cmd).map(|k| Reply::Bulk(k.clone())).collect();
+            // EVAL with numkeys 0 has no keys; GET can have none only by arity.
+            if keys.is_empty() && spec.flags & super::table::flags::MOVABLE_KEYS == 0 {
+                return Err(Reply::error("ERR The command has no key arguments"));
+            }
+            Ok(Reply::Array(keys))
+        }
         "count" => Err(errors::wrong_arity("command|count")),
+        "getkeys" => Err(errors::wrong_arity("command|getkeys")),
         _ => Err(errors::unknown_subcommand("command", sub)),
     }
 }
