@@ -1,6 +1,6 @@
 //! The Lua bridge: script text and arguments -> EVAL (and EVALSHA, SCRIPT LOAD) on the
 //! in-memory door. Never panics, every call gets a reply, and the server answers PING
-//! afterwards. A script that runs past 200 ms is stopped the way SCRIPT KILL does it,
+//! afterwards. A script that runs past 20 ms is stopped the way SCRIPT KILL does it,
 //! so loops do not stall the fuzzer (and the kill path is fuzzed too).
 //!
 //! Input: byte 0 is numkeys (mod 4) and picks EVAL / EVALSHA_RO / SCRIPT LOAD; the rest,
@@ -32,9 +32,9 @@ thread_local! {
 fn watchdog() {
     WATCHDOG.call_once(|| {
         std::thread::spawn(|| loop {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(2));
             if let Some((started, killer)) = RUNNING.lock().unwrap().as_ref() {
-                if started.elapsed() > Duration::from_millis(200) {
+                if started.elapsed() > Duration::from_millis(20) {
                     killer.kill();
                 }
             }
