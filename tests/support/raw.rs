@@ -93,6 +93,38 @@ impl Raw {
         }
     }
 
+    /// Sends `requests` (encoded frames, any number) while reading `replies` reply
+    /// frames, the whole exchange bounded by `bound` instead of each wait by `TIMEOUT`:
+    /// for bulk loads and huge replies, which a debug build on a loaded machine may take
+    /// longer than `TIMEOUT` over (the server stalls reading while it inserts).
+    pub async fn exchange_within(
+        &mut self,
+        bound: Duration,
+        requests: &[u8],
+        replies: usize,
+    ) -> Vec<String> {
+        let (mut reader, mut writer) = self.stream.split();
+        let buf = &mut self.buf;
+        let write = async { writer.write_all(requests).await.expect("write") };
+        let read = async {
+            let mut frames = Vec::with_capacity(replies);
+            while frames.len() < replies {
+                match frame_len(buf) {
+                    Some(n) => frames.push(String::from_utf8_lossy(&buf.split_to(n)).into_owned()),
+                    None => assert!(
+                        reader.read_buf(buf).await.expect("read") > 0,
+                        "connection closed after {} of {replies} replies",
+                        frames.len()
+                    ),
+                }
+            }
+            frames
+        };
+        tokio::time::timeout(bound, async { tokio::join!(write, read).1 })
+            .await
+            .unwrap_or_else(|_| panic!("{replies} replies not within {bound:?}"))
+    }
+
     /// Sends one binary command and returns its reply frame's bytes.
     pub async fn cmd_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
         self.send(&resp(args)).await;
