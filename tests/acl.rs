@@ -796,3 +796,130 @@ async fn acl_replies_match_redis() {
         assert_eq!(mine, theirs, "{cmd:?}");
     }
 }
+
+/// Three nodes, each with a user allowed only the Redlock client's commands on lock:*.
+async fn lock_nodes() -> Vec<TestServer> {
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let h = start().await;
+        Raw::to(&h)
+            .await
+            .check(
+                &[
+                    "ACL", "SETUSER", "rl", "on", ">rl-pw", "~lock:*", "+set", "+get", "+del",
+                    "+pexpire", "+eval", "+evalsha",
+                ],
+                OK,
+            )
+            .await;
+        nodes.push(h);
+    }
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redlock_client_authenticates_as_a_user() {
+    use redlockd::redlock::{Redlock, RedlockError, RedlockOptions};
+    use std::time::Duration;
+    let nodes = lock_nodes().await;
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
+    let opts = |user: &str, password: &str| RedlockOptions {
+        user: Some(user.into()),
+        password: Some(password.into()),
+        retry_count: 0,
+        node_timeout: Some(Duration::from_secs(2)),
+        ..RedlockOptions::default()
+    };
+    let rl = Redlock::new(addrs.clone(), opts("rl", "rl-pw")).unwrap();
+    let lock = rl.acquire(b"lock:a", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(rl.release(&lock).await, 3);
+    // The user's rules hold: a key outside ~lock:* is refused on every node.
+    match rl.acquire(b"other", Duration::from_secs(5)).await {
+        Err(RedlockError::NotAcquired { last, .. }) => {
+            let text = format!("{last:?}");
+            assert!(
+                text.contains("NOPERM No permissions to access a key"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A wrong password: WRONGPASS from every node.
+    let wrong = Redlock::new(addrs.clone(), opts("rl", "nope")).unwrap();
+    let e = format!(
+        "{:?}",
+        wrong
+            .acquire(b"lock:b", Duration::from_secs(5))
+            .await
+            .unwrap_err()
+    );
+    assert!(e.contains("WRONGPASS"), "{e}");
+    // Credentials in the URLs (percent-escapes decoded) win over the options'.
+    Raw::to(&nodes[0])
+        .await
+        .check(&["ACL", "SETUSER", "rl", ">p@ss"], OK)
+        .await;
+    let urls: Vec<String> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match i {
+            0 => format!("redis://rl:p%40ss@{a}"),
+            _ => format!("redis://rl:rl-pw@{a}/"),
+        })
+        .collect();
+    let by_url = Redlock::new(urls, opts("nobody", "nothing")).unwrap();
+    let lock = by_url
+        .acquire(b"lock:c", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(by_url.release(&lock).await, 3);
+    // A user without a password is a configuration error, said at once.
+    let e = Redlock::new(
+        addrs.clone(),
+        RedlockOptions {
+            user: Some("rl".into()),
+            ..RedlockOptions::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(format!("{e:?}").contains("has no password"), "{e:?}");
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlockd_lock_takes_a_user() {
+    use redlockd::redlock::flock::{run_lock_command, LockArgs};
+    use std::time::Duration;
+    let nodes = lock_nodes().await;
+    let args = |user: Option<&str>, nodes: Vec<String>| LockArgs {
+        nodes,
+        tls_ca_cert_file: None,
+        tls_cert_file: None,
+        tls_key_file: None,
+        ttl: Duration::from_secs(3),
+        wait: Duration::ZERO,
+        grace: Duration::from_secs(5),
+        node_timeout: Some(Duration::from_secs(2)),
+        password: Some("rl-pw".into()),
+        user: user.map(Into::into),
+        fencing_token: false,
+        verbose: false,
+        name: "lock:job".into(),
+        command: vec!["true".into()],
+    };
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
+    assert_eq!(run_lock_command(args(Some("rl"), addrs.clone())).await, 0);
+    // As the default user with rl's password: WRONGPASS everywhere, so no majority.
+    assert_ne!(run_lock_command(args(None, addrs.clone())).await, 0);
+    let urls = addrs
+        .iter()
+        .map(|a| format!("redis://rl:rl-pw@{a}"))
+        .collect();
+    assert_eq!(run_lock_command(args(None, urls)).await, 0);
+    for n in nodes {
+        n.shutdown().await;
+    }
+}

@@ -25,6 +25,7 @@ fn args(nodes: &[String], name: &str, command: &[&str]) -> LockArgs {
         grace: Duration::from_secs(5),
         node_timeout: Some(Duration::from_millis(100)),
         password: None,
+        user: None,
         fencing_token: false,
         verbose: false,
         name: name.to_string(),

@@ -10,7 +10,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
 use redis_protocol::resp2::{decode::decode_bytes_mut, types::BytesFrame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -68,7 +68,7 @@ struct Conn {
 }
 
 impl Conn {
-    async fn connect(target: &Target, password: Option<&[u8]>) -> Result<Conn, NodeError> {
+    async fn connect(target: &Target) -> Result<Conn, NodeError> {
         let tcp = TcpStream::connect(&target.dial).await?;
         // Lock commands are single small writes waiting for a reply: Nagle only adds delay.
         tcp.set_nodelay(true)?;
@@ -86,8 +86,13 @@ impl Conn {
             rbuf: BytesMut::with_capacity(512),
             wbuf: Vec::with_capacity(256),
         };
-        if let Some(pw) = password {
-            if let BytesFrame::Error(e) = conn.request(&[b"AUTH", pw]).await? {
+        if let Some(auth) = &target.auth {
+            let pw = auth.password.as_bytes();
+            let reply = match &auth.user {
+                Some(user) => conn.request(&[b"AUTH", user.as_bytes(), pw]).await?,
+                None => conn.request(&[b"AUTH", pw]).await?,
+            };
+            if let BytesFrame::Error(e) = reply {
                 return Err(NodeError::Server(e.to_string()));
             }
         }
@@ -189,21 +194,20 @@ impl Conn {
     }
 }
 
-/// One Redis-compatible node: its address, credentials and idle connections.
+/// One Redis-compatible node: its address, credentials (in `target`) and idle
+/// connections.
 pub(crate) struct Node {
     /// As given (`rediss://h:p` or `h:p`): what errors name.
     addr: String,
     target: Target,
-    password: Option<Bytes>,
     idle: Mutex<Vec<Conn>>,
 }
 
 impl Node {
-    pub(crate) fn new(addr: String, target: Target, password: Option<Bytes>) -> Node {
+    pub(crate) fn new(addr: String, target: Target) -> Node {
         Node {
             addr,
             target,
-            password,
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -243,7 +247,7 @@ impl Node {
                     }
                 }
             }
-            let mut conn = Conn::connect(&self.target, self.password.as_deref()).await?;
+            let mut conn = Conn::connect(&self.target).await?;
             let result = conn.execute(req).await;
             if matches!(result, Ok(_) | Err(NodeError::Server(_))) {
                 self.put_back(conn);

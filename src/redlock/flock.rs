@@ -55,7 +55,8 @@ const MIN_TTL: Duration = Duration::from_millis(10);
 #[derive(clap::Args, Debug, Clone)]
 pub struct LockArgs {
     /// Nodes, as a comma-separated list of host:port, or rediss://host:port for TLS (an
-    /// odd number, 3 or 5, is usual).
+    /// odd number, 3 or 5, is usual). A URL may carry credentials:
+    /// redis://user:password@host:port (they win over --user / --password).
     #[arg(long, env = "REDLOCKD_NODES", value_delimiter = ',', required = true)]
     pub nodes: Vec<String>,
     /// CA certificates (PEM) that sign the rediss:// nodes' certificates [default: the
@@ -86,6 +87,9 @@ pub struct LockArgs {
     /// visible in ps).
     #[arg(long, env = "REDLOCKD_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
+    /// ACL user to AUTH as on every node (with --password); default: the default user.
+    #[arg(long, env = "REDLOCKD_USER")]
+    pub user: Option<String>,
     /// Acquire with a fencing token (redlockd nodes only: FENCING.GRANT and
     /// FENCING.COMMIT) and pass it to the command as REDLOCKD_FENCING_TOKEN, to send with
     /// every write to the resource the lock protects.
@@ -120,6 +124,7 @@ pub async fn run_lock_command(args: LockArgs) -> i32 {
     };
     let opts = RedlockOptions {
         password: args.password.clone(),
+        user: args.user.clone(),
         node_timeout: args.node_timeout,
         retry_count: 0,
         retry_delay: Duration::from_millis(50),

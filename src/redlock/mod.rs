@@ -52,8 +52,12 @@ const VALUE_BYTES: usize = 24;
 /// Settings of a [`Redlock`] client. `Default` gives values suited to TTLs of seconds.
 #[derive(Debug, Clone)]
 pub struct RedlockOptions {
-    /// Sent with `AUTH` on every new connection (same password for all nodes).
+    /// Sent with `AUTH` on every new connection (same password for all nodes), as the
+    /// default user's, or `user`'s when one is given. Credentials in a node's URL
+    /// (`redis://user:password@host:port`) win for that node.
     pub password: Option<String>,
+    /// The ACL user (`AUTH user password`); `None`: the default user.
+    pub user: Option<String>,
     /// Bound on every operation on one node (dial, AUTH, round trips). `None`: the
     /// smaller of 50 ms and ttl/10, so that slow nodes cannot eat the lock's validity.
     pub node_timeout: Option<Duration>,
@@ -76,6 +80,7 @@ impl Default for RedlockOptions {
     fn default() -> Self {
         RedlockOptions {
             password: None,
+            user: None,
             node_timeout: None,
             retry_count: 3,
             retry_delay: Duration::from_millis(100),
@@ -288,7 +293,6 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let password = opts.password.clone().map(Bytes::from);
         let mut list = Vec::new();
         // Built (its files read) once, for the first rediss:// node.
         let mut tls: Option<tokio_rustls::TlsConnector> = None;
@@ -306,8 +310,14 @@ impl Redlock {
             if addr.is_empty() {
                 return Err(RedlockError::Config("empty node address".into()));
             }
-            let target = nodes::Target::new(&addr, &mut connector).map_err(RedlockError::Config)?;
-            list.push(Node::new(addr, target, password.clone()));
+            let target = nodes::Target::new(
+                &addr,
+                &mut connector,
+                opts.user.as_deref(),
+                opts.password.as_deref(),
+            )
+            .map_err(RedlockError::Config)?;
+            list.push(Node::new(addr, target));
         }
         if list.is_empty() {
             return Err(RedlockError::Config("no nodes given".into()));
