@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::time::{SystemTime, UNIX_EPOCH};
-use support::redis_server::{diff_seed_and_ops, redlockd_like_redis, RedisNode};
+use support::redis_server::Differential;
 use support::*;
 
 /// Generates commands. Every relative TTL comes from a pool of distinct whole seconds
@@ -305,17 +305,9 @@ fn equivalent(cmd: &str, redis: &str, ours: &str) -> bool {
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_commands_get_the_same_replies_as_redis() {
-    let (seed, ops) = diff_seed_and_ops("differential");
-
-    let redis = RedisNode::start(None);
-    let ours = redlockd_like_redis(seed).await;
-    let mut a = Raw::to(&redis).await;
-    let mut b = Raw::to(&ours).await;
-    assert_eq!(a.cmd(&["FLUSHALL"]).await, OK);
-
-    let mut gen = Gen::new(seed);
-    let mut history: Vec<String> = Vec::new();
-    for i in 0..ops {
+    let mut diff = Differential::start("differential").await;
+    let mut gen = Gen::new(diff.seed);
+    for i in 0..diff.ops {
         let args = gen.next();
         if args[0] == "DBSIZE" {
             // Redis 7.0 keeps a key SET with a past PXAT/EXAT stored (logically expired)
@@ -324,26 +316,15 @@ async fn random_commands_get_the_same_replies_as_redis() {
             // compares live keys only.
             let mut touch = vec!["EXISTS"];
             touch.extend(KEYS);
-            assert_eq!(a.cmd(&touch).await, b.cmd(&touch).await, "seed={seed}");
+            diff.same(&touch).await;
         }
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (ra, rb) = (a.cmd(&refs).await, b.cmd(&refs).await);
-        history.push(format!("{args:?} -> {ra:?}"));
         let name = args[0].to_ascii_uppercase();
-        if !equivalent(&name, &ra, &rb) {
-            let recent = history[history.len().saturating_sub(15)..].join("\n  ");
-            panic!(
-                "seed={seed}: op {i} {args:?}\n  redis:    {ra:?}\n  redlockd: {rb:?}\nrecent ops:\n  {recent}\nreplay with DIFF_SEED={seed}"
-            );
-        }
+        diff.step(i, &args, |redis, ours| equivalent(&name, redis, ours))
+            .await;
     }
     // The final keyspaces agree too.
     for k in KEYS {
-        assert_eq!(
-            a.cmd(&["GET", k]).await,
-            b.cmd(&["GET", k]).await,
-            "seed={seed} {k}"
-        );
+        diff.same(&["GET", k]).await;
     }
-    ours.shutdown().await;
+    diff.finish().await;
 }

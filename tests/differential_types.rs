@@ -10,7 +10,7 @@ mod support;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use support::redis_server::{diff_seed_and_ops, redlockd_like_redis, RedisNode};
+use support::redis_server::Differential;
 use support::*;
 
 /// Keys: mostly of one type each, but every command also meets the others.
@@ -305,41 +305,24 @@ fn equivalent(args: &[String], redis: &str, ours: &str) -> bool {
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_collection_commands_get_the_same_replies_as_redis() {
-    let (seed, ops) = diff_seed_and_ops("differential_types");
-
-    let redis = RedisNode::start(None);
-    let ours = redlockd_like_redis(seed).await;
-    let mut a = Raw::to(&redis).await;
-    let mut b = Raw::to(&ours).await;
-    assert_eq!(a.cmd(&["FLUSHALL"]).await, OK);
-
+    let mut diff = Differential::start("differential_types").await;
     let mut gen = Gen {
-        rng: SmallRng::seed_from_u64(seed),
+        rng: SmallRng::seed_from_u64(diff.seed),
     };
-    let mut history: Vec<String> = Vec::new();
-    for i in 0..ops {
+    for i in 0..diff.ops {
         let mut args = gen.next();
         if args[0] == "OBJECT" && args[1] != "ENCODING" {
             args = vec!["OBJECT".into(), "ENCODING".into(), args[1].clone()];
         }
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (ra, rb) = (a.cmd(&refs).await, b.cmd(&refs).await);
-        history.push(format!("{args:?} -> {ra:?}"));
-        if !equivalent(&args, &ra, &rb) {
-            let recent = history[history.len().saturating_sub(15)..].join("\n  ");
-            panic!(
-                "seed={seed}: op {i} {args:?}\n  redis:    {ra:?}\n  redlockd: {rb:?}\nrecent ops:\n  {recent}\nreplay with DIFF_SEED={seed}"
-            );
-        }
+        diff.step(i, &args, |redis, ours| equivalent(&args, redis, ours))
+            .await;
     }
     // The final keyspaces agree too.
     for k in ZKEYS {
-        let args = ["ZRANGE", k, "0", "-1", "WITHSCORES"];
-        assert_eq!(a.cmd(&args).await, b.cmd(&args).await, "seed={seed} {k}");
+        diff.same(&["ZRANGE", k, "0", "-1", "WITHSCORES"]).await;
     }
     for k in LKEYS {
-        let args = ["LRANGE", k, "0", "-1"];
-        assert_eq!(a.cmd(&args).await, b.cmd(&args).await, "seed={seed} {k}");
+        diff.same(&["LRANGE", k, "0", "-1"]).await;
     }
-    ours.shutdown().await;
+    diff.finish().await;
 }

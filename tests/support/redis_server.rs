@@ -215,7 +215,7 @@ impl super::Addressed for RedisNode {
 
 /// The redlockd side of a differential run against a redis-server: the real clock (both
 /// servers' TTLs run in real time), max-ttl 1 h, no fence, `seed` for SCAN and Lua.
-pub async fn redlockd_like_redis(seed: u64) -> redlockd::testing::TestServer {
+async fn redlockd_like_redis(seed: u64) -> redlockd::testing::TestServer {
     super::start_with(|c| {
         c.clock = Some(redlockd::Clock::real());
         c.max_ttl = Duration::from_secs(3600);
@@ -226,10 +226,76 @@ pub async fn redlockd_like_redis(seed: u64) -> redlockd::testing::TestServer {
 
 /// A differential run's seed and length: `DIFF_SEED` (default random) and `DIFF_OPS`
 /// (default 4000), printed so that a failing run can be replayed.
-pub fn diff_seed_and_ops(name: &str) -> (u64, usize) {
+fn diff_seed_and_ops(name: &str) -> (u64, usize) {
     let env = |var: &str| std::env::var(var).ok().and_then(|s| s.parse().ok());
     let seed: u64 = env("DIFF_SEED").unwrap_or_else(rand::random);
     let ops = env("DIFF_OPS").map_or(4000, |n: u64| n as usize);
     eprintln!("{name}: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
     (seed, ops)
+}
+
+/// A differential run: a redis-server and redlockd (`redlockd_like_redis`) side by
+/// side, the same commands sent to both and their replies compared. A mismatch panics
+/// with the seed, the last ops and how to replay the run.
+pub struct Differential {
+    pub seed: u64,
+    /// How many random ops to run (`DIFF_OPS`).
+    pub ops: usize,
+    redis: super::Raw,
+    ours: super::Raw,
+    /// Each op and redis-server's reply, for the failure message.
+    history: Vec<String>,
+    _redis_node: RedisNode,
+    ours_node: redlockd::testing::TestServer,
+}
+
+impl Differential {
+    /// Both servers, empty; `name` is the test's, printed with the seed.
+    pub async fn start(name: &str) -> Differential {
+        let (seed, ops) = diff_seed_and_ops(name);
+        let redis_node = RedisNode::start(None);
+        let ours_node = redlockd_like_redis(seed).await;
+        let mut redis = super::Raw::to(&redis_node).await;
+        let ours = super::Raw::to(&ours_node).await;
+        assert_eq!(redis.cmd(&["FLUSHALL"]).await, super::OK);
+        Differential {
+            seed,
+            ops,
+            redis,
+            ours,
+            history: Vec::new(),
+            _redis_node: redis_node,
+            ours_node,
+        }
+    }
+
+    /// Op `i`: `args` to both servers; their replies must be `equivalent(redis, ours)`.
+    pub async fn step(
+        &mut self,
+        i: usize,
+        args: &[String],
+        equivalent: impl Fn(&str, &str) -> bool,
+    ) {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ra, rb) = (self.redis.cmd(&refs).await, self.ours.cmd(&refs).await);
+        self.history.push(format!("{args:?} -> {ra:?}"));
+        if !equivalent(&ra, &rb) {
+            let recent = self.history[self.history.len().saturating_sub(15)..].join("\n  ");
+            let seed = self.seed;
+            panic!(
+                "seed={seed}: op {i} {args:?}\n  redis:    {ra:?}\n  redlockd: {rb:?}\nrecent ops:\n  {recent}\nreplay with DIFF_SEED={seed}"
+            );
+        }
+    }
+
+    /// `args` to both servers (not an op of the run): the replies must be identical.
+    pub async fn same(&mut self, args: &[&str]) {
+        let (ra, rb) = (self.redis.cmd(args).await, self.ours.cmd(args).await);
+        assert_eq!(ra, rb, "seed={} {args:?}", self.seed);
+    }
+
+    /// Stops both servers.
+    pub async fn finish(self) {
+        self.ours_node.shutdown().await;
+    }
 }
