@@ -1178,3 +1178,61 @@ async fn resp3_callers_get_resp3_results() {
         Ok(bulk("1.5"))
     );
 }
+
+/// KEYS and ARGV are fresh arrays in every run, whatever the last script did to them
+/// (redlockd refills the last run's tables when that cannot be seen). Replies read
+/// from redis-server 7.0.15.
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_and_argv_are_fresh_in_every_run() {
+    let (_server, mut con) = start_default().await;
+    let c = &mut con;
+    let fields = "KEYS.extra = 'y' table.insert(ARGV, 'z') return #ARGV";
+    assert_eq!(eval(c, fields, &["a"], &["b"]).await, Ok(Value::Int(2)));
+    assert_eq!(
+        eval(
+            c,
+            "return {#KEYS, #ARGV, tostring(KEYS.extra), tostring(ARGV[2])}",
+            &["k"],
+            &[]
+        )
+        .await,
+        Ok(Value::Array(vec![
+            Value::Int(1),
+            Value::Int(0),
+            bulk("nil"),
+            bulk("nil")
+        ]))
+    );
+    let meta = "setmetatable(KEYS, {__index = function() return 'meta' end}) return KEYS[9]";
+    assert_eq!(eval(c, meta, &[], &[]).await, Ok(bulk("meta")));
+    assert_eq!(
+        eval(c, "return tostring(KEYS[9])", &[], &[]).await,
+        Ok(bulk("nil"))
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            eval(c, "return KEYS", &["a", "b", "c"], &[]).await,
+            Ok(Value::Array(vec![bulk("a"), bulk("b"), bulk("c")]))
+        );
+        assert_eq!(
+            eval(c, "return KEYS", &["k"], &[]).await,
+            Ok(Value::Array(vec![bulk("k")]))
+        );
+    }
+    // A hole's `#` depends on the array part's size: Redis grows it from empty.
+    for _ in 0..2 {
+        assert_eq!(
+            eval(c, "KEYS[2] = nil return #KEYS", &["a", "b", "c"], &[]).await,
+            Ok(Value::Int(1))
+        );
+    }
+    assert_eq!(
+        eval(c, "return KEYS", &["x", "y", "z"], &[]).await,
+        Ok(Value::Array(vec![bulk("x"), bulk("y"), bulk("z")]))
+    );
+    assert_eq!(
+        eval(c, "KEYS[1] = 'changed' return ARGV", &["a"], &["v"]).await,
+        Ok(Value::Array(vec![bulk("v")]))
+    );
+    assert_eq!(eval(c, "return KEYS[1]", &["a"], &[]).await, Ok(bulk("a")));
+}
