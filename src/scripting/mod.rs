@@ -39,9 +39,13 @@ use std::sync::Arc;
 /// call, and without a bound each one stays compiled forever.
 pub const EVAL_SCRIPTS_KEPT: usize = 500;
 
-/// After a script that failed, or that left the VM this large, the VM collects its
-/// garbage; if a full collection cannot bring it under `MEMORY_LIMIT / 2`, the VM is
-/// dropped and built again on next use (the cache of script bodies survives).
+/// After a script that left the VM this large (a script that ran out of memory always
+/// has), the VM collects its garbage; if a full collection cannot bring it under
+/// `MEMORY_LIMIT / 2`, the VM is dropped and built again on next use (the cache of
+/// script bodies survives). Lua 5.1 has no emergency collection: without this, the
+/// garbage of a script that hit the limit fails every allocation after it. A script
+/// that merely failed is not a reason: a full collection walks every compiled script,
+/// and scripts that answer with `redis.error_reply` are ordinary traffic.
 const RECLAIM_ABOVE: usize = 32 * 1024 * 1024;
 
 /// A server's scripting state: the script cache EVALSHA reads, the VM, and the script
@@ -532,7 +536,7 @@ impl Scripts {
             return Reply::error("ERR Lua VM unavailable");
         };
         let reply = self.execute_in(ctx, vm, function, sha, call, None);
-        if reply.is_error() || vm.used_memory() > RECLAIM_ABOVE {
+        if vm.used_memory() > RECLAIM_ABOVE {
             vm.collect_garbage();
             if vm.used_memory() > engine::MEMORY_LIMIT / 2 {
                 tracing::warn!(
