@@ -386,7 +386,9 @@ async fn memory_subcommands_answer_as_redis_does() {
     c.cmd(&["HSET", "h", "f1", "v1", "f2", "v2"]).await;
     let usage = c.cmd(&["MEMORY", "USAGE", "k"]).await;
     let n: i64 = usage.trim_start_matches(':').trim().parse().unwrap();
-    assert!((100..400).contains(&n), "{usage}");
+    // Redis 7.0 answers 80; here the slot (8 bytes and a control byte) and one 48-byte
+    // chunk for key, value and deadline: 58.
+    assert!((40..400).contains(&n), "{usage}");
     assert!(c
         .cmd(&["MEMORY", "USAGE", "h", "SAMPLES", "0"])
         .await

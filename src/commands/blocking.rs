@@ -17,9 +17,8 @@
 
 use super::{CmdResult, Ctx, Shared};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Value};
+use crate::store::{Entry, Slot, Value, ValueMut, ValueRef};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,10 +45,11 @@ pub enum Pop {
 
 impl Pop {
     /// Whether this waiter can be served from `value`.
-    fn serves(&self, value: &Value) -> bool {
+    fn serves(&self, value: ValueRef<'_>) -> bool {
         matches!(
             (self, value),
-            (Pop::List(_) | Pop::Move { .. }, Value::List(_)) | (Pop::ZSet { .. }, Value::ZSet(_))
+            (Pop::List(_) | Pop::Move { .. }, ValueRef::List(_))
+                | (Pop::ZSet { .. }, ValueRef::ZSet(_))
         )
     }
 }
@@ -206,7 +206,7 @@ impl Blocking {
     }
 
     /// The oldest waiter on `key` that its current value can serve.
-    fn first_servable(&self, db: usize, key: &Bytes, value: &Value) -> Option<Arc<Waiter>> {
+    fn first_servable(&self, db: usize, key: &Bytes, value: ValueRef<'_>) -> Option<Arc<Waiter>> {
         let reg = self.waiters.lock();
         let queue = reg.get(&(db, key.clone()))?;
         queue.iter().find(|w| w.pop.serves(value)).cloned()
@@ -218,7 +218,7 @@ impl Blocking {
             let Some(entry) = db.get(key, now) else {
                 return;
             };
-            let waiter = self.first_servable(db_index, key, &entry.value);
+            let waiter = self.first_servable(db_index, key, entry.value());
             drop(entry);
             let Some(waiter) = waiter else {
                 return;
@@ -266,7 +266,7 @@ fn pop_list(db: &crate::store::Db, key: &[u8], side: Side, now: u64) -> Option<B
     let Slot::Occupied(mut e) = db.entry(key, now) else {
         return None;
     };
-    let Value::List(list) = &mut e.get_mut().value else {
+    let ValueMut::List(list) = e.value_mut() else {
         return None;
     };
     let value = match side {
@@ -284,7 +284,7 @@ fn pop_list(db: &crate::store::Db, key: &[u8], side: Side, now: u64) -> Option<B
 fn push_list(db: &crate::store::Db, key: &[u8], side: Side, value: Bytes, now: u64) -> bool {
     match db.entry(key, now) {
         Slot::Occupied(mut e) => {
-            let Value::List(list) = &mut e.get_mut().value else {
+            let ValueMut::List(list) = e.value_mut() else {
                 return false;
             };
             match side {
@@ -317,7 +317,7 @@ fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(
             let Slot::Occupied(mut e) = db.entry(key, now) else {
                 return None;
             };
-            let Value::ZSet(z) = &mut e.get_mut().value else {
+            let ValueMut::ZSet(z) = e.value_mut() else {
                 return None;
             };
             let (member, score) = z.pop(*max)?;
@@ -332,7 +332,7 @@ fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(
             let key = key.clone();
             let undo: Undo = Box::new(move |db, now| match db.entry(&key, now) {
                 Slot::Occupied(mut e) => {
-                    if let Value::ZSet(z) = &mut e.get_mut().value {
+                    if let ValueMut::ZSet(z) = e.value_mut() {
                         z.insert(&member, score);
                     }
                 }
@@ -348,7 +348,7 @@ fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(
             let noop: Undo = Box::new(|_, _| {});
             if db
                 .get(dst, now)
-                .is_some_and(|e| !matches!(e.value, Value::List(_)))
+                .is_some_and(|e| !matches!(e.value(), ValueRef::List(_)))
             {
                 // As Redis: the waiter gets WRONGTYPE and the element stays.
                 return Some((errors::wrongtype(), noop));

@@ -9,9 +9,8 @@
 
 use super::{eq_ignore_case, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::Value;
+use crate::store::{Slot, ValueRef};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 
 /// A value condition: IFEQ / IFNE compare the value, IFDEQ / IFDNE its digest.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,8 +69,8 @@ pub fn digest(value: &[u8]) -> String {
 pub fn digest_cmd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match ctx.db().get(&args[1], ctx.now_ms) {
         None => Ok(Reply::Null),
-        Some(e) => match &e.value {
-            Value::Str(s) => Ok(Reply::Bulk(Bytes::from(digest(s)))),
+        Some(e) => match e.value() {
+            ValueRef::Str(s) => Ok(Reply::Bulk(Bytes::from(digest(s)))),
             _ => Err(errors::wrongtype()),
         },
     }
@@ -83,9 +82,9 @@ fn delete_if(ctx: &Ctx, key: &[u8], cond: Option<Cond>) -> CmdResult {
     let Slot::Occupied(e) = ctx.db().entry(key, ctx.now_ms) else {
         return Ok(Reply::Integer(0));
     };
-    let delete = match (cond, &e.get().value) {
+    let delete = match (cond, e.value()) {
         (None, _) => true,
-        (Some(c), Value::Str(s)) => c.holds(s),
+        (Some(c), ValueRef::Str(s)) => c.holds(s),
         (Some(_), _) => return Err(errors::wrongtype()),
     };
     if delete {

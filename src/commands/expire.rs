@@ -74,7 +74,7 @@ fn expire_generic(
         return Ok(Reply::Integer(0));
     };
     let new_deadline = (now as i64).saturating_add(ttl_ms);
-    let current = entry.deadline_ms;
+    let current = entry.deadline_ms();
     let allowed = if cond.nx {
         current.is_none()
     } else if cond.xx && current.is_none() {
@@ -96,7 +96,7 @@ fn expire_generic(
         return Ok(Reply::Integer(1));
     }
     ctx.shared.fence.check_ttl(ttl_ms)?;
-    entry.deadline_ms = Some(new_deadline as u64);
+    entry.set_deadline(Some(new_deadline as u64));
     Ok(Reply::Integer(1))
 }
 
@@ -120,7 +120,7 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn remaining_ms(ctx: &Ctx, key: &[u8]) -> i64 {
     match ctx.db().get(key, ctx.now_ms) {
         None => -2,
-        Some(e) => match e.deadline_ms {
+        Some(e) => match e.deadline_ms() {
             None => -1,
             Some(d) => d.saturating_sub(ctx.now_ms) as i64,
         },
@@ -141,7 +141,7 @@ pub fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn expire_unix_ms(ctx: &Ctx, key: &[u8]) -> i64 {
     match ctx.db().get(key, ctx.now_ms) {
         None => -2,
-        Some(e) => match e.deadline_ms {
+        Some(e) => match e.deadline_ms() {
             None => -1,
             Some(d) => ctx.shared.clock.mono_to_wall(d),
         },
@@ -164,10 +164,10 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(mut e) = ctx.db().get_mut(&args[1], now) else {
         return Ok(Reply::Integer(0));
     };
-    if e.deadline_ms.is_none() {
+    if e.deadline_ms().is_none() {
         return Ok(Reply::Integer(0));
     }
     ctx.shared.fence.check_has_ttl()?;
-    e.deadline_ms = None;
+    e.set_deadline(None);
     Ok(Reply::Integer(1))
 }

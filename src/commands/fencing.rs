@@ -11,9 +11,8 @@
 
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Value};
+use crate::store::{Entry, Slot, Value, ValueRef};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 
 /// FENCING.GRANT key value PX milliseconds | EX seconds
 pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -38,7 +37,7 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             // between the grant and the read (a commit needs this key's value).
             let mark = ctx.shared.tokens.get();
             v.insert(Entry {
-                value: Value::Str(Bytes::copy_from_slice(&args[2])),
+                value: Value::Str(args[2].clone()),
                 deadline_ms: Some(deadline),
             });
             Ok(Reply::Integer(mark as i64))
@@ -57,7 +56,7 @@ pub fn commit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(held) = ctx.db().get(&args[1], ctx.now_ms) else {
         return Ok(Reply::Integer(0));
     };
-    if !matches!(&held.value, Value::Str(v) if v.as_ref() == args[2].as_ref()) {
+    if !matches!(held.value(), ValueRef::Str(v) if v == args[2].as_ref()) {
         return Ok(Reply::Integer(0));
     }
     ctx.shared.tokens.raise(token as u64).map_err(|e| {

@@ -8,9 +8,8 @@
 use super::typed::{self, copy};
 use super::{int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::Value;
+use crate::store::{Slot, ValueMut};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 use std::collections::HashMap;
 
 type Hash = HashMap<Bytes, Bytes>;
@@ -91,7 +90,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Slot::Occupied(mut e) = ctx.db().entry(&args[1], ctx.now_ms) else {
         return Ok(Reply::Integer(0));
     };
-    let Value::Hash(h) = &mut e.get_mut().value else {
+    let ValueMut::Hash(h) = e.value_mut() else {
         return Err(errors::wrongtype());
     };
     let removed = args[2..]

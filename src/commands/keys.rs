@@ -10,7 +10,7 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let n = args[1..]
         .iter()
-        .filter(|k| db.remove(k, ctx.now_ms).is_some())
+        .filter(|k| db.remove(k, ctx.now_ms))
         .count();
     Ok(Reply::Integer(n as i64))
 }
@@ -27,7 +27,7 @@ pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let name = match ctx.db().get(&args[1], ctx.now_ms) {
-        Some(e) => e.value.type_name(),
+        Some(e) => e.value().type_name(),
         None => "none",
     };
     Ok(Reply::Status(Bytes::from_static(name.as_bytes())))
@@ -77,7 +77,7 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if let Some(t) = type_filter {
         keys.retain(|k| {
             db.get(k, ctx.now_ms)
-                .is_some_and(|e| eq_ignore_case(t, e.value.type_name()))
+                .is_some_and(|e| eq_ignore_case(t, e.value().type_name()))
         });
     }
     Ok(Reply::Array(vec![
@@ -98,7 +98,7 @@ pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         };
     }
     let entry = db
-        .remove(&args[1], now)
+        .take(&args[1], now)
         .ok_or_else(|| Reply::error(errors::NO_SUCH_KEY))?;
     db.insert(&args[2], entry);
     Ok(Reply::Ok)
@@ -146,6 +146,6 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(Reply::Integer(1));
     }
     Ok(Reply::Bulk(Bytes::from_static(
-        e.value.encoding().as_bytes(),
+        e.value().encoding().as_bytes(),
     )))
 }

@@ -12,9 +12,8 @@ use super::hashes::parse_float;
 use super::typed::{self, copy, index_range};
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Value};
+use crate::store::{Entry, Slot, Value, ValueMut};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 use std::collections::VecDeque;
 
 type List = VecDeque<Bytes>;
@@ -49,7 +48,7 @@ fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut List) -> T) -> Result<Op
 fn push(ctx: &Ctx, key: &[u8], values: &[Bytes], side: Side, only_existing: bool) -> CmdResult {
     let len = match ctx.db().entry(key, ctx.now_ms) {
         Slot::Occupied(mut e) => {
-            let Value::List(list) = &mut e.get_mut().value else {
+            let ValueMut::List(list) = e.value_mut() else {
                 return Err(errors::wrongtype());
             };
             for v in values {

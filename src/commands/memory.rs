@@ -1,11 +1,11 @@
 //! MEMORY USAGE / STATS / DOCTOR / MALLOC-STATS / PURGE / HELP, with Redis 7's reply
-//! shapes. The numbers are this server's own: glibc chunks, dashmap slots, and the
+//! shapes. The numbers are this server's own: glibc chunks, table slots, and the
 //! counting allocator (`crate::memory`).
 
 use super::{eq_ignore_case, CmdResult, Ctx};
 use crate::memory::{peak_memory, rss_bytes, startup_memory, used_memory};
 use crate::protocol::{errors, parse_int, Reply};
-use crate::store::{Entry, Value};
+use crate::store::{Packed, ValueRef};
 use bytes::Bytes;
 use std::mem::size_of;
 
@@ -66,7 +66,8 @@ pub fn memory(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
 }
 
-/// MEMORY USAGE key [SAMPLES count]: the key's slot, its key and value blocks; nested
+/// MEMORY USAGE key [SAMPLES count]: the key's slot and its block (key, deadline and a
+/// string value, or a collection's pointer), plus the collection; nested
 /// values are estimated from `count` sampled elements (0: all), as Redis does.
 fn usage(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut samples = DEFAULT_SAMPLES;
@@ -86,7 +87,7 @@ fn usage(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(found) = ctx.db().get(&args[2], ctx.now_ms) else {
         return Ok(Reply::Null);
     };
-    let bytes = slot_bytes() + chunk(found.key().len()) + value_bytes(&found.value().value, samples);
+    let bytes = slot_bytes() + chunk(found.block_size()) + value_bytes(found.value(), samples);
     Ok(Reply::Integer(bytes as i64))
 }
 
@@ -100,10 +101,10 @@ fn chunk(n: usize) -> usize {
     }
 }
 
-/// One slot of a shard table (key, entry) and its control byte, at hashbrown's
-/// 7/8 load.
+/// One slot of a shard table (a pointer to the entry's block) and its control byte,
+/// at hashbrown's 7/8 load.
 fn slot_bytes() -> usize {
-    (size_of::<(Box<[u8]>, Entry)>() + 1) * 8 / 7
+    (size_of::<Packed>() + 1) * 8 / 7
 }
 
 /// A hash table of `len` items of `item` bytes each, at 7/8 load.
@@ -126,24 +127,25 @@ fn sampled<'a, T: 'a>(
     (sum * len).checked_div(n).unwrap_or(0)
 }
 
-fn value_bytes(value: &Value, samples: usize) -> usize {
+/// What a value holds outside its entry's block (a string is inside it).
+fn value_bytes(value: ValueRef<'_>, samples: usize) -> usize {
     match value {
-        Value::Str(s) => chunk(s.len()),
-        Value::Hash(h) => {
+        ValueRef::Str(_) => 0,
+        ValueRef::Hash(h) => {
             table_bytes(h.capacity(), size_of::<(Bytes, Bytes)>())
                 + sampled(h.iter(), h.len(), samples, |(k, v)| {
                     chunk(k.len()) + chunk(v.len())
                 })
         }
-        Value::List(l) => {
+        ValueRef::List(l) => {
             l.capacity() * size_of::<Bytes>()
                 + sampled(l.iter(), l.len(), samples, |e| chunk(e.len()))
         }
-        Value::Set(s) => {
+        ValueRef::Set(s) => {
             table_bytes(s.len(), size_of::<Bytes>())
                 + sampled(s.iter(), s.len(), samples, |m| chunk(m.len()))
         }
-        Value::ZSet(z) => {
+        ValueRef::ZSet(z) => {
             // A member in the score table and in the ordered tree (score + member).
             let per = (size_of::<(Bytes, f64)>() + 1) * 8 / 7 + size_of::<(f64, Bytes)>();
             z.len() * per + sampled(z.iter(), z.len(), samples, |(m, _)| chunk(m.len()))

@@ -4,9 +4,8 @@
 use super::cas::Cond;
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Value};
+use crate::store::{Entry, Slot, Value, ValueRef};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// An expiry option as written by the client (EX/PX/EXAT/PXAT), before validation.
@@ -76,8 +75,8 @@ impl ExpireArg {
 pub fn get(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match ctx.db().get(&args[1], ctx.now_ms) {
         None => Ok(Reply::Null),
-        Some(e) => match &e.value {
-            Value::Str(s) => Ok(Reply::Bulk(s.clone())),
+        Some(e) => match e.value() {
+            ValueRef::Str(s) => Ok(Reply::Bulk(Bytes::copy_from_slice(s))),
             _ => Err(errors::wrongtype()),
         },
     }
@@ -201,11 +200,12 @@ fn set_generic(
     let fence = &ctx.shared.fence;
     let slot = ctx.db().entry(key, now);
     let old = match &slot {
-        Slot::Occupied(e) => Some(&e.get().value),
+        Slot::Occupied(e) => Some(e.value()),
         Slot::Vacant(_) => None,
     };
     let old_value = match old {
-        Some(Value::Str(s)) => Some(s.clone()),
+        Some(ValueRef::Str(s)) if o.get => Some(Bytes::copy_from_slice(s)),
+        Some(ValueRef::Str(_)) => None,
         Some(_) if o.get => return Err(errors::wrongtype()),
         _ => None,
     };
@@ -213,7 +213,7 @@ fn set_generic(
     let cond_fails = match (o.cond, old) {
         (None, _) => false,
         (Some(c), None) => !c.holds_when_missing(),
-        (Some(c), Some(Value::Str(s))) => !c.holds(s),
+        (Some(c), Some(ValueRef::Str(s))) => !c.holds(s),
         // A condition compares a string: another type is WRONGTYPE, as in Redis 8.4.
         (Some(_), Some(_)) => return Err(errors::wrongtype()),
     };
@@ -233,18 +233,18 @@ fn set_generic(
     if o.nx {
         ctx.shared.stats.locks.grants.fetch_add(1, Relaxed);
     }
-    let stored = Value::Str(Bytes::copy_from_slice(value));
     match slot {
         Slot::Occupied(mut e) => {
-            let keep = if o.ttl.keep_or_drop { e.get().deadline_ms } else { None };
+            let keep = if o.ttl.keep_or_drop { e.deadline_ms() } else { None };
             if o.ttl.keep_or_drop && keep.is_none() {
                 fence.check_has_ttl()?;
             }
-            let entry = e.get_mut();
-            entry.value = stored;
-            entry.deadline_ms = deadline.or(keep);
-            if matches!(entry.deadline_ms, Some(d) if d <= now) {
+            let deadline = deadline.or(keep);
+            if matches!(deadline, Some(d) if d <= now) {
                 e.remove();
+            } else {
+                e.set_str(value);
+                e.set_deadline(deadline);
             }
         }
         Slot::Vacant(v) => {
@@ -253,7 +253,7 @@ fn set_generic(
             }
             if !matches!(deadline, Some(d) if d <= now) {
                 v.insert(Entry {
-                    value: stored,
+                    value: Value::Str(value.clone()),
                     deadline_ms: deadline,
                 });
             }
@@ -303,9 +303,9 @@ pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match ctx.db().entry(&args[1], ctx.now_ms) {
         Slot::Vacant(_) => Ok(Reply::Null),
-        Slot::Occupied(e) => match &e.get().value {
-            Value::Str(s) => {
-                let s = s.clone();
+        Slot::Occupied(e) => match e.value() {
+            ValueRef::Str(s) => {
+                let s = Bytes::copy_from_slice(s);
                 e.remove();
                 Ok(Reply::Bulk(s))
             }
@@ -340,16 +340,16 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(mut e) = ctx.db().get_mut(&args[1], now) else {
         return Ok(Reply::Null);
     };
-    let Value::Str(s) = &e.value else {
+    let ValueRef::Str(s) = e.value() else {
         return Err(errors::wrongtype());
     };
-    let s = s.clone();
+    let s = Bytes::copy_from_slice(s);
     if let Some(deadline) = ttl.deadline(ctx, "getex")? {
-        e.deadline_ms = Some(deadline);
+        e.set_deadline(Some(deadline));
     } else if persist {
-        e.deadline_ms = None;
+        e.set_deadline(None);
     }
-    let expired_now = matches!(e.deadline_ms, Some(d) if d <= now);
+    let expired_now = matches!(e.deadline_ms(), Some(d) if d <= now);
     drop(e);
     if expired_now {
         ctx.db().remove(&args[1], now);
@@ -363,11 +363,8 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Array(
         args[1..]
             .iter()
-            .map(|k| match db.get(k, ctx.now_ms).as_deref() {
-                Some(Entry {
-                    value: Value::Str(s),
-                    ..
-                }) => Reply::Bulk(s.clone()),
+            .map(|k| match db.get(k, ctx.now_ms).as_deref().map(|e| e.value()) {
+                Some(ValueRef::Str(s)) => Reply::Bulk(Bytes::copy_from_slice(s)),
                 _ => Reply::Null,
             })
             .collect(),
@@ -384,7 +381,7 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     for pair in args[1..].chunks(2) {
         db.insert(
             &pair[0],
-            Entry::new(Value::Str(Bytes::copy_from_slice(&pair[1]))),
+            Entry::new(Value::Str(pair[1].clone())),
         );
     }
     Ok(Reply::Ok)
@@ -396,14 +393,14 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
     let fence = &ctx.shared.fence;
     match ctx.db().entry(key, now) {
         Slot::Occupied(mut e) => {
-            let Value::Str(s) = &e.get().value else {
+            let ValueRef::Str(s) = e.value() else {
                 return Err(errors::wrongtype());
             };
             let current = parse_i64(s).ok_or_else(errors::not_integer)?;
             let next = current
                 .checked_add(delta)
                 .ok_or_else(|| Reply::error(errors::OVERFLOW))?;
-            e.get_mut().value = Value::Str(Bytes::from(next.to_string()));
+            e.set_str(itoa::Buffer::new().format(next).as_bytes());
             Ok(Reply::Integer(next))
         }
         Slot::Vacant(v) => {

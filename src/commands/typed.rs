@@ -5,15 +5,14 @@
 
 use super::Ctx;
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Set, Value, ZSet};
+use crate::store::{Entry, Set, Slot, Value, ValueMut, ValueRef, ZSet};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as Slot;
 use std::collections::{HashMap, VecDeque};
 
 /// A collection a key can hold.
 pub(super) trait Collection: Default {
-    fn of(value: &Value) -> Option<&Self>;
-    fn of_mut(value: &mut Value) -> Option<&mut Self>;
+    fn of(value: ValueRef<'_>) -> Option<&Self>;
+    fn of_mut(value: ValueMut<'_>) -> Option<&mut Self>;
     fn into_value(self) -> Value;
     fn is_empty(&self) -> bool;
 }
@@ -23,15 +22,15 @@ pub(super) trait Collection: Default {
 macro_rules! collection {
     ($ty:ty, $variant:ident, $wrap:expr) => {
         impl Collection for $ty {
-            fn of(value: &Value) -> Option<&Self> {
+            fn of(value: ValueRef<'_>) -> Option<&Self> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    ValueRef::$variant(c) => Some(c),
                     _ => None,
                 }
             }
-            fn of_mut(value: &mut Value) -> Option<&mut Self> {
+            fn of_mut(value: ValueMut<'_>) -> Option<&mut Self> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    ValueMut::$variant(c) => Some(c),
                     _ => None,
                 }
             }
@@ -59,7 +58,7 @@ pub(super) fn read<C: Collection, T>(
 ) -> Result<Option<T>, Reply> {
     match ctx.db().get(key, ctx.now_ms) {
         None => Ok(None),
-        Some(e) => C::of(&e.value).map(f).map(Some).ok_or_else(errors::wrongtype),
+        Some(e) => C::of(e.value()).map(f).map(Some).ok_or_else(errors::wrongtype),
     }
 }
 
@@ -73,7 +72,7 @@ pub(super) fn modify<C: Collection, T>(
     let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
         return Ok(None);
     };
-    let c = C::of_mut(&mut e.get_mut().value).ok_or_else(errors::wrongtype)?;
+    let c = C::of_mut(e.value_mut()).ok_or_else(errors::wrongtype)?;
     let out = f(c);
     if c.is_empty() {
         e.remove();
@@ -90,7 +89,7 @@ pub(super) fn write<C: Collection, T>(
 ) -> Result<T, Reply> {
     match ctx.db().entry(key, ctx.now_ms) {
         Slot::Occupied(mut e) => {
-            let c = C::of_mut(&mut e.get_mut().value).ok_or_else(errors::wrongtype)?;
+            let c = C::of_mut(e.value_mut()).ok_or_else(errors::wrongtype)?;
             let out = f(c);
             if c.is_empty() {
                 e.remove();

@@ -1,40 +1,28 @@
 use super::expiry::{ExpiryIndex, SLOT_MS};
+use super::packed::Packed;
 use super::watch::{WatchFlag, Watched};
-use super::Entry;
+use super::{Entry, ValueRef};
 use bytes::Bytes;
-use dashmap::mapref::entry::Entry as MapEntry;
-use dashmap::mapref::one::{Ref, RefMut};
-use dashmap::DashMap;
-use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher};
+use hashbrown::HashTable;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::hash::{BuildHasher, DefaultHasher, Hasher};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// How many locks a database is split into. Many small shards keep both command
-/// contention and the sweeper's per-shard pauses short (a million keys is ~16k a shard).
-const SHARDS: usize = 64;
+/// How many locks a database is split into (a power of two). Many small shards keep
+/// both command contention and the sweeper's per-shard pauses short (a million keys
+/// is ~16k a shard).
+const SHARD_BITS: u32 = 6;
+const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Expired keys removed per hold of a shard's write lock (a few tens of microseconds):
 /// a mass expiry never stalls the commands waiting for that shard for long.
 const REMOVALS_PER_LOCK: usize = 256;
 
 /// A shard's table is shrunk once it is less than a quarter full, and never below this
-/// many buckets (tiny tables are not worth rehashing).
-const SHRINK_MIN_BUCKETS: usize = 256;
-
-/// Shrinks a locked shard table that is less than a quarter full (mass expiry, DEL):
-/// hashbrown never shrinks on its own. (A macro: dashmap does not name the table type.)
-macro_rules! shrink_if_sparse {
-    ($db:expr, $table:expr) => {
-        if $table.buckets() > SHRINK_MIN_BUCKETS && $table.len() * 4 < $table.buckets() {
-            let hasher = $db.map.hasher();
-            let len = $table.len();
-            $table.shrink_to(len * 2, |(k, _)| {
-                let mut h = hasher.build_hasher();
-                k.hash(&mut h);
-                h.finish()
-            });
-        }
-    };
-}
+/// capacity (tiny tables are not worth rehashing).
+const SHRINK_MIN_CAPACITY: usize = 224;
 
 /// SipHash keyed by a seed: the seed makes SCAN order repeatable in tests and
 /// unpredictable (collision-resistant) in production, where it is random.
@@ -50,13 +38,107 @@ impl BuildHasher for SeededState {
     }
 }
 
+/// A shard: a table of 8-byte slots, each a pointer to an entry's one heap block
+/// (`packed.rs`). Own tables rather than a `DashMap<Key, Entry>`: dashmap stores
+/// (key, value) inline in the slot (72 bytes here, at a load factor between 7/16 and
+/// 7/8), its `entry` wants an owned key before it knows whether the key exists, and
+/// its guards give no `&mut` to the key, which is where a packed entry lives.
+#[repr(align(64))]
+struct Shard(RwLock<Table>);
+
+type Table = HashTable<Packed>;
+
+/// A live entry, read: the shard stays read-locked while this lives.
+pub struct Ref<'a> {
+    _guard: RwLockReadGuard<'a, Table>,
+    entry: NonNull<Packed>,
+}
+
+impl Deref for Ref<'_> {
+    type Target = Packed;
+    fn deref(&self) -> &Packed {
+        // SAFETY: the slot is in the table the guard keeps read-locked (unchanged).
+        unsafe { self.entry.as_ref() }
+    }
+}
+
+/// A live entry, for changing: the shard stays write-locked while this lives.
+pub struct RefMut<'a> {
+    guard: RwLockWriteGuard<'a, Table>,
+    entry: NonNull<Packed>,
+    hash: u64,
+}
+
+impl Deref for RefMut<'_> {
+    type Target = Packed;
+    fn deref(&self) -> &Packed {
+        // SAFETY: the slot is in the table the guard keeps locked; the table is
+        // changed only by `remove`, which consumes the guard.
+        unsafe { self.entry.as_ref() }
+    }
+}
+
+impl DerefMut for RefMut<'_> {
+    fn deref_mut(&mut self) -> &mut Packed {
+        // SAFETY: as in `deref`, and the write lock makes the access exclusive.
+        unsafe { self.entry.as_mut() }
+    }
+}
+
+impl RefMut<'_> {
+    /// Removes the entry (freed once its shard is unlocked).
+    pub fn remove(mut self) {
+        let target = self.entry.as_ptr().cast_const();
+        let gone = self
+            .guard
+            .find_entry(self.hash, |p| std::ptr::eq(p, target))
+            .ok()
+            .map(|o| o.remove().0);
+        drop(self.guard);
+        drop(gone);
+    }
+}
+
+/// A missing key's place, its shard write-locked.
+pub struct Vacant<'a, 'k> {
+    guard: RwLockWriteGuard<'a, Table>,
+    hash: u64,
+    key: &'k [u8],
+    db: &'a Db,
+}
+
+impl Vacant<'_, '_> {
+    /// Stores `entry` at the key (its bytes copied into the entry's block).
+    pub fn insert(mut self, entry: Entry) {
+        let packed = Packed::new(self.key, entry.value, entry.deadline_ms);
+        let db = self.db;
+        self.guard
+            .insert_unique(self.hash, packed, |p| db.hash(p.key()));
+    }
+}
+
+/// `Db::entry`'s answer: the live entry or the missing key's place.
+pub enum Slot<'a, 'k> {
+    Occupied(RefMut<'a>),
+    Vacant(Vacant<'a, 'k>),
+}
+
+/// Bytes of a table of `capacity` (hashbrown: buckets a power of two, 7/8 usable;
+/// each an 8-byte slot and a control byte, plus a group of trailing control bytes).
+fn table_size(capacity: usize) -> usize {
+    let buckets = match capacity {
+        0 => return 0,
+        c if c < 8 => (c + 1).next_power_of_two(),
+        c => c / 7 * 8,
+    };
+    buckets * (size_of::<Packed>() + 1) + 16
+}
+
 /// One database: keys to entries, expired lazily on access and by `sweep`. Every
 /// path that changes a key (expiry included) touches it for WATCH (see `watch.rs`).
-/// A stored key: its bytes on the heap behind a 16-byte slot field (a `Bytes` is 32).
-type Key = Box<[u8]>;
-
 pub struct Db {
-    map: DashMap<Key, Entry, SeededState>,
+    hasher: SeededState,
+    shards: Box<[Shard]>,
     watched: Watched,
     expiry: ExpiryIndex,
 }
@@ -64,7 +146,8 @@ pub struct Db {
 impl Db {
     pub fn new(seed: u64) -> Db {
         Db {
-            map: DashMap::with_hasher_and_shard_amount(SeededState(seed), SHARDS),
+            hasher: SeededState(seed),
+            shards: (0..SHARDS).map(|_| Shard(RwLock::new(Table::new()))).collect(),
             watched: Watched::default(),
             expiry: ExpiryIndex::new(SHARDS),
         }
@@ -72,84 +155,159 @@ impl Db {
 
     /// The hash the shard tables use for `key`.
     fn hash(&self, key: &[u8]) -> u64 {
-        self.map.hasher().hash_one(key)
+        self.hasher.hash_one(key)
     }
 
-    /// A write to `key` is coming (the caller may set its deadline): the expiry index
-    /// will read it later (`expiry.rs`).
-    fn note_write(&self, key: &[u8]) {
-        let hash = self.hash(key);
-        self.expiry
-            .note(self.map.determine_shard(hash as usize), hash);
+    /// The shard of a hash: bits under the top 7 (hashbrown's tag) and far above the
+    /// low bits that pick a bucket.
+    fn shard_of(&self, hash: u64) -> usize {
+        ((hash << 7) >> (64 - SHARD_BITS)) as usize
+    }
+
+    fn shard(&self, hash: u64) -> &RwLock<Table> {
+        &self.shards[self.shard_of(hash)].0
+    }
+
+    /// A write to the key with this hash is coming (the caller may set its deadline):
+    /// the expiry index will read it later (`expiry.rs`).
+    fn note_write(&self, hash: u64) {
+        self.expiry.note(self.shard_of(hash), hash);
     }
 
     /// Removes `key` if it is expired (lazy expiry), touching it if it was.
-    fn expire_now(&self, key: &[u8], now_ms: u64) {
-        if self
-            .map
-            .remove_if(key, |_, e| e.is_expired(now_ms))
-            .is_some()
-        {
+    fn expire_now(&self, key: &[u8], hash: u64, now_ms: u64) {
+        let gone = {
+            let mut table = self.shard(hash).write();
+            table
+                .find_entry(hash, |p| p.key() == key && p.is_expired(now_ms))
+                .ok()
+                .map(|o| o.remove().0)
+        };
+        if gone.is_some() {
             self.watched.touch(key, false);
         }
     }
 
     /// The live entry at `key`; an expired one is removed and reads as absent.
-    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_, Key, Entry>> {
-        let found = self.map.get(key)?;
+    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_>> {
+        let hash = self.hash(key);
+        let table = self.shard(hash).read();
+        let found = table.find(hash, |p| p.key() == key)?;
         if !found.is_expired(now_ms) {
-            return Some(found);
+            let entry = NonNull::from(found);
+            return Some(Ref {
+                _guard: table,
+                entry,
+            });
         }
-        drop(found);
-        self.expire_now(key, now_ms);
+        drop(table);
+        self.expire_now(key, hash, now_ms);
         None
     }
 
     /// Like `get`, for changing the entry in place (so the key counts as touched).
-    pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_, Key, Entry>> {
-        let found = self.map.get_mut(key)?;
-        if !found.is_expired(now_ms) {
-            self.note_write(key);
-            self.watched.touch(key, true);
-            return Some(found);
-        }
-        drop(found);
-        self.expire_now(key, now_ms);
-        None
-    }
-
-    /// The slot for `key`, holding its shard's lock: occupied only by a live entry.
-    /// The key is copied, so the stored key never pins a connection's read buffer.
-    /// It is copied once (one allocation) and moved, never cloned.
-    /// Taking the slot counts as touching the key (the caller may write through it).
-    pub fn entry(&self, key: &[u8], now_ms: u64) -> MapEntry<'_, Key, Entry> {
-        let slot = match self.map.entry(Key::from(key)) {
-            MapEntry::Occupied(o) if o.get().is_expired(now_ms) => {
-                let (owned, _) = o.remove_entry();
-                self.watched.touch(key, false);
-                self.map.entry(owned)
-            }
-            slot => slot,
-        };
-        self.note_write(key);
+    pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_>> {
+        let (table, hash, found) = self.find_live_mut(key, now_ms);
+        let entry = found?;
+        self.note_write(hash);
         self.watched.touch(key, true);
-        slot
+        Some(RefMut {
+            guard: table,
+            entry,
+            hash,
+        })
     }
 
-    /// Removes `key`, returning its entry if it was live.
-    pub fn remove(&self, key: &[u8], now_ms: u64) -> Option<Entry> {
-        let (_, entry) = self.map.remove(key)?;
+    /// Write-locks `key`'s shard and finds its entry; an expired one is removed
+    /// (touched) and reads as absent.
+    fn find_live_mut(
+        &self,
+        key: &[u8],
+        now_ms: u64,
+    ) -> (RwLockWriteGuard<'_, Table>, u64, Option<NonNull<Packed>>) {
+        let hash = self.hash(key);
+        let mut table = self.shard(hash).write();
+        let found = match table.find_entry(hash, |p| p.key() == key) {
+            Ok(o) if o.get().is_expired(now_ms) => {
+                // Dropped under the lock: an expired entry here is rare (the sweeper
+                // reclaims them), and a write lock is held either way.
+                drop(o.remove());
+                self.watched.touch(key, false);
+                None
+            }
+            Ok(mut o) => Some(NonNull::from(o.get_mut())),
+            Err(_) => None,
+        };
+        (table, hash, found)
+    }
+
+    /// The slot for `key`, holding its shard's write lock: occupied only by a live
+    /// entry (an expired one is removed first). Nothing is copied unless the caller
+    /// inserts. Taking the slot counts as touching the key (the caller may write
+    /// through it).
+    pub fn entry<'k>(&self, key: &'k [u8], now_ms: u64) -> Slot<'_, 'k> {
+        let (table, hash, found) = self.find_live_mut(key, now_ms);
+        self.note_write(hash);
+        self.watched.touch(key, true);
+        match found {
+            Some(entry) => Slot::Occupied(RefMut {
+                guard: table,
+                entry,
+                hash,
+            }),
+            None => Slot::Vacant(Vacant {
+                guard: table,
+                hash,
+                key,
+                db: self,
+            }),
+        }
+    }
+
+    /// Removes `key` and returns its entry, owned, if it was live.
+    fn remove_packed(&self, key: &[u8], now_ms: u64) -> Option<Packed> {
+        let hash = self.hash(key);
+        let gone = {
+            let mut table = self.shard(hash).write();
+            table
+                .find_entry(hash, |p| p.key() == key)
+                .ok()
+                .map(|o| o.remove().0)
+        }?;
         self.watched.touch(key, false);
-        (!entry.is_expired(now_ms)).then_some(entry)
+        (!gone.is_expired(now_ms)).then_some(gone)
+    }
+
+    /// Removes `key`; whether it was live.
+    pub fn remove(&self, key: &[u8], now_ms: u64) -> bool {
+        self.remove_packed(key, now_ms).is_some()
+    }
+
+    /// Removes `key`, returning its entry if it was live (RENAME, MOVE).
+    pub fn take(&self, key: &[u8], now_ms: u64) -> Option<Entry> {
+        self.remove_packed(key, now_ms).map(Packed::into_entry)
     }
 
     /// Stores `entry` at `key`, replacing whatever was there.
     pub fn insert(&self, key: &[u8], entry: Entry) {
+        let hash = self.hash(key);
         let has_deadline = entry.deadline_ms.is_some();
-        self.map.insert(Key::from(key), entry);
-        if has_deadline {
-            self.note_write(key);
-        }
+        let packed = Packed::new(key, entry.value, entry.deadline_ms);
+        let old = {
+            let mut table = self.shard(hash).write();
+            let old = match table.find_mut(hash, |p| p.key() == key) {
+                Some(slot) => Some(std::mem::replace(slot, packed)),
+                None => {
+                    table.insert_unique(hash, packed, |p| self.hash(p.key()));
+                    None
+                }
+            };
+            if has_deadline {
+                self.note_write(hash);
+            }
+            old
+        };
+        drop(old);
         self.watched.touch(key, true);
     }
 
@@ -161,10 +319,18 @@ impl Db {
         if !self.watched.add(key, flag) {
             return;
         }
-        let stale = self.map.get(key).is_some_and(|e| e.is_expired(now_ms));
-        if stale {
+        if self.stored_expired(key, now_ms) {
             self.watched.mark_stale(key, flag);
         }
+    }
+
+    /// Whether `key` is stored but expired (not reclaimed yet).
+    fn stored_expired(&self, key: &[u8], now_ms: u64) -> bool {
+        let hash = self.hash(key);
+        let table = self.shard(hash).read();
+        table
+            .find(hash, |p| p.key() == key)
+            .is_some_and(|p| p.is_expired(now_ms))
     }
 
     pub fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
@@ -174,7 +340,7 @@ impl Db {
     /// EXEC's check (Redis's isWatchedKeyExpired): a key live when watched that has
     /// expired since, whether or not anything reclaimed it yet.
     pub fn watched_key_expired(&self, key: &[u8], flag: &Arc<WatchFlag>, now_ms: u64) -> bool {
-        !self.watched.is_stale(key, flag) && self.map.get(key).is_some_and(|e| e.is_expired(now_ms))
+        !self.watched.is_stale(key, flag) && self.stored_expired(key, now_ms)
     }
 
     pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
@@ -183,34 +349,43 @@ impl Db {
 
     /// Keys stored, including expired ones the sweeper has not reclaimed yet (as Redis).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.shards.iter().map(|s| s.0.read().len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.shards.iter().all(|s| s.0.read().is_empty())
     }
 
     /// Keys with a TTL (for INFO keyspace's `expires=`).
     pub fn count_expiring(&self) -> usize {
-        self.map
+        self.shards
             .iter()
-            .filter(|e| e.value().deadline_ms.is_some())
-            .count()
+            .map(|s| {
+                let table = s.0.read();
+                table.iter().filter(|p| p.deadline_ms().is_some()).count()
+            })
+            .sum()
     }
 
     /// FLUSHDB: watched keys that existed are touched (Redis's touchAllWatchedKeysInDb).
+    /// Every table is dropped, not cleared (a cleared table keeps its buckets: ~200
+    /// MB at a million keys before the tables were packed).
     pub fn clear(&self) {
         let existed: Vec<Bytes> = self
             .watched
             .keys()
             .into_iter()
-            .filter(|k| self.map.contains_key(&k[..]))
+            .filter(|k| {
+                let hash = self.hash(k);
+                self.shard(hash).read().find(hash, |p| p.key() == &k[..]).is_some()
+            })
             .collect();
         self.expiry.clear();
-        self.map.clear();
-        // clear keeps every shard's table: give the memory back (FLUSHALL on a
-        // million keys otherwise leaves ~200 MB of empty buckets).
-        self.map.shrink_to_fit();
+        for shard in self.shards.iter() {
+            let old = std::mem::take(&mut *shard.0.write());
+            // Freed outside the lock.
+            drop(old);
+        }
         for key in existed {
             self.watched.touch(&key, false);
         }
@@ -218,49 +393,54 @@ impl Db {
 
     /// Every live key (for KEYS). Each shard is locked only while it is read.
     pub fn keys(&self, now_ms: u64) -> Vec<Bytes> {
-        self.map
-            .iter()
-            .filter(|e| !e.value().is_expired(now_ms))
-            .map(|e| Bytes::copy_from_slice(e.key()))
-            .collect()
+        let mut out = Vec::new();
+        self.for_each_live(now_ms, |key, _, _| out.push(Bytes::copy_from_slice(key)));
+        out
     }
 
-    /// Calls `f` with every live entry, one shard locked at a time (for the snapshot).
-    pub fn for_each_live(&self, now_ms: u64, mut f: impl FnMut(&[u8], &Entry)) {
-        for e in self.map.iter() {
-            if !e.value().is_expired(now_ms) {
-                f(e.key(), e.value());
+    /// Calls `f` with every live entry's key, value and deadline, one shard locked at a
+    /// time (KEYS, the snapshot).
+    pub fn for_each_live(&self, now_ms: u64, mut f: impl FnMut(&[u8], ValueRef<'_>, Option<u64>)) {
+        for shard in self.shards.iter() {
+            let table = shard.0.read();
+            for p in table.iter().filter(|p| !p.is_expired(now_ms)) {
+                f(p.key(), p.value(), p.deadline_ms());
             }
         }
     }
 
     /// Files the deadlines of the keys written since the last call (`expiry.rs`).
     pub fn file_pending(&self) {
-        let shards = self.map.shards();
         for (shard, hashes) in self.expiry.take_pending() {
             let mut found = Vec::with_capacity(hashes.len());
             {
-                let table = shards[shard].read();
+                let table = self.shards[shard].0.read();
                 for &hash in &hashes {
-                    // SAFETY: the read lock is held while the buckets are read.
-                    unsafe {
-                        // iter_hash yields every bucket whose 7-bit tag matches: the
-                        // full hash is checked on the ones with a deadline.
-                        for bucket in table.iter_hash(hash) {
-                            let (k, e) = bucket.as_ref();
-                            if let Some(d) = e.get().deadline_ms {
-                                if self.hash(k) == hash {
-                                    found.push((d, hash));
-                                }
+                    // `find` offers every slot whose 7-bit tag matches: the full hash
+                    // is checked on the ones with a deadline, and the search goes on.
+                    table.find(hash, |p| {
+                        if let Some(d) = p.deadline_ms() {
+                            if self.hash(p.key()) == hash {
+                                found.push((d, hash));
                             }
                         }
-                    }
+                        false
+                    });
                 }
             }
             let mut slots = self.expiry.slots();
             for (d, hash) in found {
                 self.expiry.file(&mut slots, d, hash);
             }
+        }
+    }
+
+    /// Shrinks a locked table that is less than a quarter full (mass expiry, DEL):
+    /// hashbrown never shrinks on its own.
+    fn shrink_if_sparse(&self, table: &mut Table) {
+        if table.capacity() > SHRINK_MIN_CAPACITY && table.len() * 4 < table.capacity() {
+            let len = table.len();
+            table.shrink_to(len * 2, |p| self.hash(p.key()));
         }
     }
 
@@ -280,10 +460,9 @@ impl Db {
         if more {
             self.expiry.refile_due(left);
         }
-        let shards = self.map.shards();
         let mut by_shard: Vec<(usize, u64)> = due
             .into_iter()
-            .map(|h| (self.map.determine_shard(h as usize), h))
+            .map(|h| (self.shard_of(h), h))
             .collect();
         by_shard.sort_unstable();
         let mut removed = 0;
@@ -294,31 +473,28 @@ impl Db {
                 let mut gone = Vec::new();
                 let shard = part[0].0;
                 {
-                    let mut table = shards[shard].write();
+                    let mut table = self.shards[shard].0.write();
                     for &(_, hash) in part {
                         let mine = |k: &[u8]| self.hash(k) == hash;
-                        while let Some(b) =
-                            table.find(hash, |(k, e)| e.get().is_expired(now_ms) && mine(&k[..]))
+                        while let Ok(o) =
+                            table.find_entry(hash, |p| p.is_expired(now_ms) && mine(p.key()))
                         {
-                            // SAFETY: the bucket was just found in this table, under
-                            // its write lock.
-                            let ((k, e), _) = unsafe { table.remove(b) };
-                            self.watched.touch(&k, false);
-                            gone.push((k, e));
+                            let (p, _) = o.remove();
+                            self.watched.touch(p.key(), false);
+                            gone.push(p);
                         }
                         // Due later in a slot being looked at now: file it again. (A
                         // later slot's deadline was filed when it was written.)
-                        let later = table.find(hash, |(k, e)| {
-                            e.get().deadline_ms.is_some_and(|d| d / SLOT_MS <= now_slot) && mine(&k[..])
+                        let later = table.find(hash, |p| {
+                            p.deadline_ms().is_some_and(|d| d / SLOT_MS <= now_slot)
+                                && mine(p.key())
                         });
-                        if let Some(b) = later {
-                            // SAFETY: found in this table, under its lock.
-                            let d = unsafe { b.as_ref() }.1.get().deadline_ms;
-                            not_yet.extend(d.map(|d| (d, hash)));
+                        if let Some(d) = later.and_then(|p| p.deadline_ms()) {
+                            not_yet.push((d, hash));
                         }
                     }
                     removed += gone.len();
-                    shrink_if_sparse!(self, table);
+                    self.shrink_if_sparse(&mut table);
                 }
                 // Freed outside the lock (a big value takes a while to free).
                 drop(gone);
@@ -334,20 +510,19 @@ impl Db {
     }
 
     /// Shrinks the sparse shard tables (the sweeper calls it round-robin, for tables
-    /// emptied by DEL rather than by expiry); returns how many buckets were freed.
+    /// emptied by DEL rather than by expiry); returns how many bytes were freed.
     pub fn shrink_sparse_shards(&self) -> usize {
-        let shards = self.map.shards();
         let mut freed = 0;
-        for shard in shards.iter() {
+        for shard in self.shards.iter() {
             let sparse = {
-                let t = shard.read();
-                t.buckets() > SHRINK_MIN_BUCKETS && t.len() * 4 < t.buckets()
+                let t = shard.0.read();
+                t.capacity() > SHRINK_MIN_CAPACITY && t.len() * 4 < t.capacity()
             };
             if sparse {
-                let mut table = shard.write();
-                let before = table.buckets();
-                shrink_if_sparse!(self, table);
-                freed += before - table.buckets();
+                let mut table = shard.0.write();
+                let before = table_size(table.capacity());
+                self.shrink_if_sparse(&mut table);
+                freed += before - table_size(table.capacity());
             }
         }
         freed
@@ -371,19 +546,11 @@ impl Db {
         self.expiry.filed()
     }
 
-    /// Bytes held by the shard tables themselves (buckets and control bytes).
+    /// Bytes held by the shard tables themselves (slots and control bytes).
     pub fn table_bytes(&self) -> usize {
-        self.map
-            .shards()
+        self.shards
             .iter()
-            .map(|s| {
-                let t = s.read();
-                if t.buckets() <= 1 {
-                    0
-                } else {
-                    t.allocation_info().1.size()
-                }
-            })
+            .map(|s| table_size(s.0.read().capacity()))
             .sum()
     }
 
@@ -391,27 +558,22 @@ impl Db {
     /// least `count` keys are gathered. Returns the next cursor (0 when done) and the
     /// live keys seen. A key present for the whole iteration is returned exactly once.
     pub fn scan(&self, cursor: u64, count: usize, now_ms: u64) -> (u64, Vec<Bytes>) {
-        let shards = self.map.shards();
         let mut out = Vec::new();
         let mut shard = cursor as usize;
-        while shard < shards.len() {
-            let table = shards[shard].read();
-            // SAFETY: the shard's read lock is held for the whole iteration, so the
-            // table cannot be mutated or freed while its buckets are read.
-            unsafe {
-                for bucket in table.iter() {
-                    let (key, value) = bucket.as_ref();
-                    if !value.get().is_expired(now_ms) {
-                        out.push(Bytes::copy_from_slice(key));
-                    }
-                }
-            }
+        while shard < self.shards.len() {
+            let table = self.shards[shard].0.read();
+            out.extend(
+                table
+                    .iter()
+                    .filter(|p| !p.is_expired(now_ms))
+                    .map(|p| Bytes::copy_from_slice(p.key())),
+            );
             shard += 1;
             if out.len() >= count {
                 break;
             }
         }
-        let next = if shard >= shards.len() {
+        let next = if shard >= self.shards.len() {
             0
         } else {
             shard as u64
@@ -494,16 +656,14 @@ mod tests {
     fn deadlines_set_through_guards_are_indexed() {
         let db = Db::new(3);
         db.insert(b"a", entry_with_deadline(None));
-        db.get_mut(b"a", 0).unwrap().deadline_ms = Some(50);
+        db.get_mut(b"a", 0).unwrap().set_deadline(Some(50));
         match db.entry(b"b", 0) {
-            MapEntry::Vacant(v) => {
-                v.insert(entry_with_deadline(Some(70)));
-            }
-            MapEntry::Occupied(_) => unreachable!(),
+            Slot::Vacant(v) => v.insert(entry_with_deadline(Some(70))),
+            Slot::Occupied(_) => unreachable!(),
         }
         // Extended before its first deadline: the old index entry finds nothing due.
         db.insert(b"c", entry_with_deadline(Some(40)));
-        db.get_mut(b"c", 0).unwrap().deadline_ms = Some(1000);
+        db.get_mut(b"c", 0).unwrap().set_deadline(Some(1000));
         assert_eq!(db.sweep(100), 2);
         assert_eq!(db.len(), 1);
         assert!(db.get(b"c", 100).is_some());

@@ -1,16 +1,19 @@
-//! The keyspace: 16 databases of `Bytes -> Entry` in dashmaps, with lazy expiry on
-//! every access and an active sweeper. Knows nothing of the network or of commands.
+//! The keyspace: 16 databases of sharded tables of packed entries (key, value and
+//! deadline in one heap block), with lazy expiry on every access and an active
+//! sweeper. Knows nothing of the network or of commands.
 
 mod db;
 mod expiry;
+mod packed;
 mod set;
 pub mod snapshot;
 mod value;
 mod watch;
 mod zset;
 
-pub use db::{Db, Keyspace};
+pub use db::{Db, Keyspace, Slot};
+pub use packed::Packed;
 pub use set::Set;
-pub use value::{Entry, Value};
+pub use value::{Entry, Value, ValueMut, ValueRef};
 pub use watch::WatchFlag;
 pub use zset::{LexBound, ScoreBound, ZSet};

@@ -10,7 +10,7 @@
 //! shortens a lock (a holder's validity was computed before; a key living longer than
 //! its holder thinks is the safe side).
 
-use super::{Entry, Keyspace, Set, Value, ZSet};
+use super::{Entry, Keyspace, Set, Value, ValueRef, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 
@@ -58,20 +58,18 @@ pub fn encode(keyspace: &Keyspace, now_ms: u64, header: &Header) -> Vec<u8> {
     let mut body = Vec::new();
     let mut count: u64 = 0;
     for (db_index, db) in keyspace.dbs().iter().enumerate() {
-        db.for_each_live(now_ms, |key, entry| {
+        db.for_each_live(now_ms, |key, value, deadline_ms| {
             count += 1;
             body.extend_from_slice(&(db_index as u16).to_le_bytes());
             put_bytes(&mut body, key);
-            let ttl = entry
-                .deadline_ms
-                .map_or(-1, |d| d.saturating_sub(now_ms) as i64);
+            let ttl = deadline_ms.map_or(-1, |d| d.saturating_sub(now_ms) as i64);
             body.extend_from_slice(&ttl.to_le_bytes());
-            match &entry.value {
-                Value::Str(s) => {
+            match value {
+                ValueRef::Str(s) => {
                     body.push(TYPE_STR);
                     put_bytes(&mut body, s);
                 }
-                Value::Hash(h) => {
+                ValueRef::Hash(h) => {
                     body.push(TYPE_HASH);
                     body.extend_from_slice(&(h.len() as u32).to_le_bytes());
                     for (f, v) in h.iter() {
@@ -79,21 +77,21 @@ pub fn encode(keyspace: &Keyspace, now_ms: u64, header: &Header) -> Vec<u8> {
                         put_bytes(&mut body, v);
                     }
                 }
-                Value::List(l) => {
+                ValueRef::List(l) => {
                     body.push(TYPE_LIST);
                     body.extend_from_slice(&(l.len() as u32).to_le_bytes());
                     for item in l {
                         put_bytes(&mut body, item);
                     }
                 }
-                Value::Set(set) => {
+                ValueRef::Set(set) => {
                     body.push(TYPE_SET);
                     body.extend_from_slice(&(set.len() as u32).to_le_bytes());
                     for m in set.iter() {
                         put_bytes(&mut body, m);
                     }
                 }
-                Value::ZSet(z) => {
+                ValueRef::ZSet(z) => {
                     body.push(TYPE_ZSET);
                     body.extend_from_slice(&(z.len() as u32).to_le_bytes());
                     for (m, score) in z.iter() {
@@ -325,17 +323,17 @@ mod tests {
         let fresh = Keyspace::new(16, 1);
         restore(&fresh, snap.keys, 50_000);
         let lock = fresh.db(0).get(b"lock", 50_000).unwrap();
-        assert_eq!(lock.deadline_ms, Some(54_000), "4 s were left at shutdown");
+        assert_eq!(lock.deadline_ms(), Some(54_000), "4 s were left at shutdown");
         assert!(fresh.db(3).get(b"hash", 0).is_some());
         for key in [&b"set"[..], b"zset"] {
             assert_eq!(
-                fresh.db(0).get(key, 0).unwrap().value,
-                ks.db(0).get(key, 0).unwrap().value
+                fresh.db(0).get(key, 0).unwrap().value(),
+                ks.db(0).get(key, 0).unwrap().value()
             );
         }
         assert_eq!(
-            fresh.db(1).get(b"list", 0).unwrap().value,
-            Value::List(VecDeque::from([Bytes::from("a"), Bytes::from("b")]))
+            fresh.db(1).get(b"list", 0).unwrap().value(),
+            ValueRef::List(&VecDeque::from([Bytes::from("a"), Bytes::from("b")]))
         );
     }
 

@@ -2,11 +2,11 @@ use super::{Set, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 
-/// What a key holds. Every variant is at most 32 bytes (the big collections are
-/// boxed): `Value` sits in every slot of the shard tables, and most keys are locks
-/// (strings), so the largest variant sets the bytes per lock.
+/// What a key holds, owned: what commands build to store and what `Db::take` hands
+/// back. The store keeps it packed (`packed.rs`): a string's bytes inline in the
+/// entry's one heap block, a collection behind a pointer in it.
 #[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::box_collection)] // the point: a 48-byte map behind an 8-byte pointer
+#[allow(clippy::box_collection)] // packed as one pointer either way
 pub enum Value {
     Str(Bytes),
     Hash(Box<HashMap<Bytes, Bytes>>),
@@ -15,22 +15,43 @@ pub enum Value {
     ZSet(Box<ZSet>),
 }
 
-impl Value {
+/// A stored value, borrowed from its entry (under the shard lock the guard holds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    Str(&'a [u8]),
+    Hash(&'a HashMap<Bytes, Bytes>),
+    List(&'a VecDeque<Bytes>),
+    Set(&'a Set),
+    ZSet(&'a ZSet),
+}
+
+/// A stored value for changing in place: collections only (a string is replaced
+/// whole, `Packed::set_str`).
+#[derive(Debug)]
+pub enum ValueMut<'a> {
+    Str,
+    Hash(&'a mut HashMap<Bytes, Bytes>),
+    List(&'a mut VecDeque<Bytes>),
+    Set(&'a mut Set),
+    ZSet(&'a mut ZSet),
+}
+
+impl ValueRef<'_> {
     /// The name TYPE replies with.
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) => "string",
-            Value::Hash(_) => "hash",
-            Value::List(_) => "list",
-            Value::Set(_) => "set",
-            Value::ZSet(_) => "zset",
+            ValueRef::Str(_) => "string",
+            ValueRef::Hash(_) => "hash",
+            ValueRef::List(_) => "list",
+            ValueRef::Set(_) => "set",
+            ValueRef::ZSet(_) => "zset",
         }
     }
 
     /// What OBJECT ENCODING answers, as Redis 7.0 would for the same commands.
     pub fn encoding(&self) -> &'static str {
         match self {
-            Value::Str(s) => {
+            ValueRef::Str(s) => {
                 if s.len() <= 20 && crate::protocol::parse_int(s).is_some() {
                     "int"
                 } else if s.len() <= 44 {
@@ -39,21 +60,21 @@ impl Value {
                     "raw"
                 }
             }
-            Value::Hash(h) => {
+            ValueRef::Hash(h) => {
                 if h.len() <= 128 && h.iter().all(|(k, v)| k.len() <= 64 && v.len() <= 64) {
                     "listpack"
                 } else {
                     "hashtable"
                 }
             }
-            Value::List(_) => "quicklist",
-            Value::Set(s) => s.encoding(),
-            Value::ZSet(z) => z.encoding(),
+            ValueRef::List(_) => "quicklist",
+            ValueRef::Set(s) => s.encoding(),
+            ValueRef::ZSet(z) => z.encoding(),
         }
     }
 }
 
-/// A key's value and its deadline on the monotonic clock (None: no TTL).
+/// A key's value and its deadline on the monotonic clock (None: no TTL), owned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub value: Value,
@@ -66,21 +87,5 @@ impl Entry {
             value,
             deadline_ms: None,
         }
-    }
-
-    /// As Redis: a key expires when now is past its deadline.
-    pub fn is_expired(&self, now_ms: u64) -> bool {
-        matches!(self.deadline_ms, Some(d) if now_ms > d)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_entry_stays_small() {
-        assert_eq!(std::mem::size_of::<Value>(), 40);
-        assert_eq!(std::mem::size_of::<Entry>(), 56);
     }
 }
