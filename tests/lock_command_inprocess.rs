@@ -134,6 +134,20 @@ async fn sleeping_under_lock(
     (child, pid)
 }
 
+/// Right after a fault that loses the lock: `redlockd lock` exits 74 within 3 s, and
+/// the command it ran (`sleep 30`, process `pid`) is gone.
+async fn stopped_as_lost(child: Child, pid: i32) {
+    let faulted = Instant::now();
+    let status = exit_of(child).await;
+    assert_eq!(status.code(), Some(EXIT_LOCK_LOST));
+    assert!(
+        faulted.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        faulted.elapsed()
+    );
+    assert!(!process_exists(pid), "sleep 30 was stopped");
+}
+
 fn process_exists(pid: i32) -> bool {
     // SAFETY: kill(2) with signal 0 only checks for existence and permission.
     unsafe { libc::kill(pid, 0) == 0 }
@@ -149,15 +163,7 @@ async fn a_lock_lost_to_a_majority_crash_restart_stops_the_command_with_74() {
     for i in 0..3 {
         cluster.node(i).crash_restart();
     }
-    let faulted = Instant::now();
-    let status = exit_of(child).await;
-    assert_eq!(status.code(), Some(EXIT_LOCK_LOST));
-    assert!(
-        faulted.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        faulted.elapsed()
-    );
-    assert!(!process_exists(pid), "sleep 30 was stopped");
+    stopped_as_lost(child, pid).await;
     cluster.shutdown().await;
 }
 
@@ -170,15 +176,7 @@ async fn a_lock_lost_to_a_partition_stops_the_command_with_74() {
     cluster.node(0).crash_restart();
     cluster.node(1).isolate().await;
     cluster.node(2).isolate().await;
-    let faulted = Instant::now();
-    let status = exit_of(child).await;
-    assert_eq!(status.code(), Some(EXIT_LOCK_LOST));
-    assert!(
-        faulted.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        faulted.elapsed()
-    );
-    assert!(!process_exists(pid), "sleep 30 was stopped");
+    stopped_as_lost(child, pid).await;
     cluster.node(1).heal().await;
     cluster.node(2).heal().await;
     cluster.shutdown().await;
