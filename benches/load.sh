@@ -6,6 +6,7 @@
 #
 # Lock traffic, 50 clients, keys lock:<random below 100000>:
 #   - SET NX PX 30000 at P=1 and P=16 (redis-benchmark): rps
+#   - GET at P=16 (redis-benchmark): rps (the per-command path, ACL check included)
 #   - EVALSHA of the compare-and-delete release script at P=1 (redis-benchmark --csv):
 #     rps, p99 latency, and the server's CPU per request (utime + stime of the server
 #     process from /proc/PID/stat before and after the run, divided by the requests)
@@ -51,6 +52,8 @@ measure() { # name port pid
     line=$(bench_csv "$port" -P "$P" SET lock:__rand_int__ v NX PX 30000)
     note "set_p$P" "$name" "$(cut -d, -f2 <<<"$line")"
   done
+  line=$(bench_csv "$port" -P 16 GET lock:__rand_int__)
+  note get_p16 "$name" "$(cut -d, -f2 <<<"$line")"
   before=$(cpu_ticks "$pid")
   line=$(bench_csv "$port" EVALSHA "$SHA" 1 lock:__rand_int__ token)
   after=$(cpu_ticks "$pid")
@@ -87,6 +90,7 @@ echo "50 clients, $N requests per measurement, median of $ROUNDS interleaved rou
 printf '%-46s %12s %12s %7s\n' "" redlockd redis-server ratio
 row "SET lock:rand v NX PX 30000, P=1: rps" set_p1
 row "SET lock:rand v NX PX 30000, P=16: rps" set_p16
+row "GET lock:rand, P=16: rps" get_p16
 row "EVALSHA compare-and-delete, P=1: rps" evalsha_rps
 row "EVALSHA compare-and-delete: server CPU us/req" evalsha_cpu
 row "EVALSHA compare-and-delete: p99 ms" evalsha_p99

@@ -542,13 +542,23 @@ async fn acl_load_and_save_use_the_file() {
     c.check(&["ACL", "SETUSER", "b", "on", "nopass", "+ping"], OK)
         .await;
     c.check(&["ACL", "SAVE"], OK).await;
+    let path = file.0.display().to_string();
+    c.check(
+        &["CONFIG", "GET", "aclfile"],
+        &format!("*2\r\n{}{}", bulk("aclfile"), bulk(&path)),
+    )
+    .await;
     let saved = file.read();
     assert!(
         saved.contains("user b on nopass resetchannels -@all +ping\n"),
         "{saved}"
     );
+    let mut b = Raw::to(&h).await;
+    b.check(&["AUTH", "b", "x"], OK).await;
     std::fs::write(&file.0, "user c on nopass\n").unwrap();
     c.check(&["ACL", "LOAD"], OK).await;
+    // b is gone from the file: its client is disconnected.
+    assert!(b.closed().await);
     c.check(
         &["ACL", "USERS"],
         &format!("*2\r\n{}{}", bulk("c"), bulk("default")),

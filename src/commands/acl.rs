@@ -168,17 +168,7 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 return Err(Reply::error("ERR The 'default' user cannot be removed"));
             }
             let deleted = a.delete(&args[2..]);
-            // Redis disconnects the clients authenticated as a deleted user.
-            let me = ctx.client.id();
-            for c in ctx.shared.clients.iter() {
-                if args[2..].contains(&*c.user.lock()) {
-                    if c.id == me {
-                        ctx.client.close_after_reply = true;
-                    } else {
-                        c.kill();
-                    }
-                }
-            }
+            disconnect_removed_users(ctx);
             Ok(Reply::Integer(deleted as i64))
         }
         "getuser" if n == 3 => Ok(a.get(&args[2]).map_or(Reply::Null, |u| getuser(&u))),
@@ -316,7 +306,23 @@ fn load(ctx: &mut Ctx) -> CmdResult {
     let path = ctx.shared.config.aclfile.as_ref().ok_or_else(|| Reply::error(NO_FILE))?;
     let users = acl::read_file(path).map_err(|e| Reply::error(format!("ERR {e}")))?;
     ctx.shared.acl.replace(users);
+    disconnect_removed_users(ctx);
     Ok(Reply::Ok)
+}
+
+/// Disconnects the clients whose user is gone (ACL DELUSER, ACL LOAD), as Redis does;
+/// the caller's own connection closes after this reply.
+fn disconnect_removed_users(ctx: &mut Ctx) {
+    let me = ctx.client.id();
+    for c in ctx.shared.clients.iter() {
+        if ctx.shared.acl.get(&c.user.lock()).is_none() {
+            if c.id == me {
+                ctx.client.close_after_reply = true;
+            } else {
+                c.kill();
+            }
+        }
+    }
 }
 
 /// ACL SAVE: every user, as ACL LIST shows them, written to the file (through a

@@ -141,9 +141,14 @@ impl ClientState {
         let generation = acl.generation();
         if generation != self.acl_generation {
             self.acl_generation = generation;
-            // A deleted user's clients are being disconnected: keep the old rules.
-            if let Some(u) = acl.get(&self.user.name) {
-                self.user = u;
+            match acl.get(&self.user.name) {
+                Some(u) => self.user = u,
+                // Deleted (ACL DELUSER, ACL LOAD): disconnected, as in Redis, and
+                // allowed nothing until then.
+                None => {
+                    self.info.kill();
+                    self.user = Arc::new(User::new(&self.user.name));
+                }
             }
         }
         &self.user

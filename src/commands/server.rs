@@ -443,6 +443,12 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ),
                 ("lua-time-limit", ctx.shared.scripts.busy_ms().to_string()),
                 ("requirepass", c.requirepass.clone().unwrap_or_default()),
+                (
+                    "aclfile",
+                    c.aclfile
+                        .as_ref()
+                        .map_or(String::new(), |p| p.display().to_string()),
+                ),
                 ("max-ttl", c.max_ttl.as_millis().to_string()),
                 (
                     "restart-delay",
@@ -511,6 +517,7 @@ const IMMUTABLE: &[&str] = &[
     "databases",
     "proto-max-bulk-len",
     "requirepass",
+    "aclfile",
     "max-ttl",
     "restart-delay",
     "require-ttl",
