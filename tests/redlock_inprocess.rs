@@ -11,13 +11,27 @@ use std::time::Duration;
 
 use redlockd::redlock::{NodeError, Redlock, RedlockError};
 use redlockd::testing::TestCluster;
-use support::nodes::{get, opts, pttl, redlock, scenario, text};
+use support::nodes::{get, on_every_node, opts, pttl, redlock, scenario, text};
 use support::wait_until;
 use tokio::time::{timeout, Instant};
 
 /// Bound on every wait for something that must happen (a reply, a watchdog event).
 const BOUND: Duration = Duration::from_secs(5);
 const TTL: Duration = Duration::from_secs(10);
+
+/// Every node holds `key` with `value`, and exactly `pttl_ms` left if given.
+async fn held_everywhere(cluster: &TestCluster, key: &str, value: &str, pttl_ms: Option<i64>) {
+    let values: Vec<Option<String>> = on_every_node(cluster, &["GET", key]).await;
+    assert_eq!(
+        values,
+        vec![Some(value.to_string()); cluster.len()],
+        "{key}"
+    );
+    if let Some(ms) = pttl_ms {
+        let left: Vec<i64> = on_every_node(cluster, &["PTTL", key]).await;
+        assert_eq!(left, vec![ms; cluster.len()], "{key}'s PTTL on each node");
+    }
+}
 
 fn client(cluster: &TestCluster) -> Redlock {
     redlock(cluster, opts(100))
@@ -31,11 +45,8 @@ async fn acquire_sets_the_value_on_every_node_with_the_exact_ttl() {
     assert!(lock.validity() > Duration::from_secs(9));
     assert!(lock.validity() <= TTL - Duration::from_millis(102), "drift");
     let value = text(lock.value());
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "res").await.as_deref(), Some(&*value));
-        // The manual clock has not moved since the SET.
-        assert_eq!(pttl(&cluster, i, "res").await, 10_000, "node {i}");
-    }
+    // The manual clock has not moved since the SET.
+    held_everywhere(&cluster, "res", &value, Some(10_000)).await;
     cluster.shutdown().await;
 }
 
@@ -54,9 +65,7 @@ async fn a_second_client_is_refused_by_every_node_while_the_lock_is_held() {
         other => panic!("b must lose: {other:?}"),
     }
     let value = text(lock.value());
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "held").await.as_deref(), Some(&*value));
-    }
+    held_everywhere(&cluster, "held", &value, None).await;
     cluster.shutdown().await;
 }
 
@@ -71,12 +80,7 @@ async fn a_lock_expires_on_the_nodes_exactly_after_its_ttl() {
     assert!(b.try_acquire(b"exp", TTL).await.is_err(), "held at the TTL");
     cluster.advance(Duration::from_millis(1));
     let lock = b.try_acquire(b"exp", TTL).await.expect("b after expiry");
-    for i in 0..5 {
-        assert_eq!(
-            get(&cluster, i, "exp").await.as_deref(),
-            Some(&*text(lock.value()))
-        );
-    }
+    held_everywhere(&cluster, "exp", &text(lock.value()), None).await;
     cluster.shutdown().await;
 }
 
@@ -95,10 +99,7 @@ async fn extend_keeps_the_lock_past_its_original_ttl() {
     cluster.advance(Duration::from_secs(6));
     assert!(b.try_acquire(b"ext", TTL).await.is_err(), "still held");
     let value = text(lock.value());
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "ext").await.as_deref(), Some(&*value));
-        assert_eq!(pttl(&cluster, i, "ext").await, 4_000);
-    }
+    held_everywhere(&cluster, "ext", &value, Some(4_000)).await;
     cluster.shutdown().await;
 }
 
@@ -114,10 +115,7 @@ async fn extend_fails_once_the_lock_expired_and_another_client_took_it() {
     assert_eq!(a.extend(&mut stale, TTL).await, Err(RedlockError::Lost));
     // b's lock is untouched: same value, TTL not reset by a's attempt.
     let value = text(held.value());
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "ext2").await.as_deref(), Some(&*value));
-        assert_eq!(pttl(&cluster, i, "ext2").await, 9_000);
-    }
+    held_everywhere(&cluster, "ext2", &value, Some(9_000)).await;
     cluster.shutdown().await;
 }
 
@@ -131,9 +129,7 @@ async fn a_release_by_a_former_holder_leaves_the_new_holders_lock_alone() {
     let held = b.try_acquire(b"rel2", TTL).await.expect("b");
     assert_eq!(a.release(&old).await, 0, "not a's value any more");
     let value = text(held.value());
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "rel2").await.as_deref(), Some(&*value));
-    }
+    held_everywhere(&cluster, "rel2", &value, None).await;
     assert!(a.try_acquire(b"rel2", TTL).await.is_err(), "still b's");
     cluster.shutdown().await;
 }
@@ -370,10 +366,7 @@ async fn the_watchdog_signals_loss_when_the_key_expired_and_another_client_took_
         .expect("the next extension fails and loss is signalled");
     assert_eq!(guard.release().await, 0, "b's lock is not a's to delete");
     let value = text(held.value());
-    for i in 0..5 {
-        assert_eq!(get(&cluster, i, "wd3").await.as_deref(), Some(&*value));
-        assert_eq!(pttl(&cluster, i, "wd3").await, 10_000, "not extended by a");
-    }
+    held_everywhere(&cluster, "wd3", &value, Some(10_000)).await;
     cluster.shutdown().await;
 }
 
