@@ -2,7 +2,8 @@
 """Issue 14's bench: memory per lock, memory given back, idle cost and the hot path,
 redlockd and redis-server 7 side by side in one run.
 
-Usage: benches/memory.py [--big N] [--rounds R] [--requests N] [--skip-build]
+Usage: benches/memory.py [--big N] [--rounds R] [--requests N] [--skip-build] [--binary PATH]
+                         [--only size,flush,expiry,idle,ping,rps]
   (release build of redlockd; needs redis-server, redis-cli and redis-benchmark)
 
 Prints, for both servers:
@@ -188,14 +189,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--skip-build", action="store_true")
+    ap.add_argument("--binary", help="a redlockd binary to measure instead of the release build")
     ap.add_argument("--only", default="", help="comma list: size,flush,expiry,idle,ping,rps")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
     want = lambda s: not only or s in only
-    if not a.skip_build:
+    if not a.skip_build and not a.binary:
         subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "redlockd"], cwd=ROOT,
                        check=True)
-    binary = os.path.join(ROOT, "target/release/redlockd")
+    binary = a.binary or os.path.join(ROOT, "target/release/redlockd")
     servers = [
         Server("redlockd", lambda p, d: [binary, "--port", str(p), "--restart-delay", "0",
                                          "--dir", d, "--log", "warn", "--max-ttl", "700s"]),

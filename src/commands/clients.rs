@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::Notify;
+use std::task::{Poll, Waker};
 
 /// What other connections may see of a client (CLIENT LIST, INFO clients) and the
 /// handle to disconnect it.
@@ -31,7 +31,10 @@ pub struct ClientInfo {
     pub resp: AtomicU8,
     /// Set to disconnect the client (CLIENT KILL, crash-restart, output limit).
     pub killed: AtomicBool,
-    pub kill: Notify,
+    /// The connection task's waker, for what other threads tell it (a kill, a change
+    /// of the node's network state). With the socket and its pub/sub queue, it is all
+    /// the connection waits on: one task wake-up, no future built per turn.
+    pub wake: WakeSlot,
     /// What the test backend's faults track per connection (see `faults`).
     pub fault: super::faults::ClientFaults,
 }
@@ -52,7 +55,7 @@ impl ClientInfo {
             db: AtomicUsize::new(0),
             resp: AtomicU8::new(2),
             killed: AtomicBool::new(false),
-            kill: Notify::new(),
+            wake: WakeSlot::default(),
             fault: Default::default(),
         }
     }
@@ -74,7 +77,45 @@ impl ClientInfo {
     /// Disconnects the client at its next chance.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
-        self.kill.notify_one();
+        self.wake.wake();
+    }
+
+    /// Resolves once the client is killed.
+    pub async fn until_killed(&self) {
+        std::future::poll_fn(|cx| {
+            if self.killed.load(Ordering::SeqCst) {
+                return Poll::Ready(());
+            }
+            self.wake.register(cx.waker());
+            // Checked again after registering: a kill in between woke nobody.
+            if self.killed.load(Ordering::SeqCst) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// A connection task's waker, registered while it waits, woken from other threads.
+/// The flag it wakes for is set before `wake` and read after `register`, both under
+/// the lock, so a wake-up is never lost.
+#[derive(Default)]
+pub struct WakeSlot(Mutex<Option<Waker>>);
+
+impl WakeSlot {
+    pub fn register(&self, waker: &Waker) {
+        let mut slot = self.0.lock();
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+
+    pub fn wake(&self) {
+        if let Some(w) = self.0.lock().as_ref() {
+            w.wake_by_ref();
+        }
     }
 }
 

@@ -31,7 +31,7 @@ pub struct Faults {
     /// Whether the node is reachable: test fault controls move it (pause, isolate...).
     pub net: watch::Sender<NetState>,
     /// `net` as a plain atomic, read before every request (see `begin_request`).
-    net_now: AtomicU8,
+    pub(crate) net_now: AtomicU8,
     /// Whether the listener is bound (it follows `net` with a delay: tests wait on it).
     pub listening: watch::Sender<bool>,
     /// Hands out `ClientFaults::paused_ticket`s.
@@ -124,6 +124,11 @@ impl Shared {
     pub fn set_net(&self, state: NetState) {
         self.faults.net_now.store(state as u8, Ordering::SeqCst);
         self.faults.net.send_replace(state);
+        // Connections wait on their own wake slot, not on `net` (a channel every
+        // connection polled each turn, its waiter list shared by all of them).
+        for c in self.clients.iter() {
+            c.wake.wake();
+        }
         if state == NetState::Down {
             self.kill_clients();
         }
@@ -195,10 +200,7 @@ impl Shared {
             tokio::select! {
                 _ = turn => {}
                 // Killed while waiting: the caller sees `killed` after this batch.
-                _ = info.kill.notified() => {
-                    info.killed.store(true, Ordering::SeqCst);
-                    return;
-                }
+                _ = info.until_killed() => return,
             }
         }
     }

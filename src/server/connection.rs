@@ -12,6 +12,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -78,14 +79,14 @@ async fn run<S: Stream>(
     client.pubsub.handle = Some(subscriber.clone());
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
-    let mut net = shared.faults.net.subscribe();
     let mut eof = false;
     // The read buffer held more than SHRINK_BUFFER_ABOVE at some point.
     let mut rbuf_grown = false;
     loop {
         // While the node is paused nothing is executed, but input is still read, as the
         // kernel would buffer it for a stopped process: on resume it all runs.
-        let paused = *net.borrow_and_update() == NetState::Paused;
+        let net_seen = shared.faults.net_now.load(Ordering::SeqCst);
+        let paused = net_seen == NetState::Paused as u8;
         if !paused {
             shared.wait_for_turn(&info).await;
             // Execute every complete request in the buffer, then write all replies at once.
@@ -175,8 +176,40 @@ async fn run<S: Stream>(
         }
         let input_full = paused && rbuf.len() > PAUSED_INPUT_LIMIT;
         let can_read = !eof && !input_full;
-        tokio::select! {
-            n = stream.read_buf(&mut rbuf), if can_read => {
+        // One wait per turn, on one task wake-up: the socket, the pub/sub queue (not
+        // while paused: a stopped process sends nothing) and the wake slot (a kill, a
+        // change of the node's network state). Nothing is built or registered with
+        // anything shared by other connections.
+        let event = {
+            let read = async {
+                if can_read {
+                    stream.read_buf(&mut rbuf).await
+                } else {
+                    std::future::pending().await
+                }
+            };
+            let mut read = std::pin::pin!(read);
+            let net_now = &shared.faults.net_now;
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(n) = read.as_mut().poll(cx) {
+                    return Poll::Ready(Event::Read(n));
+                }
+                if !paused {
+                    if let Poll::Ready(Some(msg)) = messages.poll_recv(cx) {
+                        return Poll::Ready(Event::Message(msg));
+                    }
+                }
+                info.wake.register(cx.waker());
+                // Checked after registering: a kill or a change in between woke nobody.
+                if info.killed.load(Ordering::SeqCst) || net_now.load(Ordering::SeqCst) != net_seen {
+                    return Poll::Ready(Event::Woken);
+                }
+                Poll::Pending
+            })
+            .await
+        };
+        match event {
+            Event::Read(n) => {
                 if n? == 0 {
                     eof = true;
                 } else {
@@ -184,20 +217,24 @@ async fn run<S: Stream>(
                     shared.faults.input_arrived(&info, paused);
                 }
             }
-            // A pub/sub message (not while paused: a stopped process sends nothing);
-            // the loop above writes it and any queued behind it.
-            Some(msg) = messages.recv(), if !paused => {
+            // The loop above writes it and any queued behind it.
+            Event::Message(msg) => {
                 subscriber.taken(&msg);
                 encode(&msg.reply, client.proto, &mut wbuf);
             }
-            changed = net.changed() => {
-                if changed.is_err() {
-                    return Ok(());
-                }
-            }
-            _ = info.kill.notified() => return Ok(()),
+            Event::Woken if info.killed.load(Ordering::SeqCst) => return Ok(()),
+            // The network state changed: the loop reads it again.
+            Event::Woken => {}
         }
     }
+}
+
+/// What ended a connection's wait.
+enum Event {
+    Read(std::io::Result<usize>),
+    Message(Message),
+    /// Killed, or the node's network state changed.
+    Woken,
 }
 
 /// Runs one request; a panic inside it is logged and answered with an error instead
@@ -274,12 +311,28 @@ async fn write_out<S: Stream>(
     if wbuf.is_empty() {
         return Ok(true);
     }
-    tokio::select! {
-        r = async {
-            stream.write_all(wbuf).await?;
-            stream.flush().await
-        } => r?,
-        _ = info.kill.notified() => return Ok(false),
+    let write = async {
+        stream.write_all(wbuf).await?;
+        stream.flush().await
+    };
+    let mut write = std::pin::pin!(write);
+    // The write, or a kill while it is stuck (a reader that stopped reading); the wake
+    // slot is registered only then.
+    let written = std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = write.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        info.wake.register(cx.waker());
+        if info.killed.load(Ordering::SeqCst) {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    match written {
+        Some(r) => r?,
+        None => return Ok(false),
     }
     wbuf.clear();
     Ok(true)
@@ -342,7 +395,7 @@ async fn wait_blocked<S: Stream>(
                 // Served just as the timeout fired: the element is already sent.
                 return Ok(Some(rx.try_recv().unwrap_or(Reply::NullArray)));
             }
-            _ = info.kill.notified() => return Ok(None),
+            _ = info.until_killed() => return Ok(None),
             n = stream.read_buf(rbuf), if rbuf.len() < BLOCKED_READ_LIMIT => {
                 if n? == 0 {
                     return Ok(None);
