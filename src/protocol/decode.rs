@@ -69,13 +69,25 @@ pub fn parse_request(
     buf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let mut args = Vec::new();
+    Ok(parse_request_into(buf, limits, &mut args)?.then_some(args))
+}
+
+/// `parse_request` into `args` (cleared first, its capacity reused: a connection
+/// allocates no argument vector per request): whether a whole request was taken.
+pub fn parse_request_into(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    args: &mut Vec<Bytes>,
+) -> Result<bool, ProtocolError> {
+    args.clear();
     if buf.is_empty() {
-        return Ok(None);
+        return Ok(false);
     }
     if buf[0] == b'*' {
-        parse_multibulk(buf, limits)
+        parse_multibulk(buf, limits, args)
     } else {
-        parse_inline(buf)
+        Ok(parse_inline(buf)?.map(|inline| args.extend(inline)).is_some())
     }
 }
 
@@ -120,12 +132,13 @@ pub(crate) fn parse_int(b: &[u8]) -> Option<i64> {
 fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    args: &mut Vec<Bytes>,
+) -> Result<bool, ProtocolError> {
     let Some(eol) = find_crlf(buf, 1) else {
         if buf.len() > MAX_LINE {
             return Err(ProtocolError::new("too big mbulk count string"));
         }
-        return Ok(None);
+        return Ok(false);
     };
     let count = match parse_int(&buf[1..eol]) {
         Some(n) if n <= limits.max_args as i64 => n,
@@ -136,13 +149,13 @@ fn parse_multibulk(
     }
     if count <= 0 {
         let _ = buf.split_to(eol + 2);
-        return Ok(Some(Vec::new()));
+        return Ok(true);
     }
     // Walk the bulk headers without copying anything, to find where the frame ends.
     let mut pos = eol + 2;
     for _ in 0..count {
         let Some(&kind) = buf.get(pos) else {
-            return Ok(None);
+            return Ok(false);
         };
         if kind != b'$' {
             return Err(ProtocolError::new(format!(
@@ -154,7 +167,7 @@ fn parse_multibulk(
             if buf.len() - pos > MAX_LINE {
                 return Err(ProtocolError::new("too big bulk count string"));
             }
-            return Ok(None);
+            return Ok(false);
         };
         let len = match parse_int(&buf[pos + 1..eol]) {
             Some(n) if n >= 0 && n as u64 <= limits.max_bulk_len as u64 => n as usize,
@@ -165,7 +178,7 @@ fn parse_multibulk(
         }
         pos = eol + 2 + len;
         if buf.len() < pos + 2 {
-            return Ok(None);
+            return Ok(false);
         }
         if &buf[pos..pos + 2] != b"\r\n" {
             return Err(ProtocolError::new("expected CRLF after bulk string"));
@@ -175,7 +188,7 @@ fn parse_multibulk(
     // The frame is complete and well formed: slice the arguments out of it without
     // copying, walking the headers just checked (no second parser over the frame).
     let frame = buf.split_to(pos).freeze();
-    let mut args = Vec::with_capacity(count as usize);
+    args.reserve(count as usize);
     let mut at = eol + 2;
     for _ in 0..count {
         let end = find_crlf(&frame, at + 1).expect("checked above");
@@ -184,7 +197,7 @@ fn parse_multibulk(
         args.push(frame.slice(start..start + len));
         at = start + len + 2;
     }
-    Ok(Some(args))
+    Ok(true)
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {

@@ -6,7 +6,7 @@
 use crate::commands::blocking::{Blocked, Waiter};
 use crate::commands::pubsub::{Message, Subscriber};
 use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, NetState, Shared};
-use crate::protocol::{encode, errors, parse_request, Limits, Reply};
+use crate::protocol::{encode, errors, parse_request_into, Limits, Reply};
 use bytes::BytesMut;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -82,6 +82,9 @@ async fn run<S: Stream>(
     let mut eof = false;
     // The read buffer held more than SHRINK_BUFFER_ABOVE at some point.
     let mut rbuf_grown = false;
+    // One request's arguments (slices of the read buffer): reused, emptied after each
+    // command so they never pin a big request's buffer.
+    let mut args = Vec::new();
     loop {
         // While the node is paused nothing is executed, but input is still read, as the
         // kernel would buffer it for a stopped process: on resume it all runs.
@@ -108,12 +111,13 @@ async fn run<S: Stream>(
                 };
                 // AUTH earlier in this batch lifts the pre-AUTH limits for the rest.
                 limits.unauthenticated = !client.authed;
-                match parse_request(&mut rbuf, &limits) {
-                    Ok(None) => break,
-                    Ok(Some(args)) if args.is_empty() => continue,
-                    Ok(Some(args)) => {
+                match parse_request_into(&mut rbuf, &limits, &mut args) {
+                    Ok(false) => break,
+                    Ok(true) if args.is_empty() => continue,
+                    Ok(true) => {
                         let mut ctx = Ctx::new(shared, client);
                         let mut reply = dispatch_caught(&mut ctx, &args).await;
+                        args.clear();
                         // Wake BLPOP waiters on keys this command pushed to, queue
                         // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
                         // to oneself), and wait here if the command blocked.
