@@ -211,3 +211,43 @@ async fn scan_type_filter_and_type_know_the_new_types() {
         );
     }
 }
+
+/// Counts far beyond a set's size (found by the commands fuzz target: SPOP with a count
+/// near i64::MAX panicked allocating room for that many members). A positive count
+/// takes at most every member, as Redis does; a negative one (repeats allowed) beyond
+/// 2^24 is refused, where redis-server 7.0.15 streams members until memory runs out.
+#[tokio::test]
+async fn random_member_counts_beyond_the_set_are_bounded() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    let huge = "8888888888888888882";
+    assert_eq!(c.cmd(&["SADD", "s", "a"]).await, int(1));
+    assert_eq!(
+        c.cmd(&["SRANDMEMBER", "s", huge]).await,
+        "*1\r\n$1\r\na\r\n"
+    );
+    assert_eq!(c.cmd(&["SPOP", "s", huge]).await, "*1\r\n$1\r\na\r\n");
+    assert_eq!(c.cmd(&["EXISTS", "s"]).await, int(0));
+    assert_eq!(c.cmd(&["SADD", "s", "a"]).await, int(1));
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a"]).await, int(1));
+    let out_of_range = "-ERR value is out of range\r\n";
+    for cmd in ["SRANDMEMBER", "ZRANDMEMBER"] {
+        let key = &cmd[..1].to_lowercase();
+        assert_eq!(
+            c.cmd(&[cmd, key, &format!("-{huge}")]).await,
+            out_of_range,
+            "{cmd}"
+        );
+        assert_eq!(c.cmd(&[cmd, key, "-16777217"]).await, out_of_range, "{cmd}");
+        assert_eq!(
+            c.cmd(&[cmd, key, "-3"]).await,
+            "*3\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n",
+            "{cmd}"
+        );
+    }
+    assert_eq!(
+        c.cmd(&["ZRANDMEMBER", "z", huge]).await,
+        "*1\r\n$1\r\na\r\n"
+    );
+    assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
+}

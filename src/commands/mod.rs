@@ -185,6 +185,22 @@ pub fn int_arg(arg: &[u8]) -> Result<i64, Reply> {
     parse_i64(arg).ok_or_else(errors::not_integer)
 }
 
+/// The most members a negative SRANDMEMBER / ZRANDMEMBER count (repeats allowed) may
+/// ask for: 2^24. Redis has no bound and streams such a reply until the client or its
+/// memory gives out (`SRANDMEMBER s -8888888888888888882` wedges redis-server 7.0.15);
+/// here a reply is built before it is sent, so a larger count gets Redis's range error
+/// instead of the server's memory.
+pub const MAX_RANDOM_REPEATS: u64 = 1 << 24;
+
+/// How many members a negative random-member `count` asks for (see `MAX_RANDOM_REPEATS`).
+pub fn random_repeats(count: i64) -> Result<usize, Reply> {
+    let n = count.unsigned_abs();
+    if n > MAX_RANDOM_REPEATS {
+        return Err(Reply::error("ERR value is out of range"));
+    }
+    Ok(n as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

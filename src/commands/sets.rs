@@ -3,7 +3,7 @@
 //! Redis 7's t_set.c replies. Like Redis, an empty set is never kept.
 
 use super::typed;
-use super::{int_arg, parse_i64, CmdResult, Ctx};
+use super::{int_arg, parse_i64, random_repeats, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Set, Value};
 use bytes::Bytes;
@@ -92,6 +92,7 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     let count = positive_count(count_arg)?;
     let popped = modify(ctx, &args[1], |s| {
+        let count = count.min(s.len());
         let chosen: Vec<Bytes> = s.iter().cloned().choose_multiple(&mut rand::rng(), count);
         for m in &chosen {
             s.remove(m);
@@ -114,12 +115,14 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(picked.map_or(Reply::Null, Reply::Bulk));
     };
     let count = int_arg(count_arg)?;
+    let repeats = if count < 0 { random_repeats(count)? } else { 0 };
     let picked = read(ctx, &args[1], |s| {
         if count >= 0 {
-            s.iter().cloned().choose_multiple(&mut rng, count as usize)
+            let distinct = (count as u64).min(s.len() as u64) as usize;
+            s.iter().cloned().choose_multiple(&mut rng, distinct)
         } else {
             let all: Vec<&Bytes> = s.iter().collect();
-            (0..count.unsigned_abs())
+            (0..repeats)
                 .filter_map(|_| all.choose(&mut rng).map(|m| (*m).clone()))
                 .collect()
         }

@@ -446,6 +446,11 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if with_scores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
         return Err(Reply::error("ERR value is out of range"));
     }
+    let repeats = if count < 0 {
+        super::random_repeats(count)?
+    } else {
+        0
+    };
     let picked = read(ctx, &args[1], |z| {
         let all: Vec<(&[u8], f64)> = z.iter().collect();
         let mut rng = rand::rng();
@@ -456,8 +461,7 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             idx.sort_unstable();
             idx.into_iter().map(|i| all[i]).collect()
         } else {
-            let n = count.unsigned_abs() as usize;
-            (0..n)
+            (0..repeats)
                 .filter_map(|_| all.choose(&mut rng).copied())
                 .collect()
         };
