@@ -5,7 +5,7 @@ mod support;
 use std::time::Duration;
 
 use redlockd::redlock::{NodeError, Redlock, RedlockError, RedlockOptions};
-use support::nodes::{opts, redlock, scenario};
+use support::nodes::{opts, redlock, scenario, NODE_TIMEOUT_MS};
 use support::redis_server::{addrs, cluster, cluster_with_password, fake_node, Fake};
 use tokio::time::{timeout, Instant};
 
@@ -82,8 +82,8 @@ async fn extend_keeps_the_lock_past_its_original_ttl() {
 #[tokio::test]
 async fn release_frees_the_lock_and_a_non_owner_release_does_nothing() {
     let nodes = cluster(5);
-    let a = redlock(&nodes, opts(100));
-    let b = redlock(&nodes, opts(100));
+    let a = redlock(&nodes, opts(NODE_TIMEOUT_MS));
+    let b = redlock(&nodes, opts(NODE_TIMEOUT_MS));
     let lock = a
         .try_acquire(b"rel", Duration::from_secs(5))
         .await
@@ -297,7 +297,7 @@ async fn password_is_sent_with_auth() {
         addrs(&nodes),
         RedlockOptions {
             password: Some("s3cret".into()),
-            ..opts(100)
+            ..opts(NODE_TIMEOUT_MS)
         },
     )
     .expect("client");
@@ -307,7 +307,7 @@ async fn password_is_sent_with_auth() {
         .expect("acquired");
     assert_eq!(with.release(&lock).await, 3);
 
-    let without = redlock(&nodes, opts(100));
+    let without = redlock(&nodes, opts(NODE_TIMEOUT_MS));
     let err = without
         .try_acquire(b"pw", Duration::from_secs(5))
         .await

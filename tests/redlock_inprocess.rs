@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redlockd::redlock::{NodeError, Redlock, RedlockError};
 use redlockd::testing::TestCluster;
-use support::nodes::{get, on_every_node, opts, pttl, redlock, scenario, text};
+use support::nodes::{get, on_every_node, opts, pttl, redlock, scenario, text, NODE_TIMEOUT_MS};
 use support::wait_until;
 use tokio::time::{timeout, Instant};
 
@@ -34,7 +34,7 @@ async fn held_everywhere(cluster: &TestCluster, key: &str, value: &str, pttl_ms:
 }
 
 fn client(cluster: &TestCluster) -> Redlock {
-    redlock(cluster, opts(100))
+    redlock(cluster, opts(NODE_TIMEOUT_MS))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
