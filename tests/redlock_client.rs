@@ -391,8 +391,10 @@ async fn the_watchdog_signals_loss_when_validity_ends_before_an_extension_answer
     }
     lost.expect("loss signalled");
     assert!(at >= valid_until, "not before the validity ends");
+    // Well before the 3 s node timeout could have fired. (A tighter bound measured the
+    // machine: a loaded one woke the timer 0.4 s and 1.2 s late in soak runs.)
     assert!(
-        at < valid_until + Duration::from_millis(100),
+        at < valid_until + Duration::from_millis(2_000),
         "at the end of the validity, {:?} late",
         at - valid_until
     );
