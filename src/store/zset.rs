@@ -327,8 +327,10 @@ impl ZSet {
 
     /// Members between lex bounds (meaningful when all scores are equal, as Redis
     /// documents), lowest first or highest first with `rev`, after skipping `offset`
-    /// members from the first one in range. As in Redis's scan, the skipped members
-    /// are not checked against the far bound (it matters only with mixed scores).
+    /// members from the first one in range. As in Redis's scan, the member the scan
+    /// starts from must be within both bounds (else nothing: zzlFirstInLexRange /
+    /// zzlLastInLexRange), and the skipped members are not checked against the far
+    /// bound; both matter only with mixed scores.
     pub fn by_lex<'a>(
         &'a self,
         min: &'a LexBound,
@@ -350,21 +352,31 @@ impl ZSet {
             return Box::new(std::iter::empty());
         }
         if rev {
+            let mut from = self
+                .ordered
+                .iter()
+                .rev()
+                .skip_while(move |s| !max.admits_from_above(&s.member))
+                .peekable();
+            if !from.peek().is_some_and(|s| min.admits_from_below(&s.member)) {
+                return Box::new(std::iter::empty());
+            }
             Box::new(
-                self.ordered
-                    .iter()
-                    .rev()
-                    .skip_while(move |s| !max.admits_from_above(&s.member))
-                    .skip(offset)
+                from.skip(offset)
                     .take_while(move |s| min.admits_from_below(&s.member))
                     .map(pick),
             )
         } else {
+            let mut from = self
+                .ordered
+                .iter()
+                .skip_while(move |s| !min.admits_from_below(&s.member))
+                .peekable();
+            if !from.peek().is_some_and(|s| max.admits_from_above(&s.member)) {
+                return Box::new(std::iter::empty());
+            }
             Box::new(
-                self.ordered
-                    .iter()
-                    .skip_while(move |s| !min.admits_from_below(&s.member))
-                    .skip(offset)
+                from.skip(offset)
                     .take_while(move |s| max.admits_from_above(&s.member))
                     .map(pick),
             )
@@ -436,6 +448,35 @@ mod tests {
             ["a"]
         );
         assert!(z.by_score(inc(3.0), inc(1.0), false).next().is_none());
+    }
+
+    /// Mixed scores (differential_types, DIFF_SEED=11792857782335933061): the member a
+    /// lex scan starts from must be within both bounds, whatever the offset; each
+    /// expectation is redis-server 7.0.15's reply to the same ZADDs and ZRANGE.
+    #[test]
+    fn lex_scans_with_mixed_scores_start_where_redis_starts() {
+        let (b, d) = (LexBound::Inclusive(b"b".to_vec()), LexBound::Inclusive(b"d".to_vec()));
+        let mut z = ZSet::new();
+        for (m, s) in [("a", 1.0), ("e", 2.0), ("x", 3.0), ("c", 4.0)] {
+            z.insert(m.as_bytes(), s);
+        }
+        // From the lowest score: "e" is the first >= b, and it is above d.
+        assert!(z.by_lex(&b, &d, false, 2).next().is_none());
+        assert!(z.by_lex(&b, &d, false, 0).next().is_none());
+        let mut r = ZSet::new();
+        for (m, s) in [("c", 1.0), ("x", 2.0), ("a", 3.0), ("e", 4.0)] {
+            r.insert(m.as_bytes(), s);
+        }
+        // From the highest score: "a" is the first <= d, and it is below b.
+        assert!(r.by_lex(&b, &d, true, 1).next().is_none());
+        assert!(r.by_lex(&b, &d, true, 0).next().is_none());
+        // Equal scores, the case Redis documents: offsets count members in range.
+        let mut eq = ZSet::new();
+        for m in ["a", "b", "c", "d", "e"] {
+            eq.insert(m.as_bytes(), 0.0);
+        }
+        assert_eq!(members(eq.by_lex(&b, &d, false, 1).collect()), ["c", "d"]);
+        assert_eq!(members(eq.by_lex(&b, &d, true, 1).collect()), ["c", "b"]);
     }
 
     #[test]
