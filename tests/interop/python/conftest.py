@@ -35,6 +35,15 @@ def make_client():
         c.close()
 
 
+@pytest.fixture(params=[None, 2], ids=["default-resp3", "protocol2"])
+def client(request, nodes, make_client):
+    """redis-py on the first node, once with its defaults (RESP3) and once with RESP2."""
+    host, port = nodes[0]
+    if request.param is None:
+        return make_client(host, port)
+    return make_client(host, port, protocol=request.param)
+
+
 @pytest.fixture
 def r(nodes, make_client):
     """redis-py with its defaults (RESP3 via HELLO 3 in redis-py 8) on the first node."""

@@ -9,14 +9,6 @@ from redis.exceptions import LockNotOwnedError, LockError
 from helpers import advance_clock, redlockd_only, unique
 
 
-@pytest.fixture(params=[None, 2], ids=["default-resp3", "protocol2"])
-def client(request, nodes, make_client):
-    host, port = nodes[0]
-    if request.param is None:
-        return make_client(host, port)
-    return make_client(host, port, protocol=request.param)
-
-
 def test_default_client_negotiates_resp3_with_hello(r):
     assert redis.__version__.startswith("8."), redis.__version__
     conn = r.connection_pool.get_connection()

@@ -10,14 +10,6 @@ from redis.exceptions import ResponseError, WatchError
 from helpers import unique
 
 
-@pytest.fixture(params=[None, 2], ids=["default-resp3", "protocol2"])
-def client(request, nodes, make_client):
-    host, port = nodes[0]
-    if request.param is None:
-        return make_client(host, port)
-    return make_client(host, port, protocol=request.param)
-
-
 @pytest.fixture
 def other(nodes, make_client):
     """A second client on the same node, to interfere."""
