@@ -188,6 +188,11 @@ async fn number_arguments_become_redis_number_text() {
         ("1e20", "1e+20"),
         ("-0.0", "-0"),
         ("2^53", "9007199254740992"),
+        // %.17g from 1e17 on, as redis-server 7.0.15 prints them (an integer fast
+        // path printed "100000000000000000" here once).
+        ("1e17", "1e+17"),
+        ("1e17 - 16", "99999999999999984"),
+        ("2^63", "9.2233720368547758e+18"),
     ];
     for (lua, want) in cases {
         let script = format!("redis.call('set', 'n', {lua}) return redis.call('get', 'n')");
@@ -564,6 +569,32 @@ async fn redis_library_functions() {
         eval(&mut con, "redis.setresp(3) local t = redis.call('info', 'server') return t['verbatim_string']['format']", &[], &[]).await,
         Ok(bulk("txt"))
     );
+    // RESP3 maps, sets and doubles as tables (redis-server 7.0.15's replies).
+    for setup in [
+        &["HSET", "h", "f", "v", "g", "w"][..],
+        &["SADD", "s", "a", "b"],
+        &["ZADD", "z", "1.5", "m"],
+    ] {
+        assert!(cmd(&mut con, setup).await.is_ok(), "{setup:?}");
+    }
+    for (script, want) in [
+        (
+            "redis.setresp(3) local m = redis.call('hgetall', 'h') return {m.map.f, m.map.g, type(m.map)}",
+            Value::Array(vec![bulk("v"), bulk("w"), bulk("table")]),
+        ),
+        (
+            "redis.setresp(3) local m = redis.call('smembers', 's') return {tostring(m.set.a), tostring(m.set.b), tostring(m.set.c)}",
+            Value::Array(vec![bulk("true"), bulk("true"), bulk("nil")]),
+        ),
+        (
+            "redis.setresp(3) return tostring(redis.call('zscore', 'z', 'm').double)",
+            bulk("1.5"),
+        ),
+        ("return #redis.call('hgetall', 'h')", Value::Int(4)),
+        ("return redis.call('zscore', 'z', 'm')", bulk("1.5")),
+    ] {
+        assert_eq!(eval(&mut con, script, &[], &[]).await, Ok(want), "{script}");
+    }
     // Per run: the next script is back to RESP2 shapes.
     assert_eq!(
         eval(

@@ -10,7 +10,8 @@
 use super::numfmt;
 use crate::protocol::Reply;
 use bytes::Bytes;
-use mlua::{Lua, Table, Value};
+use mlua::{ffi, Table, Value};
+use std::ffi::{c_int, CStr};
 
 /// Past this nesting a returned table is refused, as Redis refuses one that would
 /// overflow its Lua stack (a table containing itself, say).
@@ -18,17 +19,16 @@ const MAX_DEPTH: usize = 200;
 
 pub const STACK_LIMIT: &str = "ERR reached lua stack limit";
 
-/// `{err = text}`: what redis.pcall returns for an error reply and redis.call raises.
-pub fn err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(0, 1)?;
-    t.raw_set("err", lua.create_string(trim_crlf(text))?)?;
-    Ok(Value::Table(t))
-}
-
-fn single(lua: &Lua, key: &str, v: Value) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(0, 1)?;
-    t.raw_set(key, v)?;
-    Ok(Value::Table(t))
+/// Pushes `{err = text}`: what redis.pcall returns for an error reply (and what a
+/// caught redis.call error holds).
+///
+/// # Safety
+/// `state` has 3 free stack slots; the memory limit is lifted (`engine::unlimited`),
+/// so no allocation raises.
+pub unsafe fn push_error(state: *mut ffi::lua_State, text: &[u8]) {
+    ffi::lua_createtable(state, 0, 1);
+    push_bytes(state, trim_crlf(text));
+    ffi::lua_setfield(state, -2, c"err".as_ptr());
 }
 
 pub fn trim_crlf(b: &[u8]) -> &[u8] {
@@ -45,92 +45,135 @@ pub fn trim_crlf(b: &[u8]) -> &[u8] {
     }
 }
 
-/// A command's reply as redis.call returns it.
-pub fn reply_to_lua(lua: &Lua, r: &Reply, resp3: bool) -> mlua::Result<Value> {
-    Ok(match r {
-        Reply::Ok => single(lua, "ok", Value::String(lua.create_string("OK")?))?,
-        Reply::Status(s) => single(lua, "ok", Value::String(lua.create_string(s)?))?,
-        Reply::Error(e) => err_table(lua, e)?,
-        Reply::Integer(i) => Value::Integer(*i),
-        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+/// Pushes a command's reply as redis.call returns it (Redis's conversion rules).
+///
+/// # Safety
+/// `state` has a free stack slot, for the result; deeper levels check for their own
+/// room. The memory limit is lifted (`engine::unlimited`), so no allocation raises.
+pub unsafe fn push_reply(state: *mut ffi::lua_State, r: &Reply, resp3: bool) {
+    let nested = !matches!(
+        r,
+        Reply::Integer(_) | Reply::Bulk(_) | Reply::Null | Reply::NullArray | Reply::Bool(_)
+    );
+    // A table, a key and a value, plus the one slot the next level needs.
+    if nested && ffi::lua_checkstack(state, 4) == 0 {
+        ffi::lua_pushnil(state);
+        return;
+    }
+    match r {
+        Reply::Ok => single_string(state, c"ok", b"OK"),
+        Reply::Status(s) => single_string(state, c"ok", s),
+        Reply::Error(e) => push_error(state, e),
+        Reply::Integer(i) => ffi::lua_pushinteger(state, *i),
+        Reply::Bulk(b) => push_bytes(state, b),
         Reply::Null | Reply::NullArray => {
             if resp3 {
-                Value::Nil
+                ffi::lua_pushnil(state)
             } else {
-                Value::Boolean(false)
+                ffi::lua_pushboolean(state, 0)
             }
         }
         // Multi (several frames) only comes from SUBSCRIBE and friends, which scripts
         // cannot call; as a table it is the frames in order.
         Reply::Array(items) | Reply::Push(items) | Reply::Multi(items) => {
-            sequence(lua, items, resp3)?
+            sequence(state, items, resp3)
         }
         Reply::Set(items) => {
             if resp3 {
-                let set = lua.create_table()?;
+                ffi::lua_createtable(state, 0, 1);
+                ffi::lua_createtable(state, 0, 0);
                 for item in items {
-                    let k = reply_to_lua(lua, item, resp3)?;
-                    if !k.is_nil() {
-                        set.raw_set(k, true)?;
+                    push_reply(state, item, resp3);
+                    if ffi::lua_isnil(state, -1) != 0 {
+                        ffi::lua_pop(state, 1);
+                    } else {
+                        ffi::lua_pushboolean(state, 1);
+                        ffi::lua_rawset(state, -3);
                     }
                 }
-                single(lua, "set", Value::Table(set))?
+                ffi::lua_setfield(state, -2, c"set".as_ptr());
             } else {
-                sequence(lua, items, resp3)?
+                sequence(state, items, resp3)
             }
         }
         Reply::Map(pairs) => {
             if resp3 {
-                let map = lua.create_table()?;
+                ffi::lua_createtable(state, 0, 1);
+                ffi::lua_createtable(state, 0, 0);
                 for (k, v) in pairs {
-                    let k = reply_to_lua(lua, k, resp3)?;
-                    if !k.is_nil() {
-                        map.raw_set(k, reply_to_lua(lua, v, resp3)?)?;
+                    push_reply(state, k, resp3);
+                    if ffi::lua_isnil(state, -1) != 0 {
+                        ffi::lua_pop(state, 1);
+                    } else {
+                        push_reply(state, v, resp3);
+                        ffi::lua_rawset(state, -3);
                     }
                 }
-                single(lua, "map", Value::Table(map))?
+                ffi::lua_setfield(state, -2, c"map".as_ptr());
             } else {
-                let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
+                ffi::lua_createtable(state, c_len(pairs.len() * 2), 0);
                 for (i, (k, v)) in pairs.iter().enumerate() {
-                    t.raw_set(2 * i + 1, reply_to_lua(lua, k, resp3)?)?;
-                    t.raw_set(2 * i + 2, reply_to_lua(lua, v, resp3)?)?;
+                    push_reply(state, k, resp3);
+                    ffi::lua_rawseti(state, -2, 2 * i as ffi::lua_Integer + 1);
+                    push_reply(state, v, resp3);
+                    ffi::lua_rawseti(state, -2, 2 * i as ffi::lua_Integer + 2);
                 }
-                Value::Table(t)
             }
         }
         Reply::Double(d) => {
             if resp3 {
-                single(lua, "double", Value::Number(*d))?
+                ffi::lua_createtable(state, 0, 1);
+                ffi::lua_pushnumber(state, *d);
+                ffi::lua_setfield(state, -2, c"double".as_ptr());
             } else {
-                Value::String(lua.create_string(numfmt::fmt_g(*d, 17))?)
+                push_bytes(state, numfmt::fmt_g(*d, 17).as_bytes())
             }
         }
         Reply::Bool(b) => {
             if resp3 {
-                Value::Boolean(*b)
+                ffi::lua_pushboolean(state, *b as c_int)
             } else {
-                Value::Integer(*b as i64)
+                ffi::lua_pushinteger(state, *b as ffi::lua_Integer)
             }
         }
         Reply::Verbatim(format, text) => {
             if resp3 {
-                let v = lua.create_table_with_capacity(0, 2)?;
-                v.raw_set("format", *format)?;
-                v.raw_set("string", lua.create_string(text)?)?;
-                single(lua, "verbatim_string", Value::Table(v))?
+                ffi::lua_createtable(state, 0, 1);
+                ffi::lua_createtable(state, 0, 2);
+                push_bytes(state, format.as_bytes());
+                ffi::lua_setfield(state, -2, c"format".as_ptr());
+                push_bytes(state, text);
+                ffi::lua_setfield(state, -2, c"string".as_ptr());
+                ffi::lua_setfield(state, -2, c"verbatim_string".as_ptr());
             } else {
-                Value::String(lua.create_string(text)?)
+                push_bytes(state, text)
             }
         }
-    })
+    }
 }
 
-fn sequence(lua: &Lua, items: &[Reply], resp3: bool) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
+/// `{key = text}` (status replies: `{ok = "OK"}`).
+unsafe fn single_string(state: *mut ffi::lua_State, key: &CStr, text: &[u8]) {
+    ffi::lua_createtable(state, 0, 1);
+    push_bytes(state, text);
+    ffi::lua_setfield(state, -2, key.as_ptr());
+}
+
+unsafe fn sequence(state: *mut ffi::lua_State, items: &[Reply], resp3: bool) {
+    ffi::lua_createtable(state, c_len(items.len()), 0);
     for (i, item) in items.iter().enumerate() {
-        t.raw_set(i + 1, reply_to_lua(lua, item, resp3)?)?;
+        push_reply(state, item, resp3);
+        ffi::lua_rawseti(state, -2, i as ffi::lua_Integer + 1);
     }
-    Ok(Value::Table(t))
+}
+
+unsafe fn push_bytes(state: *mut ffi::lua_State, b: &[u8]) {
+    ffi::lua_pushlstring(state, b.as_ptr().cast(), b.len());
+}
+
+/// A size hint for lua_createtable (only a hint: past c_int it is 0).
+fn c_len(n: usize) -> c_int {
+    c_int::try_from(n).unwrap_or(0)
 }
 
 /// A script's return value as the reply its caller gets.

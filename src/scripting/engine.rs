@@ -9,7 +9,7 @@
 //! next one sees. Libraries are read-only proxies of the real ones.
 
 use super::convert;
-use super::redis_api::{call, log, pcall, setresp, sha1hex};
+use super::redis_api::{create_call, log, setresp, sha1hex};
 use super::sandbox::{guarded_rawset, guarded_setmetatable, random, SETUP};
 use super::{bit, cjson, cmsgpack, lstruct, Call, Running, ScriptMeta};
 use crate::commands::Ctx;
@@ -104,8 +104,8 @@ impl Vm {
         )?;
         lua.set_memory_limit(MEMORY_LIMIT)?;
         let imp = lua.create_table()?;
-        imp.set("pcall", lua.create_function(pcall)?)?;
-        imp.set("call", lua.create_function(call)?)?;
+        imp.set("pcall", create_call(&lua, true)?)?;
+        imp.set("call", create_call(&lua, false)?)?;
         imp.set("sha1hex", lua.create_function(sha1hex)?)?;
         imp.set("log", lua.create_function(log)?)?;
         imp.set("setresp", lua.create_function(setresp)?)?;

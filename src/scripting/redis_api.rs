@@ -1,60 +1,169 @@
 //! The `redis` table's Rust side: redis.call / redis.pcall (through the command table
 //! the network uses), sha1hex, log, setresp.
 
-use super::convert::{self, err_table};
+use super::convert;
 use super::engine::*;
 use super::numfmt;
 use crate::commands::{self, table::flags};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
-use mlua::{Lua, Value, Variadic};
+use mlua::{ffi, Function, Lua, Value, Variadic};
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 
-/// Lua arguments of redis.call as command arguments: strings as bytes, numbers as
-/// Redis prints them (`%.17g`, so 15000 is "15000").
-pub(super) fn script_args(args: &[Value]) -> Result<Vec<Bytes>, &'static str> {
-    if args.is_empty() {
+/// redis.call (`protected` false) or redis.pcall (true) as a Lua C function.
+///
+/// They are written on Lua's C API rather than as mlua callbacks: through mlua every
+/// call collected its arguments as `Value`s (a registry reference per string), boxed
+/// the callback under a protected call and built the reply through the safe API, about
+/// 5,500 instructions of each redis.call (callgrind, compare-and-delete EVALSHA).
+///
+/// Upvalue 1 is `fail`, an mlua function that raises (or resumes a panic) for us; see
+/// `lua_command`.
+pub(super) fn create_call(lua: &Lua, protected: bool) -> mlua::Result<Function> {
+    with_fail(lua, if protected { raw_pcall } else { raw_call })
+}
+
+/// `raw` as a Lua function whose upvalue 1 is `fail`: the mlua function that raises
+/// the `Failure` left in `PENDING` (mlua turns a Rust error or panic into a Lua error
+/// without skipping anything that needs dropping).
+fn with_fail(lua: &Lua, raw: ffi::lua_CFunction) -> mlua::Result<Function> {
+    let fail = lua.create_function(|_, ()| -> mlua::Result<()> {
+        match PENDING.with(|p| p.take()) {
+            Some(Failure::Raise(text)) => Err(raise_reply(text)),
+            Some(Failure::Panic(payload)) => std::panic::resume_unwind(payload),
+            None => Err(raise_reply("ERR redis.call failed")),
+        }
+    })?;
+    // SAFETY: `exec_raw` pushes `fail` and gives 3 free slots; the closure takes it as
+    // its upvalue and leaves the new function as the one result.
+    unsafe { lua.exec_raw::<Function>(fail, |state| ffi::lua_pushcclosure(state, raw, 1)) }
+}
+
+/// Why a redis.call did not return: handed to `fail` through this slot, because a Lua
+/// error must not be raised (a longjmp) past Rust values that still need dropping.
+enum Failure {
+    /// An error reply or a refusal: raised as the script error Redis gives.
+    Raise(String),
+    /// A panic in a command: mlua carries it out of Lua and `Scripts::run` catches it.
+    Panic(Box<dyn std::any::Any + Send>),
+}
+
+thread_local! {
+    static PENDING: Cell<Option<Failure>> = const { Cell::new(None) };
+}
+
+unsafe extern "C-unwind" fn raw_call(state: *mut ffi::lua_State) -> c_int {
+    finish(state, pushed_or_failed(state, false, from_stack))
+}
+
+unsafe extern "C-unwind" fn raw_pcall(state: *mut ffi::lua_State) -> c_int {
+    finish(state, pushed_or_failed(state, true, from_stack))
+}
+
+/// The command named by the function's arguments, run for the script.
+unsafe fn from_stack(lua: &Lua, state: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
+    match script_args(state) {
+        Ok(argv) => command(lua, &argv),
+        Err(text) => Err(text.to_string()),
+    }
+}
+
+/// Returns the number of results pushed, or calls `fail` (upvalue 1), which raises.
+///
+/// # Safety
+/// Called from a C function made by `with_fail`. This frame holds only plain values
+/// (everything owned lived and died in `pushed_or_failed`), so the longjmp of the
+/// raise skips no destructor.
+unsafe fn finish(state: *mut ffi::lua_State, results: Option<c_int>) -> c_int {
+    if let Some(results) = results {
+        return results;
+    }
+    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_call(state, 0, 0);
+    0
+}
+
+/// Runs `run` and pushes what the script gets: Some(number of results). Or leaves a
+/// `Failure` in `PENDING`: None. redis.pcall (`protected`) gets an error reply or a
+/// refusal as `{err=...}`; redis.call raises them.
+#[inline(never)]
+unsafe fn pushed_or_failed(
+    state: *mut ffi::lua_State,
+    protected: bool,
+    run: unsafe fn(&Lua, *mut ffi::lua_State) -> Result<(Reply, bool), String>,
+) -> Option<c_int> {
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let lua = Lua::get_or_init_from_ptr(state);
+        let push = |f: &dyn Fn()| {
+            // With the memory limit lifted no allocation raises (see `unlimited`), and
+            // `convert` checks the stack before it grows it.
+            unlimited(lua, f);
+            Ok(1)
+        };
+        match run(lua, state) {
+            Ok((Reply::Error(e), _)) if !protected => {
+                Err(String::from_utf8_lossy(convert::trim_crlf(&e)).into_owned())
+            }
+            Ok((r, resp3)) => push(&|| convert::push_reply(state, &r, resp3)),
+            Err(text) if protected => push(&|| convert::push_error(state, text.as_bytes())),
+            Err(text) => Err(text),
+        }
+    }));
+    let failure = match outcome {
+        Ok(Ok(results)) => return Some(results),
+        Ok(Err(text)) => Failure::Raise(text),
+        Err(payload) => Failure::Panic(payload),
+    };
+    PENDING.with(|p| p.set(Some(failure)));
+    None
+}
+
+/// The arguments of redis.call as command arguments: strings as bytes, numbers as
+/// Redis prints them (`number_arg`).
+///
+/// # Safety
+/// `state` is inside a C function call (its arguments are the stack).
+unsafe fn script_args(state: *mut ffi::lua_State) -> Result<Vec<Bytes>, &'static str> {
+    let n = ffi::lua_gettop(state);
+    if n == 0 {
         return Err("ERR Please specify at least one argument for this redis lib call");
     }
-    args.iter()
-        .map(|v| match v {
-            Value::String(s) => Ok(Bytes::copy_from_slice(&s.as_bytes())),
-            Value::Integer(i) => Ok(Bytes::from(itoa::Buffer::new().format(*i).to_owned())),
-            Value::Number(n) => Ok(Bytes::from(numfmt::fmt_g(*n, 17))),
-            _ => Err("ERR Lua redis lib command arguments must be strings or integers"),
-        })
-        .collect()
+    let mut argv = Vec::with_capacity(n as usize);
+    for i in 1..=n {
+        let arg = match ffi::lua_type(state, i) {
+            ffi::LUA_TSTRING => {
+                let mut len = 0;
+                let p = ffi::lua_tolstring(state, i, &mut len);
+                Bytes::copy_from_slice(std::slice::from_raw_parts(p.cast::<u8>(), len))
+            }
+            ffi::LUA_TNUMBER => number_arg(ffi::lua_tonumber(state, i)),
+            _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
+        };
+        argv.push(arg);
+    }
+    Ok(argv)
 }
 
-/// redis.pcall: an error comes back as `{err=...}`.
-pub(super) fn pcall(lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
-    match command(lua, &args)? {
-        Ok(r) => unlimited(lua, || convert::reply_to_lua(lua, &r.0, r.1)),
-        Err(text) => unlimited(lua, || err_table(lua, text.as_bytes())),
+/// A Lua number as a command argument: `%.17g`, as Redis's luaArgsToRedisArgv, so
+/// 15000 is "15000", 0.1 is "0.10000000000000001" and 1e17 is "1e+17". Integers
+/// below 1e17 print all their digits under `%.17g`, so they skip the float formatter.
+fn number_arg(n: f64) -> Bytes {
+    if n.fract() == 0.0 && n.abs() < 1e17 && !(n == 0.0 && n.is_sign_negative()) {
+        Bytes::from(itoa::Buffer::new().format(n as i64).to_owned())
+    } else {
+        Bytes::from(numfmt::fmt_g(n, 17))
     }
 }
 
-/// redis.call: an error is raised (and ends the script unless caught).
-pub(super) fn call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
-    match command(lua, &args)? {
-        Ok((Reply::Error(e), _)) => Err(raise_reply(
-            String::from_utf8_lossy(convert::trim_crlf(&e)).into_owned(),
-        )),
-        Ok((r, resp3)) => unlimited(lua, || convert::reply_to_lua(lua, &r, resp3)),
-        Err(text) => Err(raise_reply(text)),
-    }
-}
-
-/// Runs one command through `commands::execute`, the path the network uses. Returns
+/// Runs one command through `commands::run`, the path the network uses. Returns
 /// the reply and whether the script asked for RESP3, or the text of a script-level
 /// refusal (bad arguments, unknown command...).
-pub(super) fn command(lua: &Lua, args: &[Value]) -> mlua::Result<Result<(Reply, bool), String>> {
-    let argv = match script_args(args) {
-        Ok(a) => a,
-        Err(msg) => return Ok(Err(msg.into())),
-    };
+fn command(lua: &Lua, argv: &[Bytes]) -> Result<(Reply, bool), String> {
     let Some(spec) = commands::lookup(&argv[0]) else {
-        return Ok(Err("ERR Unknown Redis command called from script".into()));
+        return Err("ERR Unknown Redis command called from script".into());
     };
     let n = argv.len() as i32;
     let arity_ok = if spec.arity >= 0 {
@@ -63,38 +172,32 @@ pub(super) fn command(lua: &Lua, args: &[Value]) -> mlua::Result<Result<(Reply, 
         n >= -spec.arity
     };
     if !arity_ok {
-        return Ok(Err(
-            "ERR Wrong number of args calling Redis command from script".into(),
-        ));
+        return Err("ERR Wrong number of args calling Redis command from script".into());
     }
     let Some(slot) = lua.app_data_ref::<RunSlot>() else {
-        return Ok(Err(
-            "ERR redis.call is only available while a script runs".into()
-        ));
+        return Err("ERR redis.call is only available while a script runs".into());
     };
     // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on its
     // thread, and nothing else uses the context while Lua runs.
     let ctx = unsafe { &mut *slot.ctx };
     // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
     if let Err(Reply::Error(e)) =
-        commands::acl::check(ctx, spec, &argv, commands::acl::Context::Script)
+        commands::acl::check(ctx, spec, argv, commands::acl::Context::Script)
     {
-        return Ok(Err(String::from_utf8_lossy(&e).into_owned()));
+        return Err(String::from_utf8_lossy(&e).into_owned());
     }
     if slot.read_only && spec.flags & flags::WRITE != 0 {
-        return Ok(Err(
-            "ERR Write commands are not allowed from read-only scripts.".into(),
-        ));
+        return Err("ERR Write commands are not allowed from read-only scripts.".into());
     }
     if spec.flags & flags::DENYOOM != 0 && slot.running.refuses_oom() {
-        return Ok(Err(errors::OOM.into()));
+        return Err(errors::OOM.into());
     }
     // Looked up and arity-checked above: straight to the command's run.
-    let reply = commands::run(ctx, spec, &argv);
+    let reply = commands::run(ctx, spec, argv);
     if spec.flags & flags::WRITE != 0 && !reply.is_error() {
         slot.running.wrote.store(true, Ordering::SeqCst);
     }
-    Ok(Ok((reply, slot.resp3)))
+    Ok((reply, slot.resp3))
 }
 
 pub(super) fn sha1hex(lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
@@ -156,4 +259,81 @@ pub(super) fn setresp(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
         slot.resp3 = resp3;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe fn panics(_: &Lua, _: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
+        panic!("a command panicked")
+    }
+
+    unsafe fn error_reply(_: &Lua, _: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
+        Ok((Reply::error("WRONGTYPE bad\r\n"), false))
+    }
+
+    unsafe extern "C-unwind" fn call_panics(state: *mut ffi::lua_State) -> c_int {
+        finish(state, pushed_or_failed(state, false, panics))
+    }
+
+    unsafe extern "C-unwind" fn call_error(state: *mut ffi::lua_State) -> c_int {
+        finish(state, pushed_or_failed(state, false, error_reply))
+    }
+
+    unsafe extern "C-unwind" fn pcall_error(state: *mut ffi::lua_State) -> c_int {
+        finish(state, pushed_or_failed(state, true, error_reply))
+    }
+
+    /// A panic inside a command leaves Lua as a panic the caller of the script sees
+    /// (`Scripts::run` catches it and drops the VM), not as an abort or a Lua error.
+    #[test]
+    fn a_panic_in_a_command_reaches_the_script_caller() {
+        let lua = Lua::new();
+        let f = with_fail(&lua, call_panics).unwrap();
+        let wrapper: Function = lua
+            .load("local f = ... return function() return f() end")
+            .call(f)
+            .unwrap();
+        let caught = std::panic::catch_unwind(AssertUnwindSafe(|| wrapper.call::<()>(())));
+        let payload = caught.expect_err("the panic comes through");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a command panicked"));
+        assert!(PENDING.with(|p| p.take()).is_none());
+    }
+
+    /// redis.call raises an error reply (as the script error Redis gives, CRLF
+    /// trimmed); redis.pcall returns it as `{err=...}`; the state stays usable.
+    #[test]
+    fn error_replies_raise_from_call_and_return_from_pcall() {
+        let lua = Lua::new();
+        let call = with_fail(&lua, call_error).unwrap();
+        for _ in 0..3 {
+            let e = call.call::<()>(()).expect_err("raises");
+            match find_script_error(&e) {
+                Some(ScriptError::Reply(text)) => assert_eq!(text, "WRONGTYPE bad"),
+                other => panic!("{other:?} from {e}"),
+            }
+        }
+        let pcall = with_fail(&lua, pcall_error).unwrap();
+        let t: mlua::Table = pcall.call(()).unwrap();
+        assert_eq!(t.get::<String>("err").unwrap(), "WRONGTYPE bad");
+        assert_eq!(lua.load("return 1 + 1").eval::<i64>().unwrap(), 2);
+    }
+
+    #[test]
+    fn numbers_are_printed_as_redis_prints_them() {
+        for (n, text) in [
+            (15000.0, "15000"),
+            (-3.0, "-3"),
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (0.1, "0.10000000000000001"),
+            (1e17, "1e+17"),
+            (99999999999999984.0, "99999999999999984"),
+            (9.223372036854775808e18, "9.2233720368547758e+18"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(&number_arg(n)[..], text.as_bytes(), "{n}");
+        }
+    }
 }
