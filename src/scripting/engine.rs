@@ -45,9 +45,6 @@ pub(super) const VERSION: &str = crate::commands::connection::REDIS_VERSION;
 
 pub struct Vm {
     lua: Lua,
-    /// The allowed globals a script reads through its environment; KEYS and ARGV
-    /// are set here for each run.
-    globals: Table,
     /// The (empty, read-only) environment of every user function.
     env: Table,
     /// Lua: `function(f) return xpcall(f, handler) end`.
@@ -62,7 +59,17 @@ pub struct Vm {
     free_slots: Vec<i64>,
     /// The highest slot handed out.
     slots_used: i64,
+    /// The main Lua state and a registry reference to the allowed globals a script
+    /// reads through its environment (KEYS and ARGV are set there for each run, by
+    /// `set_keys_argv`, on the raw stack outside any mlua call).
+    state: *mut ffi::lua_State,
+    globals_ref: c_int,
 }
+
+// SAFETY: `state` is the main state of `lua`, which is Send (mlua's "send" feature);
+// it is used only through `&mut self`, by the thread that holds the Vm, between mlua
+// calls, and it dies with `lua`.
+unsafe impl Send for Vm {}
 
 struct Compiled {
     slot: i64,
@@ -163,8 +170,18 @@ impl Vm {
                 Ok(VmState::Continue)
             },
         )?;
+        let mut raw = (std::ptr::null_mut(), 0);
+        // SAFETY: `exec_raw` runs on the main state (no script runs yet) with `globals`
+        // pushed; luaL_ref pops it into the registry, which keeps it for the VM's life.
+        unsafe {
+            lua.exec_raw::<()>(&globals, |state| {
+                raw = (state, ffi::luaL_ref(state, ffi::LUA_REGISTRYINDEX));
+            })?;
+        }
+        let (state, globals_ref) = raw;
         Ok(Vm {
-            globals,
+            state,
+            globals_ref,
             env: parts.get("G")?,
             runner: parts.get("run")?,
             functions: lua.create_table()?,
@@ -297,9 +314,13 @@ impl Vm {
         running: Arc<Running>,
     ) -> Reply {
         let lua = &self.lua;
-        let set_args = || set_keys_argv(lua, &self.globals, call.keys, call.argv);
-        if let Err(e) = call.globals.then(|| unlimited(lua, set_args)).transpose() {
-            return Reply::error(format!("ERR Error running script: {}", error_text(&e)));
+        if call.globals {
+            // SAFETY: no mlua call is running (we are between runs, on the thread that
+            // owns the VM), `state` is the main state and `globals_ref` holds globals.
+            let set = || unsafe { set_keys_argv(self.state, self.globals_ref, call.keys, call.argv) };
+            if !unlimited(lua, set) {
+                return Reply::error("ERR Error running script: Lua stack overflow");
+            }
         }
         lua.set_app_data(RunSlot {
             ctx: (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>(),
@@ -350,9 +371,15 @@ pub(super) fn unlimited<R>(lua: &Lua, f: impl FnOnce() -> R) -> R {
 }
 
 /// Sets `KEYS` and `ARGV` in `globals` to arrays of `keys` and `argv`, with Lua's C
-/// API inside one protected call. Through mlua's safe API every string and every
-/// `raw_set` takes and drops a registry reference: that was 5,900 of the 24,000
-/// instructions of a compare-and-delete EVALSHA (callgrind).
+/// API straight on the main state. Through mlua's safe API every string and every
+/// `raw_set` took and dropped a registry reference (5,900 of the 24,000 instructions
+/// of a compare-and-delete EVALSHA), and `exec_raw` made a protected call with a fresh
+/// C closure for each run (another ~1,500).
+///
+/// No protected call is needed: it runs with the memory limit lifted (`unlimited`),
+/// so no allocation raises (mlua calls the API unprotected in that state too), and
+/// raw sets with string and integer keys raise nothing else. Returns false, having
+/// changed nothing, if the stack cannot grow.
 ///
 /// The previous run's table is refilled when it has as many items as this run needs
 /// and the script left it a plain array (no metatable, no key past its length): what
@@ -362,37 +389,42 @@ pub(super) fn unlimited<R>(lua: &Lua, f: impl FnOnce() -> R) -> R {
 /// nobody sees the refill. Anything else (another count, a field set on KEYS, a
 /// metatable) gets a new table.
 ///
-/// Called with the memory limit lifted (`unlimited`), so no allocation here raises.
-fn set_keys_argv(lua: &Lua, globals: &Table, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<()> {
-    // SAFETY: `exec_raw` pushes `globals` (index 1) and runs the closure under
-    // lua_pcall with 3 free stack slots; the closure uses at most 3 (name, table,
-    // value) and owns nothing that needs dropping, so even a Lua error unwinding
-    // through it would skip no destructor. lua_next is only given a key the table
-    // holds (nil, or its length, whose value is non-nil by definition). Indices fit
-    // c_int: a request has at most 1M arguments (protocol::decode bounds the count).
-    unsafe {
-        lua.exec_raw::<()>(globals, |state| {
-            for (name, items) in [(c"KEYS", keys), (c"ARGV", argv)] {
-                ffi::lua_pushstring(state, name.as_ptr());
-                ffi::lua_pushvalue(state, -1);
-                ffi::lua_rawget(state, 1);
-                // stack: 2 name, 3 previous value
-                if reusable_array(state) != Some(items.len()) {
-                    // As Redis's luaCreateArray: an empty table filled in order, so
-                    // its array part grows as Redis's does (`#` of a table with holes
-                    // depends on that size).
-                    ffi::lua_settop(state, 2);
-                    ffi::lua_createtable(state, 0, 0);
-                }
-                for (i, item) in items.iter().enumerate() {
-                    ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
-                    ffi::lua_rawseti_(state, 3, i as c_int + 1);
-                }
-                ffi::lua_rawset(state, 1);
-            }
-            ffi::lua_settop(state, 0);
-        })
+/// # Safety
+/// `state` is the VM's main state with no mlua call running on it, `globals_ref` a
+/// registry reference to the globals table, and the memory limit is lifted. Indices
+/// fit c_int: a request has at most 1M arguments (protocol::decode bounds the count).
+unsafe fn set_keys_argv(
+    state: *mut ffi::lua_State,
+    globals_ref: c_int,
+    keys: &[Bytes],
+    argv: &[Bytes],
+) -> bool {
+    // globals, a name, a table, a value; reusable_array needs 2 above the table.
+    if ffi::lua_checkstack(state, 5) == 0 {
+        return false;
     }
+    let top = ffi::lua_gettop(state);
+    ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, globals_ref);
+    let globals = top + 1;
+    for (name, items) in [(c"KEYS", keys), (c"ARGV", argv)] {
+        ffi::lua_pushstring(state, name.as_ptr());
+        ffi::lua_pushvalue(state, -1);
+        ffi::lua_rawget(state, globals);
+        // stack: name, previous value
+        if reusable_array(state) != Some(items.len()) {
+            // As Redis's luaCreateArray: an empty table filled in order, so its array
+            // part grows as Redis's does (`#` of a table with holes depends on it).
+            ffi::lua_settop(state, globals + 1);
+            ffi::lua_createtable(state, 0, 0);
+        }
+        for (i, item) in items.iter().enumerate() {
+            ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+            ffi::lua_rawseti_(state, globals + 2, i as c_int + 1);
+        }
+        ffi::lua_rawset(state, globals);
+    }
+    ffi::lua_settop(state, top);
+    true
 }
 
 /// The length of the table on top of the stack if it is a plain array (no metatable,
