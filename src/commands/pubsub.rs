@@ -43,6 +43,12 @@ impl Subscriber {
         (Arc::new(sub), rx)
     }
 
+    /// Whether a message is queued (or being queued) for the connection: `deliver`
+    /// counts a message before it sends it.
+    pub fn has_queued(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) > 0
+    }
+
     /// Called by the connection as it takes a message out of its queue.
     pub fn taken(&self, msg: &Message) {
         self.queued.fetch_sub(msg.size, Ordering::Relaxed);
@@ -77,6 +83,13 @@ pub struct ClientSubs {
     pub patterns: HashSet<Bytes>,
     /// Set by the connection (scripts and other callers without a socket have none).
     pub handle: Option<Arc<Subscriber>>,
+}
+
+impl ClientSubs {
+    /// Subscribed to anything: only then can a PUBLISH reach this connection.
+    pub fn any(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
 }
 
 type Subscribers = BTreeMap<u64, Arc<Subscriber>>;

@@ -180,8 +180,11 @@ async fn run<S: Stream>(
         }
         let input_full = paused && rbuf.len() > PAUSED_INPUT_LIMIT;
         let can_read = !eof && !input_full;
-        // One wait per turn, on one task wake-up: the socket, the pub/sub queue (not
-        // while paused: a stopped process sends nothing) and the wake slot (a kill, a
+        // The pub/sub queue can only fill while subscribed (a message sent before an
+        // UNSUBSCRIBE may still be queued); most connections never look at it.
+        let listening = !paused && (client.pubsub.any() || subscriber.has_queued());
+        // One wait per turn, on one task wake-up: the socket, the pub/sub queue (when
+        // listening; not while paused: a stopped process sends nothing) and the wake slot (a kill, a
         // change of the node's network state). Nothing is built or registered with
         // anything shared by other connections.
         let event = {
@@ -198,7 +201,7 @@ async fn run<S: Stream>(
                 if let Poll::Ready(n) = read.as_mut().poll(cx) {
                     return Poll::Ready(Event::Read(n));
                 }
-                if !paused {
+                if listening {
                     if let Poll::Ready(Some(msg)) = messages.poll_recv(cx) {
                         return Poll::Ready(Event::Message(msg));
                     }
@@ -291,7 +294,7 @@ fn take_messages(
     proto: u8,
     wbuf: &mut BytesMut,
 ) {
-    while wbuf.len() < PUSH_BATCH {
+    while subscriber.has_queued() && wbuf.len() < PUSH_BATCH {
         let Ok(msg) = messages.try_recv() else {
             return;
         };
