@@ -37,6 +37,7 @@ const VALUED: &[&str] = &[
     "tls-ca-cert-file",
     "tls-auth-clients",
     "maxmemory",
+    "threads",
 ];
 
 /// A line the file cannot mean.

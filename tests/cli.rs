@@ -26,11 +26,16 @@ fn help_describes_the_flags() {
 
 #[test]
 fn a_node_answers_ping_and_stops_on_sigterm() {
-    let mut node = Node::spawn(&["--restart-delay", "0", "--log", "warn"]);
-    node.signal("-TERM");
-    let status = node.wait_exit();
-    assert!(status.success(), "{status:?}");
-    assert!(TcpStream::connect(node.addr()).is_err());
+    // The default worker count, and one worker, and three.
+    for threads in [None, Some("1"), Some("3")] {
+        let mut args = vec!["--restart-delay", "0", "--log", "warn"];
+        args.extend(threads.map(|t| ["--threads", t]).into_iter().flatten());
+        let mut node = Node::spawn(&args);
+        node.signal("-TERM");
+        let status = node.wait_exit();
+        assert!(status.success(), "{threads:?}: {status:?}");
+        assert!(TcpStream::connect(node.addr()).is_err());
+    }
 }
 
 #[test]
@@ -111,6 +116,7 @@ fn bad_usage_exits_64_everywhere_and_help_exits_0() {
         &["lock", "--ttl", "10s"][..],
         &["cluster", "--port", "7000"][..],
         &["--max-ttl", "5d"][..],
+        &["--threads", "0"][..],
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{args:?}");
@@ -146,7 +152,7 @@ fn a_config_file_in_redis_format_sets_flags_and_the_command_line_wins() {
     let conf = dir.join("redlockd.conf");
     std::fs::write(
         &conf,
-        "# lock node\nport 0\nmax-ttl 10s\nrestart-delay \"5s\"\n",
+        "# lock node\nport 0\nmax-ttl 10s\nrestart-delay \"5s\"\nthreads 2\n",
     )
     .unwrap();
     // The file's values are used: they are refused together at startup.

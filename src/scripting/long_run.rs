@@ -28,7 +28,10 @@
 //!   `LEAVE_AFTER` and spawns an empty task from outside the runtime: tokio then wakes a
 //!   parked worker, which takes the I/O driver when it next parks. This covers a script
 //!   stuck in one C call (no hook runs there) and the first millisecond of every script.
-//!   It needs a second worker: the binary runs at least two.
+//!   It needs a second worker. With one (`--threads 1`, the default on two cores), a
+//!   script stuck in one C call holds all I/O until the call returns, as Redis does;
+//!   the calls that run long without the hook (the pattern matcher calls it) are
+//!   bounded by the script's memory limit.
 //! - `tick` (from the hook), past `LEAVE_AFTER`, leaves the worker: `block_in_place`
 //!   offers the core to another thread, then a probe task is spawned from this thread.
 //!   If this thread still held a core, the probe would sit in its unstealable LIFO slot

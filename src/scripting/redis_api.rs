@@ -86,6 +86,10 @@ unsafe fn finish(state: *mut ffi::lua_State, results: Option<c_int>) -> c_int {
     0
 }
 
+/// Runs the command for a script: its reply and whether the script asked for RESP3,
+/// or the text of a refusal.
+type RunCommand = unsafe fn(&Lua, *mut ffi::lua_State) -> Result<(Reply, bool), String>;
+
 /// Runs `run` and pushes what the script gets: Some(number of results). Or leaves a
 /// `Failure` in `PENDING`: None. redis.pcall (`protected`) gets an error reply or a
 /// refusal as `{err=...}`; redis.call raises them.
@@ -93,7 +97,7 @@ unsafe fn finish(state: *mut ffi::lua_State, results: Option<c_int>) -> c_int {
 unsafe fn pushed_or_failed(
     state: *mut ffi::lua_State,
     protected: bool,
-    run: unsafe fn(&Lua, *mut ffi::lua_State) -> Result<(Reply, bool), String>,
+    run: RunCommand,
 ) -> Option<c_int> {
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let lua = Lua::get_or_init_from_ptr(state);
@@ -330,7 +334,7 @@ mod tests {
             (0.1, "0.10000000000000001"),
             (1e17, "1e+17"),
             (99999999999999984.0, "99999999999999984"),
-            (9.223372036854775808e18, "9.2233720368547758e+18"),
+            (2f64.powi(63), "9.2233720368547758e+18"),
             (f64::INFINITY, "inf"),
         ] {
             assert_eq!(&number_arg(n)[..], text.as_bytes(), "{n}");
