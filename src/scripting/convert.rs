@@ -152,6 +152,15 @@ pub unsafe fn push_reply(state: *mut ffi::lua_State, r: &Reply, resp3: bool) {
     }
 }
 
+/// Whether pushing `r` (`push_reply`) may allocate Lua memory: anything but an
+/// integer, a null or a boolean (pushed as a number, nil or a boolean).
+pub fn allocates(r: &Reply) -> bool {
+    !matches!(
+        r,
+        Reply::Integer(_) | Reply::Null | Reply::NullArray | Reply::Bool(_)
+    )
+}
+
 /// `{key = text}` (status replies: `{ok = "OK"}`).
 unsafe fn single_string(state: *mut ffi::lua_State, key: &CStr, text: &[u8]) {
     ffi::lua_createtable(state, 0, 1);

@@ -107,11 +107,20 @@ unsafe fn pushed_or_failed(
             unlimited(lua, f);
             Ok(1)
         };
+        // Numbers, booleans and nil take a stack slot a C function always has, and
+        // allocate nothing: no need to lift the limit (DEL's reply, say).
+        let push_plain = |f: &dyn Fn()| {
+            f();
+            Ok(1)
+        };
         match run(lua, state) {
             Ok((Reply::Error(e), _)) if !protected => {
                 Err(String::from_utf8_lossy(convert::trim_crlf(&e)).into_owned())
             }
-            Ok((r, resp3)) => push(&|| convert::push_reply(state, &r, resp3)),
+            Ok((r, resp3)) if convert::allocates(&r) => {
+                push(&|| convert::push_reply(state, &r, resp3))
+            }
+            Ok((r, resp3)) => push_plain(&|| convert::push_reply(state, &r, resp3)),
             Err(text) if protected => push(&|| convert::push_error(state, text.as_bytes())),
             Err(text) => Err(text),
         }
