@@ -213,7 +213,7 @@ impl Vm {
     /// are filled together; eviction and SCRIPT FLUSH drop both), so a hit needs no
     /// cache lookup.
     pub fn compiled(&mut self, sha: &str) -> Option<(Function, &Arc<ScriptMeta>)> {
-        if !self.last.as_ref().is_some_and(|(last, _, _)| last == sha) {
+        if self.last.as_ref().is_none_or(|(last, _, _)| last != sha) {
             let c = self.compiled.get(sha)?;
             let f = self.functions.raw_get::<Function>(c.slot).ok()?;
             self.last = Some((sha.to_string(), f, c.meta.clone()));
