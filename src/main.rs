@@ -351,7 +351,6 @@ enum StartError {
     Other(String),
 }
 
-/// Starts one node per port and runs until a signal or SHUTDOWN stops them.
 /// Worker threads when `--threads` is not given: one per core beyond the first, at
 /// least one. Small requests are served best by one thread per busy core: on 2 cores,
 /// with the clients on the same machine, a second worker cost 7-13% more CPU per
@@ -364,6 +363,7 @@ fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
 }
 
+/// Starts one node per port and runs until a signal or SHUTDOWN stops them.
 async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
     // Registered before any node listens: a SIGTERM that arrives as soon as a node
     // answers must be a clean shutdown (snapshot), not the default handler's death.

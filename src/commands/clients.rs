@@ -80,21 +80,21 @@ impl ClientInfo {
         self.wake.wake();
     }
 
+    /// Ready once the client is killed; else registers `cx`'s waker to be woken by
+    /// the kill. Checked again after registering: a kill in between woke nobody.
+    pub fn poll_killed(&self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        if !self.killed.load(Ordering::SeqCst) {
+            self.wake.register(cx.waker());
+            if !self.killed.load(Ordering::SeqCst) {
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(())
+    }
+
     /// Resolves once the client is killed.
     pub async fn until_killed(&self) {
-        std::future::poll_fn(|cx| {
-            if self.killed.load(Ordering::SeqCst) {
-                return Poll::Ready(());
-            }
-            self.wake.register(cx.waker());
-            // Checked again after registering: a kill in between woke nobody.
-            if self.killed.load(Ordering::SeqCst) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        })
-        .await
+        std::future::poll_fn(|cx| self.poll_killed(cx)).await
     }
 }
 

@@ -51,10 +51,7 @@ pub fn trim_crlf(b: &[u8]) -> &[u8] {
 /// `state` has a free stack slot, for the result; deeper levels check for their own
 /// room. The memory limit is lifted (`engine::unlimited`), so no allocation raises.
 pub unsafe fn push_reply(state: *mut ffi::lua_State, r: &Reply, resp3: bool) {
-    let nested = !matches!(
-        r,
-        Reply::Integer(_) | Reply::Bulk(_) | Reply::Null | Reply::NullArray | Reply::Bool(_)
-    );
+    let nested = allocates(r) && !matches!(r, Reply::Bulk(_));
     // A table, a key and a value, plus the one slot the next level needs.
     if nested && ffi::lua_checkstack(state, 4) == 0 {
         ffi::lua_pushnil(state);

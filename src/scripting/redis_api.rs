@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 /// 5,500 instructions of each redis.call (callgrind, compare-and-delete EVALSHA).
 ///
 /// Upvalue 1 is `fail`, an mlua function that raises (or resumes a panic) for us; see
-/// `lua_command`.
+/// `with_fail` and `finish`.
 pub(super) fn create_call(lua: &Lua, protected: bool) -> mlua::Result<Function> {
     with_fail(lua, if protected { raw_pcall } else { raw_call })
 }
@@ -101,27 +101,25 @@ unsafe fn pushed_or_failed(
 ) -> Option<c_int> {
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let lua = Lua::get_or_init_from_ptr(state);
-        let push = |f: &dyn Fn()| {
-            // With the memory limit lifted no allocation raises (see `unlimited`), and
-            // `convert` checks the stack before it grows it.
-            unlimited(lua, f);
-            Ok(1)
-        };
-        // Numbers, booleans and nil take a stack slot a C function always has, and
-        // allocate nothing: no need to lift the limit (DEL's reply, say).
-        let push_plain = |f: &dyn Fn()| {
-            f();
+        // With the memory limit lifted no allocation raises (see `unlimited`), and
+        // `convert` checks the stack before it grows it. A reply that allocates
+        // nothing (DEL's integer, say) needs no lifting.
+        let push = |lift: bool, f: &dyn Fn()| {
+            if lift {
+                unlimited(lua, f)
+            } else {
+                f()
+            }
             Ok(1)
         };
         match run(lua, state) {
             Ok((Reply::Error(e), _)) if !protected => {
                 Err(String::from_utf8_lossy(convert::trim_crlf(&e)).into_owned())
             }
-            Ok((r, resp3)) if convert::allocates(&r) => {
-                push(&|| convert::push_reply(state, &r, resp3))
-            }
-            Ok((r, resp3)) => push_plain(&|| convert::push_reply(state, &r, resp3)),
-            Err(text) if protected => push(&|| convert::push_error(state, text.as_bytes())),
+            Ok((r, resp3)) => push(convert::allocates(&r), &|| {
+                convert::push_reply(state, &r, resp3)
+            }),
+            Err(text) if protected => push(true, &|| convert::push_error(state, text.as_bytes())),
             Err(text) => Err(text),
         }
     }));

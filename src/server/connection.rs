@@ -184,9 +184,9 @@ async fn run<S: Stream>(
         // UNSUBSCRIBE may still be queued); most connections never look at it.
         let listening = !paused && (client.pubsub.any() || subscriber.has_queued());
         // One wait per turn, on one task wake-up: the socket, the pub/sub queue (when
-        // listening; not while paused: a stopped process sends nothing) and the wake slot (a kill, a
-        // change of the node's network state). Nothing is built or registered with
-        // anything shared by other connections.
+        // listening; not while paused: a stopped process sends nothing) and the wake
+        // slot (a kill, a change of the node's network state). Nothing is built or
+        // registered with anything shared by other connections.
         let event = {
             let read = async {
                 if can_read {
@@ -329,12 +329,7 @@ async fn write_out<S: Stream>(
         if let Poll::Ready(r) = write.as_mut().poll(cx) {
             return Poll::Ready(Some(r));
         }
-        info.wake.register(cx.waker());
-        if info.killed.load(Ordering::SeqCst) {
-            Poll::Ready(None)
-        } else {
-            Poll::Pending
-        }
+        info.poll_killed(cx).map(|()| None)
     })
     .await;
     match written {
