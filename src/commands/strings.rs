@@ -62,7 +62,10 @@ impl ExpireArg {
             .ok_or_else(|| errors::invalid_expire(cmd))?;
         match self {
             ExpireArg::Relative { .. } => {
-                if ms.checked_add(ctx.shared.clock.wall_ms()).is_none() {
+                // Redis refuses a TTL that overflows when added to the wall clock. The
+                // clock is read only for a TTL that could (the wall clock is far below
+                // i64::MAX / 2): the usual SET PX reads no wall clock.
+                if ms > i64::MAX / 2 && ms.checked_add(ctx.shared.clock.wall_ms()).is_none() {
                     return Err(errors::invalid_expire(cmd));
                 }
                 ctx.deadline_after(ms)

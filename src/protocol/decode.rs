@@ -200,6 +200,47 @@ fn parse_multibulk(
     Ok(true)
 }
 
+/// Walks the complete multibulk requests at the front of `buf` without consuming
+/// them, handing `f` each one's first two arguments (the second is empty for a
+/// one-word request), until `f` says stop. Ends quietly at the first incomplete,
+/// inline or malformed request: `parse_request_into` is what answers those.
+pub fn peek_requests<'b>(buf: &'b [u8], mut f: impl FnMut(&'b [u8], &'b [u8]) -> bool) {
+    let mut at = 0;
+    while buf.get(at) == Some(&b'*') {
+        let Some(eol) = find_crlf(buf, at + 1) else {
+            return;
+        };
+        let Some(count) = parse_int(&buf[at + 1..eol]).filter(|&n| n > 0) else {
+            return;
+        };
+        let mut pos = eol + 2;
+        let mut first: [&'b [u8]; 2] = [&[], &[]];
+        for i in 0..count {
+            if buf.get(pos) != Some(&b'$') {
+                return;
+            }
+            let Some(eol) = find_crlf(buf, pos + 1) else {
+                return;
+            };
+            let Some(len) = parse_int(&buf[pos + 1..eol]).and_then(|n| usize::try_from(n).ok())
+            else {
+                return;
+            };
+            let Some(arg) = buf.get(eol + 2..eol + 2 + len) else {
+                return;
+            };
+            if i < 2 {
+                first[i as usize] = arg;
+            }
+            pos = eol + 2 + len + 2;
+        }
+        if pos > buf.len() || !f(first[0], first[1]) {
+            return;
+        }
+        at = pos;
+    }
+}
+
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > MAX_LINE {
@@ -322,6 +363,40 @@ mod tests {
     fn multibulk_is_split_into_arguments() {
         let args = parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap().unwrap();
         assert_eq!(args, vec![Bytes::from("GET"), Bytes::from("k")]);
+    }
+
+    fn peeked(input: &[u8], stop_after: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut seen = Vec::new();
+        peek_requests(input, |cmd, key| {
+            seen.push((cmd.to_vec(), key.to_vec()));
+            seen.len() < stop_after
+        });
+        seen
+    }
+
+    #[test]
+    fn peeking_sees_each_complete_request_and_consumes_nothing() {
+        let input = b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*1\r\n$4\r\nPING\r\n\
+                      *2\r\n$3\r\nGET\r\n$2\r\nbb\r\n*2\r\n$3\r\nGET\r\n$2\r\ncc";
+        let pair = |c: &str, k: &str| (c.as_bytes().to_vec(), k.as_bytes().to_vec());
+        let all = vec![pair("SET", "a"), pair("PING", ""), pair("GET", "bb")];
+        // The last request is incomplete: not seen.
+        assert_eq!(peeked(input, usize::MAX), all);
+        assert_eq!(peeked(input, 2), all[..2].to_vec());
+        // The parser still finds every request where it was.
+        let mut buf = BytesMut::from(&input[..]);
+        let first = parse_request(&mut buf, &Limits::default()).unwrap().unwrap();
+        assert_eq!(first[0], "SET");
+    }
+
+    #[test]
+    fn peeking_stops_at_what_only_the_parser_may_judge() {
+        // Inline, malformed, or an empty multibulk: nothing past it is peeked.
+        assert!(peeked(b"GET a\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n", 9).is_empty());
+        assert!(peeked(b"*2\r\n:3\r\nGET\r\n", 9).is_empty());
+        assert!(peeked(b"*0\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n", 9).is_empty());
+        assert!(peeked(b"*2\r\n$-1\r\n$3\r\nGET\r\n", 9).is_empty());
+        assert!(peeked(b"*2\r\n$9223372036854775807\r\nGET\r\n", 9).is_empty());
     }
 
     #[test]

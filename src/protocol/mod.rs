@@ -8,6 +8,6 @@ pub mod numfmt;
 mod reply;
 
 pub(crate) use decode::parse_int;
-pub use decode::{parse_request, parse_request_into, Limits, ProtocolError};
+pub use decode::{parse_request, parse_request_into, peek_requests, Limits, ProtocolError};
 pub use encode::encode;
 pub use reply::Reply;

@@ -142,6 +142,18 @@ impl Packed {
         unsafe { ptr::read_unaligned(self.0.as_ptr().add(PAYLOAD).cast::<*mut u8>()) }
     }
 
+    /// Asks the CPU to start loading the block (its header and the key's first bytes)
+    /// without waiting for it: see `Db::prefetch`.
+    #[inline]
+    pub fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint; it reads nothing and never faults.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.0.as_ptr().cast::<i8>());
+        }
+    }
+
     pub fn key(&self) -> &[u8] {
         // SAFETY: the key's bytes are inside the block, which lives as long as self.
         unsafe {
