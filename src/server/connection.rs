@@ -256,14 +256,17 @@ async fn run<S: Stream>(
 const PREFETCH_AHEAD: usize = 32;
 
 /// Pipelined requests: starts loading every request's entry before the first runs
-/// (`Db::prefetch`), so that a batch waits for memory once rather than once per key.
-/// A lone request is left alone (nothing is looked up for it): there is nothing to
-/// overlap its miss with.
+/// (`Db::prefetch_slots`), so that a batch waits for memory about once rather than
+/// once per key. A lone request is left alone (nothing is looked up for it): there is
+/// nothing to overlap its misses with.
 fn prefetch_keys(shared: &Shared, client: &ClientState, rbuf: &[u8]) {
     let db = shared.keyspace.db(client.db);
-    let prefetch = |cmd: &[u8], key: &[u8]| {
+    let mut hashes = [0u64; PREFETCH_AHEAD];
+    let mut n = 0;
+    let mut add = |cmd: &[u8], key: &[u8]| {
         if !key.is_empty() && table::lookup(cmd).is_some_and(|s| s.first_key == 1) {
-            db.prefetch(key);
+            hashes[n] = db.prefetch_slots(key);
+            n += 1;
         }
     };
     let mut first = None;
@@ -272,14 +275,17 @@ fn prefetch_keys(shared: &Shared, client: &ClientState, rbuf: &[u8]) {
         match first.take() {
             None if seen == 0 => first = Some((cmd, key)),
             Some((cmd0, key0)) => {
-                prefetch(cmd0, key0);
-                prefetch(cmd, key);
+                add(cmd0, key0);
+                add(cmd, key);
             }
-            None => prefetch(cmd, key),
+            None => add(cmd, key),
         }
         seen += 1;
         seen < PREFETCH_AHEAD
     });
+    for &hash in &hashes[..n] {
+        db.prefetch_entry(hash);
+    }
 }
 
 /// What ended a connection's wait.

@@ -1,9 +1,9 @@
 use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::packed::Packed;
+use super::table::Table;
 use super::watch::{WatchFlag, Watched};
 use super::{Entry, ValueRef};
 use bytes::Bytes;
-use hashbrown::HashTable;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::hash::{BuildHasher, DefaultHasher, Hasher};
 use std::ops::{Deref, DerefMut};
@@ -46,8 +46,6 @@ impl BuildHasher for SeededState {
 #[repr(align(64))]
 struct Shard(RwLock<Table>);
 
-type Table = HashTable<Packed>;
-
 /// A live entry, read: the shard stays read-locked while this lives.
 pub struct Ref<'a> {
     _guard: RwLockReadGuard<'a, Table>,
@@ -89,11 +87,7 @@ impl RefMut<'_> {
     /// Removes the entry (freed once its shard is unlocked).
     pub fn remove(mut self) {
         let target = self.entry.as_ptr().cast_const();
-        let gone = self
-            .guard
-            .find_entry(self.hash, |p| std::ptr::eq(p, target))
-            .ok()
-            .map(|o| o.remove().0);
+        let gone = self.guard.remove(self.hash, |p| std::ptr::eq(p, target));
         drop(self.guard);
         drop(gone);
     }
@@ -147,7 +141,7 @@ impl Db {
     pub fn new(seed: u64) -> Db {
         Db {
             hasher: SeededState(seed),
-            shards: (0..SHARDS).map(|_| Shard(RwLock::new(Table::new()))).collect(),
+            shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
             expiry: ExpiryIndex::new(SHARDS),
         }
@@ -178,10 +172,7 @@ impl Db {
     fn expire_now(&self, key: &[u8], hash: u64, now_ms: u64) {
         let gone = {
             let mut table = self.shard(hash).write();
-            table
-                .find_entry(hash, |p| p.key() == key && p.is_expired(now_ms))
-                .ok()
-                .map(|o| o.remove().0)
+            table.remove(hash, |p| p.key() == key && p.is_expired(now_ms))
         };
         if gone.is_some() {
             self.watched.touch(key, false);
@@ -205,13 +196,23 @@ impl Db {
         None
     }
 
-    /// Starts loading the heap blocks of the entries that may be `key`'s, without
-    /// waiting for them: the table's slots are read (they mostly sit in cache), the
-    /// blocks they point to are not. A pipelined batch prefetches every request's key
-    /// before running the first, so the blocks' cache misses overlap instead of
-    /// stalling one after another. Skips a shard another thread holds.
-    pub fn prefetch(&self, key: &[u8]) {
+    /// Pipelined lookups, made ahead of time so that their cache misses overlap
+    /// instead of stalling one after another (see the connection loop): call
+    /// `prefetch_slots` for every key of a batch, then `prefetch_entry` for each. The
+    /// first starts loading the table lines a lookup reads; by the time the second
+    /// reads them they have arrived, and it starts loading the entries' blocks the
+    /// slots point to. Returns the key's hash, for `prefetch_entry`. Both are hints:
+    /// they change nothing, and skip a shard another thread holds.
+    pub fn prefetch_slots(&self, key: &[u8]) -> u64 {
         let hash = self.hash(key);
+        if let Some(table) = self.shard(hash).try_read() {
+            table.prefetch(hash);
+        }
+        hash
+    }
+
+    /// See `prefetch_slots`.
+    pub fn prefetch_entry(&self, hash: u64) {
         if let Some(table) = self.shard(hash).try_read() {
             table.find(hash, |p| {
                 p.prefetch();
@@ -242,16 +243,15 @@ impl Db {
     ) -> (RwLockWriteGuard<'_, Table>, u64, Option<NonNull<Packed>>) {
         let hash = self.hash(key);
         let mut table = self.shard(hash).write();
-        let found = match table.find_entry(hash, |p| p.key() == key) {
-            Ok(o) if o.get().is_expired(now_ms) => {
+        let found = match table.find_mut(hash, |p| p.key() == key) {
+            Some(p) if p.is_expired(now_ms) => {
                 // Dropped under the lock: an expired entry here is rare (the sweeper
                 // reclaims them), and a write lock is held either way.
-                drop(o.remove());
+                drop(table.remove(hash, |p| p.key() == key));
                 self.watched.touch(key, false);
                 None
             }
-            Ok(mut o) => Some(NonNull::from(o.get_mut())),
-            Err(_) => None,
+            found => found.map(NonNull::from),
         };
         (table, hash, found)
     }
@@ -284,10 +284,7 @@ impl Db {
         let hash = self.hash(key);
         let gone = {
             let mut table = self.shard(hash).write();
-            table
-                .find_entry(hash, |p| p.key() == key)
-                .ok()
-                .map(|o| o.remove().0)
+            table.remove(hash, |p| p.key() == key)
         }?;
         self.watched.touch(key, false);
         (!gone.is_expired(now_ms)).then_some(gone)
@@ -491,10 +488,9 @@ impl Db {
                     let mut table = self.shards[shard].0.write();
                     for &(_, hash) in part {
                         let mine = |k: &[u8]| self.hash(k) == hash;
-                        while let Ok(o) =
-                            table.find_entry(hash, |p| p.is_expired(now_ms) && mine(p.key()))
+                        while let Some(p) =
+                            table.remove(hash, |p| p.is_expired(now_ms) && mine(p.key()))
                         {
-                            let (p, _) = o.remove();
                             self.watched.touch(p.key(), false);
                             gone.push(p);
                         }
@@ -653,13 +649,16 @@ mod tests {
         if let Slot::Vacant(v) = db.entry(b"k", 0) {
             v.insert(entry_with_deadline(Some(100)));
         }
-        db.prefetch(b"k");
-        db.prefetch(b"absent");
+        for key in [&b"k"[..], b"absent"] {
+            let hash = db.prefetch_slots(key);
+            db.prefetch_entry(hash);
+        }
         assert_eq!(db.get(b"k", 0).map(|e| e.deadline_ms()), Some(Some(100)));
         assert!(db.get(b"absent", 0).is_none());
         // The key's shard write-locked (here, by this thread): the hint is skipped.
         let held = db.entry(b"k", 0);
-        db.prefetch(b"k");
+        let hash = db.prefetch_slots(b"k");
+        db.prefetch_entry(hash);
         drop(held);
     }
 

@@ -6,6 +6,7 @@ mod db;
 mod expiry;
 mod packed;
 mod set;
+mod table;
 pub mod snapshot;
 mod value;
 mod watch;

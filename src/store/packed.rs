@@ -142,16 +142,9 @@ impl Packed {
         unsafe { ptr::read_unaligned(self.0.as_ptr().add(PAYLOAD).cast::<*mut u8>()) }
     }
 
-    /// Asks the CPU to start loading the block (its header and the key's first bytes)
-    /// without waiting for it: see `Db::prefetch`.
-    #[inline]
+    /// Starts loading the block (its header and the key's first bytes).
     pub fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint; it reads nothing and never faults.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.0.as_ptr().cast::<i8>());
-        }
+        super::table::prefetch(self.0.as_ptr());
     }
 
     pub fn key(&self) -> &[u8] {
