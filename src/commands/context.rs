@@ -6,7 +6,6 @@ use super::shared::Shared;
 use crate::protocol::Reply;
 use crate::store::Db;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 /// One command's view: the server, the caller, and the time the command started
 /// (a script sees one time for its whole run, as in Redis).
@@ -19,12 +18,12 @@ pub struct Ctx<'a> {
     pub in_exec: bool,
     /// The real-clock reading `now_ms` was taken from: the start of the command's
     /// duration (INFO commandstats), so a command reads the system clock once to start.
-    started: Instant,
+    started: u64,
 }
 
 impl<'a> Ctx<'a> {
     pub fn new(shared: &'a Shared, client: &'a mut ClientState) -> Ctx<'a> {
-        let started = Instant::now();
+        let started = crate::clock::mono_ns();
         Ctx {
             shared,
             client,
@@ -38,12 +37,13 @@ impl<'a> Ctx<'a> {
     /// Reads the clock again: for a command that waited (for the keyspace gate) after
     /// its context was made, so neither its time nor its duration includes the wait.
     pub fn restart_clock(&mut self) {
-        self.started = Instant::now();
+        self.started = crate::clock::mono_ns();
         self.now_ms = self.shared.clock.now_ms_at(self.started);
     }
 
-    /// When the command started on the real clock (see `started`).
-    pub(crate) fn started(&self) -> Instant {
+    /// When the command started on the real clock, in `clock::mono_ns`'s terms (see
+    /// `started`).
+    pub(crate) fn started(&self) -> u64 {
         self.started
     }
 

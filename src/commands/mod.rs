@@ -42,7 +42,6 @@ pub use table::{lookup, Spec};
 
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
-use std::time::Instant;
 use table::flags;
 
 /// What a handler returns: `Err` carries an error reply, so handlers can use `?`.
@@ -148,7 +147,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     // A network command's duration starts at the clock reading its context already
     // holds; a command called from a script or run by EXEC times itself.
     let started = if ctx.in_script || ctx.in_exec {
-        Instant::now()
+        crate::clock::mono_ns()
     } else {
         ctx.started()
     };
@@ -157,7 +156,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         Err(e) => e,
     };
     let failed = reply.is_error();
-    let usec = started.elapsed().as_micros() as u64;
+    let usec = crate::clock::mono_ns().saturating_sub(started) / 1000;
     let stats = &ctx.shared.stats;
     stats.record(spec.index, usec, failed);
     if !ctx.in_script {

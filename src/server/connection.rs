@@ -92,7 +92,9 @@ async fn run<S: Stream>(
         let paused = net_seen == NetState::Paused as u8;
         if !paused {
             shared.wait_for_turn(&info).await;
-            prefetch_keys(shared, client, &rbuf);
+            if rbuf.len() >= PREFETCH_MIN_BYTES {
+                prefetch_keys(shared, client, &rbuf);
+            }
             // Execute every complete request in the buffer, then write all replies at once.
             let mut close = false;
             // Paused (or taken down) in the middle of the batch: the rest waits.
@@ -255,35 +257,39 @@ async fn run<S: Stream>(
 /// At most this many requests of a batch have their keys prefetched ahead.
 const PREFETCH_AHEAD: usize = 32;
 
+/// A batch shorter than this is not prefetched: too few misses to overlap to pay for
+/// the extra pass (MULTI / SET / EXEC is three requests with one key).
+const PREFETCH_MIN: usize = 4;
+
+/// Input shorter than this is not even looked at for prefetching: PREFETCH_MIN keyed
+/// requests with short keys are ~100 bytes, and below that the walk over the
+/// requests costs more than it could save (one EVALSHA, or MULTI / SET / EXEC).
+const PREFETCH_MIN_BYTES: usize = 256;
+
 /// Pipelined requests: starts loading every request's entry before the first runs
 /// (`Db::prefetch_slots`), so that a batch waits for memory about once rather than
-/// once per key. A lone request is left alone (nothing is looked up for it): there is
-/// nothing to overlap its misses with.
+/// once per key.
 fn prefetch_keys(shared: &Shared, client: &ClientState, rbuf: &[u8]) {
+    let mut batch: [(&[u8], &[u8]); PREFETCH_AHEAD] = [(&[], &[]); PREFETCH_AHEAD];
+    let mut n = 0;
+    crate::protocol::peek_requests(rbuf, |cmd, key| {
+        batch[n] = (cmd, key);
+        n += 1;
+        n < PREFETCH_AHEAD
+    });
+    if n < PREFETCH_MIN {
+        return;
+    }
     let db = shared.keyspace.db(client.db);
     let mut hashes = [0u64; PREFETCH_AHEAD];
-    let mut n = 0;
-    let mut add = |cmd: &[u8], key: &[u8]| {
+    let mut keyed = 0;
+    for &(cmd, key) in &batch[..n] {
         if !key.is_empty() && table::lookup(cmd).is_some_and(|s| s.first_key == 1) {
-            hashes[n] = db.prefetch_slots(key);
-            n += 1;
+            hashes[keyed] = db.prefetch_slots(key);
+            keyed += 1;
         }
-    };
-    let mut first = None;
-    let mut seen = 0;
-    crate::protocol::peek_requests(rbuf, |cmd, key| {
-        match first.take() {
-            None if seen == 0 => first = Some((cmd, key)),
-            Some((cmd0, key0)) => {
-                add(cmd0, key0);
-                add(cmd, key);
-            }
-            None => add(cmd, key),
-        }
-        seen += 1;
-        seen < PREFETCH_AHEAD
-    });
-    for &hash in &hashes[..n] {
+    }
+    for &hash in &hashes[..keyed] {
         db.prefetch_entry(hash);
     }
 }
