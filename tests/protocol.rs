@@ -40,6 +40,52 @@ async fn pipelined_mixed_commands_reply_in_order() {
     h.shutdown().await;
 }
 
+/// Pipelined batches big enough to be prefetched and to have their write deferred
+/// behind other ready connections (server/connection.rs), from several clients at
+/// once, each in its own database: every reply is right and in order.
+#[tokio::test]
+async fn concurrent_pipelined_batches_across_databases_reply_right_and_in_order() {
+    let h = start().await;
+    let mut tasks = Vec::new();
+    for client in 0..6 {
+        let mut c = Raw::to(&h).await;
+        tasks.push(tokio::spawn(async move {
+            let db = client.to_string();
+            for round in 0..40 {
+                let key = format!("lock:{client}:{round}:{}", "x".repeat(40));
+                let mut batch = resp(&["SELECT", &db]);
+                batch.extend(resp(&["SET", &key, &db, "NX", "PX", "30000"]));
+                batch.extend(resp(&["SET", &key, "other", "NX", "PX", "30000"]));
+                batch.extend(resp(&["GET", &key]));
+                batch.extend(resp(&["DEL", &key, "absent"]));
+                batch.extend(resp(&["GET", &key]));
+                batch.extend(resp(&["SET", &key, "again", "PX", "30000"]));
+                assert!(batch.len() >= 256);
+                c.send(&batch).await;
+                assert_eq!(c.reply().await, OK);
+                assert_eq!(c.reply().await, OK);
+                assert_eq!(c.reply().await, NIL);
+                assert_eq!(c.reply().await, bulk(&db));
+                assert_eq!(c.reply().await, int(1));
+                assert_eq!(c.reply().await, NIL);
+                assert_eq!(c.reply().await, OK);
+            }
+            c
+        }));
+    }
+    let mut clients = Vec::new();
+    for t in tasks {
+        clients.push(t.await.unwrap());
+    }
+    // Each database holds its own client's 40 keys, no other.
+    let c = &mut clients[0];
+    for client in 0..6 {
+        assert_eq!(c.cmd(&["SELECT", &client.to_string()]).await, OK);
+        assert_eq!(c.cmd(&["DBSIZE"]).await, int(40));
+    }
+    h.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_request_split_across_writes_is_reassembled() {
     let h = start().await;

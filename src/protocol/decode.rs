@@ -399,6 +399,60 @@ mod tests {
         assert!(peeked(b"*2\r\n$9223372036854775807\r\nGET\r\n", 9).is_empty());
     }
 
+    /// Peeking and parsing agree: on thousands of pipelines with random damage, the
+    /// requests `peek_requests` sees are the ones the parser takes off the buffer,
+    /// in order, up to where either stops (the peek is laxer about a malformed
+    /// frame, and stops at inline and empty requests, which it leaves to the parser).
+    #[test]
+    fn peeking_agrees_with_the_parser_on_damaged_pipelines() {
+        use rand::{rngs::SmallRng, Rng, SeedableRng};
+        let mut rng = SmallRng::seed_from_u64(14);
+        let pieces: [&[u8]; 5] = [
+            b"*3\r\n$3\r\nSET\r\n$5\r\nlock1\r\n$2\r\nv1\r\n",
+            b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n",
+            b"*1\r\n$4\r\nPING\r\n",
+            b"*0\r\n",
+            b"GET inline\r\n",
+        ];
+        for _ in 0..5000 {
+            let mut input = Vec::new();
+            for _ in 0..rng.random_range(1..6) {
+                input.extend_from_slice(pieces[rng.random_range(0..pieces.len())]);
+            }
+            for _ in 0..rng.random_range(0..3) {
+                let at = rng.random_range(0..input.len());
+                input[at] = b"*$\r\n0139-x"[rng.random_range(0..10)];
+            }
+            input.truncate(rng.random_range(0..=input.len()));
+            let peeked = peeked(&input, usize::MAX);
+            let mut buf = BytesMut::from(&input[..]);
+            let mut parsed = Vec::new();
+            let mut args = Vec::new();
+            let limits = Limits::default();
+            let incomplete = loop {
+                if buf.first() != Some(&b'*') {
+                    break false;
+                }
+                match parse_request_into(&mut buf, &limits, &mut args) {
+                    Ok(true) if !args.is_empty() => {
+                        let key = args.get(1).map_or(Vec::new(), |k| k.to_vec());
+                        parsed.push((args[0].to_vec(), key));
+                    }
+                    Ok(true) => break false,
+                    Ok(false) => break true,
+                    Err(_) => break false,
+                }
+            };
+            let agreed = peeked.len().min(parsed.len());
+            assert_eq!(peeked[..agreed], parsed[..agreed], "input {input:?}");
+            if incomplete {
+                assert_eq!(peeked.len(), parsed.len(), "input {input:?}");
+            } else {
+                assert!(peeked.len() >= parsed.len(), "input {input:?}");
+            }
+        }
+    }
+
     #[test]
     fn partial_multibulk_waits_for_more() {
         assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r").unwrap(), None);
