@@ -21,6 +21,7 @@ use mlua::{
 use std::ffi::c_int;
 use parking_lot::Mutex;
 use rand::SeedableRng;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -85,26 +86,51 @@ struct Compiled {
 /// code (Redis allows 500 ms), so a library that loops cannot hang the server.
 pub(super) struct LoadDeadline(pub(super) std::time::Instant);
 
-/// What redis.call needs during a run, stored in the VM's app data for the run only.
+/// What redis.call needs during a run: the run in progress on this thread, found
+/// through a thread-local pointer (`RunSlot::with`). It was mlua app data, which cost
+/// a boxed insert, a removal and a map lookup per use: ~800 of a compare-and-delete
+/// EVALSHA's instructions.
 pub(super) struct RunSlot {
     /// The caller's context. SAFETY: set by `Vm::execute` from a `&mut Ctx` that
-    /// outlives the run and removed (SlotGuard) before `execute` returns; Lua callbacks
+    /// outlives the run, and unset (SlotGuard) before `execute` returns; Lua callbacks
     /// run only inside that window, on the thread that owns the `&mut`.
     pub(super) ctx: *mut Ctx<'static>,
-    pub(super) resp3: bool,
+    /// redis.setresp's choice.
+    pub(super) resp3: Cell<bool>,
     pub(super) read_only: bool,
     pub(super) running: Arc<Running>,
 }
 
-// SAFETY: the pointer is only dereferenced on the thread running the script, during
-// the run (see `RunSlot::ctx`); the Vm moves between threads only between runs.
-unsafe impl Send for RunSlot {}
+thread_local! {
+    /// The `RunSlot` of the script running on this thread (null between runs). A run
+    /// never moves to another thread: a long one leaves the worker with
+    /// `block_in_place`, which keeps it on the same thread.
+    static RUN: Cell<*const RunSlot> = const { Cell::new(std::ptr::null()) };
+}
 
-pub(super) struct SlotGuard<'a>(&'a Lua);
+impl RunSlot {
+    /// Calls `f` with the run in progress on this thread; `None` between runs
+    /// (redis.call at FUNCTION LOAD time, the hook while a library loads).
+    pub(super) fn with<R>(f: impl FnOnce(&RunSlot) -> R) -> Option<R> {
+        let current = RUN.with(Cell::get);
+        // SAFETY: a non-null pointer is the slot of the run on this thread's stack in
+        // `execute_inner`, which unsets it (SlotGuard) before the slot goes away.
+        (!current.is_null()).then(|| f(unsafe { &*current }))
+    }
+}
 
-impl Drop for SlotGuard<'_> {
+/// Makes a slot this thread's run until dropped; then the previous one (null) is back.
+pub(super) struct SlotGuard(*const RunSlot);
+
+impl SlotGuard {
+    fn enter(slot: &RunSlot) -> SlotGuard {
+        SlotGuard(RUN.with(|r| r.replace(slot)))
+    }
+}
+
+impl Drop for SlotGuard {
     fn drop(&mut self) {
-        self.0.remove_app_data::<RunSlot>();
+        RUN.with(|r| r.set(self.0));
     }
 }
 
@@ -123,10 +149,8 @@ impl Vm {
         imp.set("setresp", lua.create_function(setresp)?)?;
         imp.set(
             "killed",
-            lua.create_function(|lua, ()| {
-                Ok(lua
-                    .app_data_ref::<RunSlot>()
-                    .is_some_and(|s| s.running.killed()))
+            lua.create_function(|_, ()| {
+                Ok(RunSlot::with(|s| s.running.killed()).unwrap_or(false))
             })?,
         )?;
         imp.set("unwrap_error", lua.create_function(unwrap_error)?)?;
@@ -166,11 +190,15 @@ impl Vm {
                         return Err(raise_reply("ERR FUNCTION LOAD timeout"));
                     }
                 }
-                if let Some(slot) = lua.app_data_ref::<RunSlot>() {
-                    if slot.running.killed() {
-                        return Err(mlua::Error::runtime(KILLED));
+                let killed = RunSlot::with(|slot| {
+                    let killed = slot.running.killed();
+                    if !killed {
+                        super::long_run::tick(slot);
                     }
-                    super::long_run::tick(&slot);
+                    killed
+                });
+                if killed == Some(true) {
+                    return Err(mlua::Error::runtime(KILLED));
                 }
                 Ok(VmState::Continue)
             },
@@ -334,17 +362,17 @@ impl Vm {
                 return Reply::error("ERR Error running script: Lua stack overflow");
             }
         }
-        lua.set_app_data(RunSlot {
+        let slot = RunSlot {
             ctx: (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>(),
-            resp3: false,
+            resp3: Cell::new(false),
             read_only: call.read_only,
-            running: running.clone(),
-        });
-        let guard = SlotGuard(lua);
+            running,
+        };
+        let guard = SlotGuard::enter(&slot);
         let out = self.runner.call::<(bool, Value)>(f.clone());
-        let resp3 = lua.app_data_ref::<RunSlot>().is_some_and(|s| s.resp3);
         drop(guard);
-        let killed = running.killed();
+        let resp3 = slot.resp3.get();
+        let killed = slot.running.killed();
         match out {
             // Only a table is read through mlua's API (raw_get), which would make each
             // read a protected call while the limit is set.

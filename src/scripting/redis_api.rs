@@ -64,9 +64,9 @@ unsafe extern "C-unwind" fn raw_pcall(state: *mut ffi::lua_State) -> c_int {
 }
 
 /// The command named by the function's arguments, run for the script.
-unsafe fn from_stack(lua: &Lua, state: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
+unsafe fn from_stack(state: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
     match script_args(state) {
-        Ok(argv) => command(lua, &argv),
+        Ok(argv) => command(&argv),
         Err(text) => Err(text.to_string()),
     }
 }
@@ -88,7 +88,7 @@ unsafe fn finish(state: *mut ffi::lua_State, results: Option<c_int>) -> c_int {
 
 /// Runs the command for a script: its reply and whether the script asked for RESP3,
 /// or the text of a refusal.
-type RunCommand = unsafe fn(&Lua, *mut ffi::lua_State) -> Result<(Reply, bool), String>;
+type RunCommand = unsafe fn(*mut ffi::lua_State) -> Result<(Reply, bool), String>;
 
 /// Runs `run` and pushes what the script gets: Some(number of results). Or leaves a
 /// `Failure` in `PENDING`: None. redis.pcall (`protected`) gets an error reply or a
@@ -112,7 +112,7 @@ unsafe fn pushed_or_failed(
             }
             Ok(1)
         };
-        match run(lua, state) {
+        match run(state) {
             Ok((Reply::Error(e), _)) if !protected => {
                 Err(String::from_utf8_lossy(convert::trim_crlf(&e)).into_owned())
             }
@@ -172,7 +172,7 @@ fn number_arg(n: f64) -> Bytes {
 /// Runs one command through `commands::run`, the path the network uses. Returns
 /// the reply and whether the script asked for RESP3, or the text of a script-level
 /// refusal (bad arguments, unknown command...).
-fn command(lua: &Lua, argv: &[Bytes]) -> Result<(Reply, bool), String> {
+fn command(argv: &[Bytes]) -> Result<(Reply, bool), String> {
     let Some(spec) = commands::lookup(&argv[0]) else {
         return Err("ERR Unknown Redis command called from script".into());
     };
@@ -185,30 +185,30 @@ fn command(lua: &Lua, argv: &[Bytes]) -> Result<(Reply, bool), String> {
     if !arity_ok {
         return Err("ERR Wrong number of args calling Redis command from script".into());
     }
-    let Some(slot) = lua.app_data_ref::<RunSlot>() else {
-        return Err("ERR redis.call is only available while a script runs".into());
-    };
-    // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on its
-    // thread, and nothing else uses the context while Lua runs.
-    let ctx = unsafe { &mut *slot.ctx };
-    // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
-    if let Err(Reply::Error(e)) =
-        commands::acl::check(ctx, spec, argv, commands::acl::Context::Script)
-    {
-        return Err(String::from_utf8_lossy(&e).into_owned());
-    }
-    if slot.read_only && spec.flags & flags::WRITE != 0 {
-        return Err("ERR Write commands are not allowed from read-only scripts.".into());
-    }
-    if spec.flags & flags::DENYOOM != 0 && slot.running.refuses_oom() {
-        return Err(errors::OOM.into());
-    }
-    // Looked up and arity-checked above: straight to the command's run.
-    let reply = commands::run(ctx, spec, argv);
-    if spec.flags & flags::WRITE != 0 && !reply.is_error() {
-        slot.running.wrote.store(true, Ordering::SeqCst);
-    }
-    Ok((reply, slot.resp3))
+    RunSlot::with(|slot| {
+        // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on
+        // its thread, and nothing else uses the context while Lua runs.
+        let ctx = unsafe { &mut *slot.ctx };
+        // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
+        if let Err(Reply::Error(e)) =
+            commands::acl::check(ctx, spec, argv, commands::acl::Context::Script)
+        {
+            return Err(String::from_utf8_lossy(&e).into_owned());
+        }
+        if slot.read_only && spec.flags & flags::WRITE != 0 {
+            return Err("ERR Write commands are not allowed from read-only scripts.".into());
+        }
+        if spec.flags & flags::DENYOOM != 0 && slot.running.refuses_oom() {
+            return Err(errors::OOM.into());
+        }
+        // Looked up and arity-checked above: straight to the command's run.
+        let reply = commands::run(ctx, spec, argv);
+        if spec.flags & flags::WRITE != 0 && !reply.is_error() {
+            slot.running.wrote.store(true, Ordering::SeqCst);
+        }
+        Ok((reply, slot.resp3.get()))
+    })
+    .unwrap_or_else(|| Err("ERR redis.call is only available while a script runs".into()))
 }
 
 pub(super) fn sha1hex(lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
@@ -255,7 +255,7 @@ pub(super) fn log(_: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
     Ok(())
 }
 
-pub(super) fn setresp(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
+pub(super) fn setresp(_: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
     if args.len() != 1 {
         return Err(raise_reply("ERR redis.setresp() requires one argument."));
     }
@@ -266,9 +266,7 @@ pub(super) fn setresp(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
         Value::Number(n) if *n == 3.0 => true,
         _ => return Err(raise_reply("ERR RESP version must be 2 or 3.")),
     };
-    if let Some(mut slot) = lua.app_data_mut::<RunSlot>() {
-        slot.resp3 = resp3;
-    }
+    RunSlot::with(|slot| slot.resp3.set(resp3));
     Ok(())
 }
 
@@ -276,11 +274,11 @@ pub(super) fn setresp(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
 mod tests {
     use super::*;
 
-    unsafe fn panics(_: &Lua, _: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
+    unsafe fn panics(_: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
         panic!("a command panicked")
     }
 
-    unsafe fn error_reply(_: &Lua, _: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
+    unsafe fn error_reply(_: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
         Ok((Reply::error("WRONGTYPE bad\r\n"), false))
     }
 
