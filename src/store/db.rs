@@ -1,11 +1,11 @@
 use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::packed::Packed;
+use super::siphash::siphash;
 use super::table::Table;
 use super::watch::{WatchFlag, Watched};
 use super::{Entry, ValueRef};
 use bytes::Bytes;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::hash::{BuildHasher, DefaultHasher, Hasher};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -24,17 +24,31 @@ const REMOVALS_PER_LOCK: usize = 256;
 /// capacity (tiny tables are not worth rehashing).
 const SHRINK_MIN_CAPACITY: usize = 224;
 
-/// SipHash keyed by a seed: the seed makes SCAN order repeatable in tests and
-/// unpredictable (collision-resistant) in production, where it is random.
+/// SipHash-1-3 keyed by a seed (`siphash.rs`): the seed makes SCAN order repeatable
+/// in tests and unpredictable (collision-resistant) in production, where it is
+/// random. The 64-bit seed is stretched to SipHash's 128-bit key with splitmix64.
 #[derive(Clone, Copy, Debug)]
-pub struct SeededState(u64);
+struct KeyHash {
+    k0: u64,
+    k1: u64,
+}
 
-impl BuildHasher for SeededState {
-    type Hasher = DefaultHasher;
-    fn build_hasher(&self) -> DefaultHasher {
-        let mut h = DefaultHasher::new();
-        h.write_u64(self.0);
-        h
+impl KeyHash {
+    fn new(seed: u64) -> KeyHash {
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let k0 = mix(seed.wrapping_add(0x9e37_79b9_7f4a_7c15));
+        KeyHash {
+            k0,
+            k1: mix(k0.wrapping_add(0x9e37_79b9_7f4a_7c15)),
+        }
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        siphash::<1, 3>(self.k0, self.k1, key)
     }
 }
 
@@ -131,7 +145,7 @@ fn table_size(capacity: usize) -> usize {
 /// One database: keys to entries, expired lazily on access and by `sweep`. Every
 /// path that changes a key (expiry included) touches it for WATCH (see `watch.rs`).
 pub struct Db {
-    hasher: SeededState,
+    hasher: KeyHash,
     shards: Box<[Shard]>,
     watched: Watched,
     expiry: ExpiryIndex,
@@ -140,7 +154,7 @@ pub struct Db {
 impl Db {
     pub fn new(seed: u64) -> Db {
         Db {
-            hasher: SeededState(seed),
+            hasher: KeyHash::new(seed),
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
             expiry: ExpiryIndex::new(SHARDS),
@@ -149,7 +163,7 @@ impl Db {
 
     /// The hash the shard tables use for `key`.
     fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        self.hasher.hash(key)
     }
 
     /// The shard of a hash: bits under the top 7 (hashbrown's tag) and far above the

@@ -6,6 +6,7 @@ mod db;
 mod expiry;
 mod packed;
 mod set;
+mod siphash;
 mod table;
 pub mod snapshot;
 mod value;
