@@ -201,22 +201,57 @@ fn one_line(b: &[u8]) -> Bytes {
 
 fn value(v: &Value, resp3: bool, depth: usize) -> Result<Reply, Reply> {
     Ok(match v {
-        Value::Nil => Reply::Null,
-        Value::Boolean(b) => {
-            if resp3 {
-                Reply::Bool(*b)
-            } else if *b {
-                Reply::Integer(1)
-            } else {
-                Reply::Null
-            }
-        }
+        Value::Nil => scalar(Scalar::Nil, resp3),
+        Value::Boolean(b) => scalar(Scalar::Bool(*b), resp3),
         Value::Integer(i) => Reply::Integer(*i),
-        Value::Number(n) => Reply::Integer(numfmt::c_trunc(*n)),
-        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Number(n) => scalar(Scalar::Number(*n), resp3),
+        Value::String(s) => scalar(Scalar::Str(&s.as_bytes()), resp3),
         Value::Table(t) => table(t, resp3, depth + 1)?,
         _ => Reply::Null,
     })
+}
+
+/// A script's value that is not a table.
+enum Scalar<'a> {
+    Nil,
+    Bool(bool),
+    Number(f64),
+    Str(&'a [u8]),
+}
+
+/// Redis's conversion of a plain Lua value: nil is a null; a boolean is RESP3's
+/// boolean, or 1 / null in RESP2; a number is truncated to an integer; a string is a
+/// bulk string.
+fn scalar(v: Scalar, resp3: bool) -> Reply {
+    match v {
+        Scalar::Nil => Reply::Null,
+        Scalar::Bool(b) if resp3 => Reply::Bool(b),
+        Scalar::Bool(true) => Reply::Integer(1),
+        Scalar::Bool(false) => Reply::Null,
+        Scalar::Number(n) => Reply::Integer(numfmt::c_trunc(n)),
+        Scalar::Str(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
+    }
+}
+
+/// The reply for the plain value at `idx` of the raw stack (a script's result read
+/// without mlua); `None` for a table or anything else that goes through
+/// `lua_to_reply`.
+///
+/// # Safety
+/// `idx` is a valid index of `state`, which runs no Lua code meanwhile.
+pub(super) unsafe fn stack_scalar(state: *mut ffi::lua_State, idx: c_int, resp3: bool) -> Option<Reply> {
+    let v = match ffi::lua_type(state, idx) {
+        ffi::LUA_TNIL => Scalar::Nil,
+        ffi::LUA_TBOOLEAN => Scalar::Bool(ffi::lua_toboolean(state, idx) != 0),
+        ffi::LUA_TNUMBER => Scalar::Number(ffi::lua_tonumber(state, idx)),
+        ffi::LUA_TSTRING => {
+            let mut len = 0;
+            let p = ffi::lua_tolstring(state, idx, &mut len);
+            Scalar::Str(std::slice::from_raw_parts(p.cast::<u8>(), len))
+        }
+        _ => return None,
+    };
+    Some(scalar(v, resp3))
 }
 
 fn field(t: &Table, key: &str) -> Value {

@@ -48,8 +48,12 @@ pub struct Vm {
     lua: Lua,
     /// The (empty, read-only) environment of every user function.
     env: Table,
-    /// Lua: `function(f) return xpcall(f, handler) end`.
-    runner: Function,
+    /// Holds the function a run calls (slot 1) and, for a moment, a result mlua must
+    /// read (slot 2): the C API reaches it through `stage_ref`.
+    stage: Table,
+    /// `f.to_pointer()` of the function in `stage[1]` (the table keeps it alive, so the
+    /// address is not reused by another function meanwhile).
+    staged: *const std::ffi::c_void,
     /// Compiled functions, by slot number. They live in a Lua table, not as Rust-held
     /// `Function`s: mlua keeps every Rust-held value on one auxiliary Lua stack of at
     /// most ~8,000 slots, and ran out (a panic) after ~7,900 distinct scripts.
@@ -70,6 +74,11 @@ pub struct Vm {
     /// `set_keys_argv`, on the raw stack outside any mlua call).
     state: *mut ffi::lua_State,
     globals_ref: c_int,
+    /// Registry references for the raw run (`call_staged`): the stage table, mlua's
+    /// xpcall (which lets a Rust panic through) and the message handler.
+    stage_ref: c_int,
+    xpcall_ref: c_int,
+    handler_ref: c_int,
 }
 
 // SAFETY: `state` is the main state of `lua`, which is Send (mlua's "send" feature);
@@ -172,7 +181,7 @@ impl Vm {
         imp.set("bit", raising_table(&lua, bit::table(&lua)?)?)?;
         imp.set("version", VERSION)?;
         imp.set("version_num", version_num(VERSION))?;
-        let parts: Table = lua.load(SETUP).set_name(INTERNAL).call(imp)?;
+        let parts: Table = lua.load(SETUP).set_name(INTERNAL).call(&imp)?;
         let globals: Table = parts.get("R")?;
         let protected: Table = parts.get("protected")?;
         globals.raw_set("rawset", guarded_rawset(&lua, protected.clone())?)?;
@@ -203,20 +212,32 @@ impl Vm {
                 Ok(VmState::Continue)
             },
         )?;
-        let mut raw = (std::ptr::null_mut(), 0);
-        // SAFETY: `exec_raw` runs on the main state (no script runs yet) with `globals`
-        // pushed; luaL_ref pops it into the registry, which keeps it for the VM's life.
+        let stage = lua.create_table()?;
+        let xpcall: Function = lua.globals().raw_get("xpcall")?;
+        let handler: Function = imp.raw_get("handler")?;
+        let mut state = std::ptr::null_mut();
+        // SAFETY: `exec_raw` runs on the main state (no script runs yet) with the four
+        // values pushed; each luaL_ref pops the top one into the registry, which keeps
+        // it for the VM's life.
+        let mut refs = [0; 4];
         unsafe {
-            lua.exec_raw::<()>(&globals, |state| {
-                raw = (state, ffi::luaL_ref(state, ffi::LUA_REGISTRYINDEX));
+            lua.exec_raw::<()>((&globals, &stage, &xpcall, &handler), |s| {
+                state = s;
+                for r in refs.iter_mut().rev() {
+                    *r = ffi::luaL_ref(s, ffi::LUA_REGISTRYINDEX);
+                }
             })?;
         }
-        let (state, globals_ref) = raw;
+        let [globals_ref, stage_ref, xpcall_ref, handler_ref] = refs;
         Ok(Vm {
             state,
             globals_ref,
+            stage_ref,
+            xpcall_ref,
+            handler_ref,
+            stage,
+            staged: std::ptr::null(),
             env: parts.get("G")?,
-            runner: parts.get("run")?,
             functions: lua.create_table()?,
             compiled: HashMap::new(),
             last: None,
@@ -354,13 +375,22 @@ impl Vm {
         running: Arc<Running>,
     ) -> Reply {
         let lua = &self.lua;
-        if call.globals {
-            // SAFETY: no mlua call is running (we are between runs, on the thread that
-            // owns the VM), `state` is the main state and `globals_ref` holds globals.
-            let set = || unsafe { set_keys_argv(self.state, self.globals_ref, call.keys, call.argv) };
-            if !unlimited(lua, set) {
-                return Reply::error("ERR Error running script: Lua stack overflow");
+        // The function is passed through the stage table (see `stage`); it is set again
+        // only when it changes, so a client repeating one script sets it once.
+        if self.staged != f.to_pointer() {
+            if unlimited(lua, || self.stage.raw_set(1, f)).is_err() {
+                return Reply::error("ERR Error running script: out of memory");
             }
+            self.staged = f.to_pointer();
+        }
+        // SAFETY: no mlua call is running (we are between runs, on the thread that owns
+        // the VM), `state` is the main state and `globals_ref` holds globals.
+        let ready = unlimited(lua, || unsafe {
+            (!call.globals || set_keys_argv(self.state, self.globals_ref, call.keys, call.argv))
+                && ffi::lua_checkstack(self.state, 4) != 0
+        });
+        if !ready {
+            return Reply::error("ERR Error running script: Lua stack overflow");
         }
         let slot = RunSlot {
             ctx: (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>(),
@@ -369,24 +399,79 @@ impl Vm {
             running,
         };
         let guard = SlotGuard::enter(&slot);
-        let out = self.runner.call::<(bool, Value)>(f.clone());
+        // SAFETY: as above, with 4 free stack slots.
+        let top = unsafe { ffi::lua_gettop(self.state) };
+        let status = unsafe { self.call_staged() };
         drop(guard);
         let resp3 = slot.resp3.get();
         let killed = slot.running.killed();
-        match out {
+        // SAFETY: `call_staged` left its results above `top`.
+        let reply = unsafe { self.take_result(top, status, resp3, sha, killed) };
+        // SAFETY: back to the stack as the run found it.
+        unsafe { ffi::lua_settop(self.state, top) };
+        reply
+    }
+
+    /// Calls the staged function as `xpcall(f, handler)` with the C API, under one
+    /// `lua_pcall` that only a Rust panic gets through (mlua's xpcall passes it on).
+    /// Through mlua's `Function::call` (and a Lua `function(f) return xpcall(f,
+    /// handler) end`) this cost ~1,800 of a compare-and-delete EVALSHA's instructions.
+    /// Leaves `xpcall`'s two results (status 0), or the error (a panic), on the stack.
+    ///
+    /// # Safety
+    /// As `execute_inner`: the main state, between mlua calls, 4 free stack slots.
+    unsafe fn call_staged(&self) -> c_int {
+        let state = self.state;
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, self.xpcall_ref);
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, self.stage_ref);
+        ffi::lua_rawgeti_(state, -1, 1);
+        ffi::lua_remove(state, -2);
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, self.handler_ref);
+        ffi::lua_pcall(state, 2, 2, 0)
+    }
+
+    /// The reply for what `call_staged` left above `top`: a plain value (nil, a
+    /// boolean, a number, a string) is read off the stack; a table, an error and a
+    /// panic go through mlua (the stage table's slot 2), which resumes a panic.
+    ///
+    /// # Safety
+    /// Right after `call_staged`, with its results above `top`.
+    unsafe fn take_result(
+        &self,
+        top: c_int,
+        status: c_int,
+        resp3: bool,
+        sha: &str,
+        killed: bool,
+    ) -> Reply {
+        let state = self.state;
+        let ok = status == 0 && ffi::lua_toboolean(state, -2) != 0;
+        if ok {
+            if let Some(reply) = convert::stack_scalar(state, -1, resp3) {
+                return reply;
+            }
+        }
+        // stage[2] = the value, then the stack as it was: mlua reads it from there.
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, self.stage_ref);
+        ffi::lua_insert(state, -2);
+        ffi::lua_rawseti_(state, -2, 2);
+        ffi::lua_settop(state, top);
+        let lua = &self.lua;
+        let value = unlimited(lua, || {
+            let v = self.stage.raw_get::<Value>(2);
+            let _ = self.stage.raw_set(2, Value::Nil);
+            v
+        });
+        let value = match value {
+            Ok(v) => v,
+            Err(e) => Value::Error(Box::new(e)),
+        };
+        match (ok, value) {
             // Only a table is read through mlua's API (raw_get), which would make each
             // read a protected call while the limit is set.
-            Ok((true, v @ Value::Table(_))) => unlimited(lua, || convert::lua_to_reply(&v, resp3)),
-            Ok((true, v)) => convert::lua_to_reply(&v, resp3),
-            Ok((false, e)) => script_error(&e, sha, killed),
-            Err(e) => {
-                let msg = if killed {
-                    KILLED.to_string()
-                } else {
-                    format!("ERR {}", error_text(&e))
-                };
-                Reply::error(format!("{msg} script: {sha}").replace(['\r', '\n'], " "))
-            }
+            (true, v @ Value::Table(_)) => unlimited(lua, || convert::lua_to_reply(&v, resp3)),
+            (true, v) => convert::lua_to_reply(&v, resp3),
+            (false, e) => script_error(&e, sha, killed),
         }
     }
 }

@@ -251,10 +251,5 @@ R.cmsgpack = readonly(imp.cmsgpack)
 R.struct = readonly(imp.struct)
 R.redis = readonly(redis)
 
-local handler = imp.handler
-local function run(f)
-  local ok, r = xpcall(f, handler)
-  return ok, r
-end
-return {R = R, G = G, run = run, protected = protected}
+return {R = R, G = G, protected = protected}
 "#;
