@@ -1267,3 +1267,38 @@ async fn keys_and_argv_are_fresh_in_every_run() {
     );
     assert_eq!(eval(c, "return KEYS[1]", &["a"], &[]).await, Ok(bulk("a")));
 }
+
+/// CLIENT LIST shows a script's caller as running EVAL (or FCALL), as Redis does, not
+/// the last command the script ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scripts_caller_shows_the_script_command_as_its_last() {
+    let (server, mut a) = start_default().await;
+    let mut b = conn(&server).await;
+    let Ok(Value::Int(id)) = cmd(&mut a, &["CLIENT", "ID"]).await else {
+        panic!("client id")
+    };
+    let id = id.to_string();
+    let last_of_a = |list: Value| match list {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    eval(
+        &mut a,
+        "redis.call('set', KEYS[1], 'v') return redis.call('get', KEYS[1])",
+        &["k"],
+        &[],
+    )
+    .await
+    .unwrap();
+    let list = last_of_a(cmd(&mut b, &["CLIENT", "LIST", "ID", &id]).await.unwrap());
+    assert!(list.contains(" cmd=eval "), "{list}");
+    let lib = "#!lua name=lastcmd\nredis.register_function('f', function(keys) return redis.call('del', keys[1]) end)";
+    cmd(&mut a, &["FUNCTION", "LOAD", lib]).await.unwrap();
+    assert_eq!(
+        cmd(&mut a, &["FCALL", "f", "1", "k"]).await,
+        Ok(Value::Int(1))
+    );
+    let list = last_of_a(cmd(&mut b, &["CLIENT", "LIST", "ID", &id]).await.unwrap());
+    assert!(list.contains(" cmd=fcall "), "{list}");
+}

@@ -66,6 +66,18 @@ impl ClientInfo {
         self.last_active_ms.store(now_ms, Ordering::Relaxed);
     }
 
+    /// The last command as `touch` recorded it, for `retouch`.
+    pub fn last_touched(&self) -> usize {
+        self.last_cmd.load(Ordering::Relaxed)
+    }
+
+    /// Records again the command `last_touched` returned: a script's or function's
+    /// caller, once the commands it ran have marked themselves.
+    pub fn retouch(&self, last: usize, now_ms: u64) {
+        self.last_cmd.store(last, Ordering::Relaxed);
+        self.last_active_ms.store(now_ms, Ordering::Relaxed);
+    }
+
     /// The name of the last command run ("NULL" before the first), for CLIENT LIST.
     pub fn last_cmd(&self) -> &'static str {
         match self.last_cmd.load(Ordering::Relaxed) {

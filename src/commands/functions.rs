@@ -18,11 +18,10 @@ pub fn fcall_ro(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 fn fcall_generic(ctx: &mut Ctx, args: &[Bytes], ro: bool) -> CmdResult {
     let shared = ctx.shared;
+    let own = ctx.client.info.last_touched();
     let reply = shared.scripts.fcall(ctx, args, ro);
     // Commands run by the function marked themselves as the client's last command.
-    if let Some(spec) = super::lookup(&args[0]) {
-        ctx.client.info.touch(spec, ctx.now_ms);
-    }
+    ctx.client.info.retouch(own, ctx.now_ms);
     result(reply)
 }
 

@@ -50,11 +50,10 @@ fn eval_generic(ctx: &mut Ctx, args: &[Bytes], by_sha: bool, read_only: bool) ->
         deny_oom: false,
     };
     let shared = ctx.shared;
+    let own = ctx.client.info.last_touched();
     let reply = shared.scripts.run(ctx, source, call);
     // Commands run by the script marked themselves as the client's last command.
-    if let Some(spec) = super::lookup(&args[0]) {
-        ctx.client.info.touch(spec, ctx.now_ms);
-    }
+    ctx.client.info.retouch(own, ctx.now_ms);
     if reply.is_error() {
         Err(reply)
     } else {
