@@ -165,8 +165,9 @@ async fn run<S: Stream>(
             // run theirs, as Redis writes all replies in one pass before it waits
             // again: a client woken by the first of a burst of replies is still awake
             // for the rest, instead of being woken once per connection (fewer
-            // wake-ups, for it and for the kernel: SET NX PX at P=16 went from
-            // ~1.0x to ~1.3x Redis's rps with the prefetch above; benches/memory.py).
+            // wake-ups, for it and for the kernel). With the prefetch above, SET NX
+            // PX at P=16 went from ~1.0x to 1.4-1.65x Redis's rps (benches/load.sh,
+            // benches/memory.py).
             // tokio resumes a yielded task only once it has run every ready task and
             // polled the I/O driver. A lone request is answered at once: there, the
             // extra driver poll costs more than it saves.
@@ -268,7 +269,8 @@ const PREFETCH_MIN_BYTES: usize = 256;
 
 /// Pipelined requests: starts loading every request's entry before the first runs
 /// (`Db::prefetch_slots`), so that a batch waits for memory about once rather than
-/// once per key.
+/// once per key. Keys are looked for in the database selected when the batch starts:
+/// after a SELECT inside the batch the hints only miss.
 fn prefetch_keys(shared: &Shared, client: &ClientState, rbuf: &[u8]) {
     let mut batch: [(&[u8], &[u8]); PREFETCH_AHEAD] = [(&[], &[]); PREFETCH_AHEAD];
     let mut n = 0;
