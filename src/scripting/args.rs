@@ -2,7 +2,7 @@
 //! messages of Lua 5.1's `luaL_check*`: `bad argument #2 to 'unpack' (number expected,
 //! got no value)`, raised at the caller's line as `luaL_error` does.
 
-use super::engine::raise_lua;
+use super::lua_errors::raise_lua;
 use super::numfmt;
 use mlua::{Lua, Value};
 

@@ -11,7 +11,7 @@
 
 use super::args::{arg_error, check_integer};
 use super::cjson_decode;
-use super::engine::raise_lua;
+use super::lua_errors::raise_lua;
 use super::numfmt;
 use mlua::{Function, LightUserData, Lua, MultiValue, Table, Value};
 use parking_lot::Mutex;

@@ -7,7 +7,7 @@
 
 use super::args::{arg_error, check_bytes};
 use super::cjson::{null, Config};
-use super::engine::raise_lua;
+use super::lua_errors::raise_lua;
 use mlua::{Lua, MultiValue, Value};
 
 /// Lua 5.1's C stack limit: C's lua_checkstack refuses to nest deeper than this allows.

@@ -13,7 +13,7 @@
 //! - uint 64 unpacks through a signed 64-bit integer, int 64 through a double.
 
 use super::args::{arg_error, check_bytes, check_integer, opt_integer};
-use super::engine::raise_lua;
+use super::lua_errors::raise_lua;
 use mlua::{Lua, MultiValue, Table, Value};
 
 const MAX_NESTING: usize = 16;
@@ -442,7 +442,7 @@ enum Open {
 const MAX_DEPTH: usize = 3_999;
 
 fn lua_error(msg: &str) -> DecodeError {
-    DecodeError::Lua(mlua::Error::external(super::engine::ScriptError::Lua(
+    DecodeError::Lua(mlua::Error::external(super::lua_errors::ScriptError::Lua(
         msg.to_string(),
     )))
 }

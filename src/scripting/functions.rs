@@ -12,7 +12,8 @@
 //! Functions are not persisted: a restart (crash or not) forgets them, as it forgets
 //! keys; clients load their libraries at connect or on "Function not found".
 
-use super::engine::{error_text, find_script_error, raise_reply, string_table, ScriptError};
+use super::engine::string_table;
+use super::lua_errors::{error_text, find_script_error, raise_reply, ScriptError};
 use super::engine::{LoadDeadline, Vm, INTERNAL};
 use super::flags;
 use super::{Call, FunctionRun, Scripts};

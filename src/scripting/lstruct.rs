@@ -7,7 +7,7 @@
 //! `s` zero-terminated string, `f` float, `d` double, space ignored.
 
 use super::args::{arg_error, check_bytes, check_number, opt_integer};
-use super::engine::raise_lua;
+use super::lua_errors::raise_lua;
 use mlua::{Lua, MultiValue, Table, Value};
 
 const MAX_INT_SIZE: usize = 32;

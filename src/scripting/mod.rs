@@ -13,6 +13,7 @@ mod cjson_decode;
 mod cmsgpack;
 mod convert;
 mod engine;
+mod lua_errors;
 mod flags;
 pub mod function_dump;
 pub mod functions;

@@ -2,7 +2,8 @@
 //! the network uses), sha1hex, log, setresp.
 
 use super::convert;
-use super::engine::*;
+use super::engine::{unlimited, RunSlot};
+use super::lua_errors::raise_reply;
 use super::numfmt;
 use crate::commands::{self, table::flags};
 use crate::protocol::{errors, Reply};
@@ -282,6 +283,7 @@ pub(super) fn setresp(_: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lua_errors::{find_script_error, ScriptError};
     use super::*;
 
     unsafe fn panics(_: *mut ffi::lua_State) -> Result<(Reply, bool), String> {

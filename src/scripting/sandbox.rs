@@ -1,7 +1,7 @@
 //! The sandbox scripts run in: read-only globals and libraries (built in Lua, SETUP),
 //! guarded rawset/setmetatable, and a seeded math.random.
 
-use super::engine::*;
+use super::lua_errors::{raise_lua, type_name, ScriptError};
 use mlua::{Function, Lua, Table, Value, Variadic};
 use parking_lot::Mutex;
 use rand::Rng;
