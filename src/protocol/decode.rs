@@ -129,16 +129,24 @@ pub(crate) fn parse_int(b: &[u8]) -> Option<i64> {
     Some(n)
 }
 
-fn parse_multibulk(
-    buf: &mut BytesMut,
-    limits: &Limits,
-    args: &mut Vec<Bytes>,
-) -> Result<bool, ProtocolError> {
+/// Where a complete, well-formed multibulk request at the front of a buffer lies:
+/// `count` arguments (0 for `*0` or a negative count), the first one's header at
+/// `first`, the request's end at `end`.
+struct Frame {
+    count: usize,
+    first: usize,
+    end: usize,
+}
+
+/// Checks the multibulk request at the front of `buf` (which starts with '*') by its
+/// headers alone, copying nothing: `Ok(None)` while it is incomplete. Both the parser
+/// and `peek_requests` judge requests with it.
+fn scan_multibulk(buf: &[u8], limits: &Limits) -> Result<Option<Frame>, ProtocolError> {
     let Some(eol) = find_crlf(buf, 1) else {
         if buf.len() > MAX_LINE {
             return Err(ProtocolError::new("too big mbulk count string"));
         }
-        return Ok(false);
+        return Ok(None);
     };
     let count = match parse_int(&buf[1..eol]) {
         Some(n) if n <= limits.max_args as i64 => n,
@@ -147,15 +155,12 @@ fn parse_multibulk(
     if limits.unauthenticated && count > UNAUTH_MAX_ARGS {
         return Err(ProtocolError::new("unauthenticated multibulk length"));
     }
-    if count <= 0 {
-        let _ = buf.split_to(eol + 2);
-        return Ok(true);
-    }
-    // Walk the bulk headers without copying anything, to find where the frame ends.
-    let mut pos = eol + 2;
+    let first = eol + 2;
+    let count = usize::try_from(count).unwrap_or(0);
+    let mut pos = first;
     for _ in 0..count {
         let Some(&kind) = buf.get(pos) else {
-            return Ok(false);
+            return Ok(None);
         };
         if kind != b'$' {
             return Err(ProtocolError::new(format!(
@@ -167,7 +172,7 @@ fn parse_multibulk(
             if buf.len() - pos > MAX_LINE {
                 return Err(ProtocolError::new("too big bulk count string"));
             }
-            return Ok(false);
+            return Ok(None);
         };
         let len = match parse_int(&buf[pos + 1..eol]) {
             Some(n) if n >= 0 && n as u64 <= limits.max_bulk_len as u64 => n as usize,
@@ -178,66 +183,78 @@ fn parse_multibulk(
         }
         pos = eol + 2 + len;
         if buf.len() < pos + 2 {
-            return Ok(false);
+            return Ok(None);
         }
         if &buf[pos..pos + 2] != b"\r\n" {
             return Err(ProtocolError::new("expected CRLF after bulk string"));
         }
         pos += 2;
     }
+    Ok(Some(Frame {
+        count,
+        first,
+        end: pos,
+    }))
+}
+
+/// The argument whose header starts at `at` in a frame `scan_multibulk` accepted: its
+/// bytes' range, and where the next header starts.
+fn arg_at(frame: &[u8], at: usize) -> (std::ops::Range<usize>, usize) {
+    let end = find_crlf(frame, at + 1).expect("checked by scan_multibulk");
+    let len = parse_int(&frame[at + 1..end]).expect("checked by scan_multibulk") as usize;
+    let start = end + 2;
+    (start..start + len, start + len + 2)
+}
+
+fn parse_multibulk(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    args: &mut Vec<Bytes>,
+) -> Result<bool, ProtocolError> {
+    let Some(f) = scan_multibulk(buf, limits)? else {
+        return Ok(false);
+    };
     // The frame is complete and well formed: slice the arguments out of it without
     // copying, walking the headers just checked (no second parser over the frame).
-    let frame = buf.split_to(pos).freeze();
-    args.reserve(count as usize);
-    let mut at = eol + 2;
-    for _ in 0..count {
-        let end = find_crlf(&frame, at + 1).expect("checked above");
-        let len = parse_int(&frame[at + 1..end]).expect("checked above") as usize;
-        let start = end + 2;
-        args.push(frame.slice(start..start + len));
-        at = start + len + 2;
+    let frame = buf.split_to(f.end).freeze();
+    args.reserve(f.count);
+    let mut at = f.first;
+    for _ in 0..f.count {
+        let (bytes, next) = arg_at(&frame, at);
+        args.push(frame.slice(bytes));
+        at = next;
     }
     Ok(true)
 }
 
 /// Walks the complete multibulk requests at the front of `buf` without consuming
 /// them, handing `f` each one's first two arguments (the second is empty for a
-/// one-word request), until `f` says stop. Ends quietly at the first incomplete,
-/// inline or malformed request: `parse_request_into` is what answers those.
-pub fn peek_requests<'b>(buf: &'b [u8], mut f: impl FnMut(&'b [u8], &'b [u8]) -> bool) {
-    let mut at = 0;
-    while buf.get(at) == Some(&b'*') {
-        let Some(eol) = find_crlf(buf, at + 1) else {
+/// one-word request), until `f` says stop. The requests are judged as the parser
+/// judges them (`scan_multibulk`, under `limits`); the walk ends quietly at the first
+/// incomplete, inline, empty or malformed one, which `parse_request_into` answers.
+pub fn peek_requests<'b>(
+    buf: &'b [u8],
+    limits: &Limits,
+    mut f: impl FnMut(&'b [u8], &'b [u8]) -> bool,
+) {
+    let mut rest = buf;
+    while rest.first() == Some(&b'*') {
+        let Ok(Some(frame)) = scan_multibulk(rest, limits) else {
             return;
         };
-        let Some(count) = parse_int(&buf[at + 1..eol]).filter(|&n| n > 0) else {
+        if frame.count == 0 {
             return;
+        }
+        let (cmd, next) = arg_at(rest, frame.first);
+        let key = if frame.count > 1 {
+            arg_at(rest, next).0
+        } else {
+            0..0
         };
-        let mut pos = eol + 2;
-        let mut first: [&'b [u8]; 2] = [&[], &[]];
-        for i in 0..count {
-            if buf.get(pos) != Some(&b'$') {
-                return;
-            }
-            let Some(eol) = find_crlf(buf, pos + 1) else {
-                return;
-            };
-            let Some(len) = parse_int(&buf[pos + 1..eol]).and_then(|n| usize::try_from(n).ok())
-            else {
-                return;
-            };
-            let Some(arg) = buf.get(eol + 2..eol + 2 + len) else {
-                return;
-            };
-            if i < 2 {
-                first[i as usize] = arg;
-            }
-            pos = eol + 2 + len + 2;
-        }
-        if pos > buf.len() || !f(first[0], first[1]) {
+        if !f(&rest[cmd], &rest[key]) {
             return;
         }
-        at = pos;
+        rest = &rest[frame.end..];
     }
 }
 
@@ -367,7 +384,7 @@ mod tests {
 
     fn peeked(input: &[u8], stop_after: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut seen = Vec::new();
-        peek_requests(input, |cmd, key| {
+        peek_requests(input, &Limits::default(), |cmd, key| {
             seen.push((cmd.to_vec(), key.to_vec()));
             seen.len() < stop_after
         });
@@ -400,9 +417,9 @@ mod tests {
     }
 
     /// Peeking and parsing agree: on thousands of pipelines with random damage, the
-    /// requests `peek_requests` sees are the ones the parser takes off the buffer,
-    /// in order, up to where either stops (the peek is laxer about a malformed
-    /// frame, and stops at inline and empty requests, which it leaves to the parser).
+    /// requests `peek_requests` sees are the ones the parser takes off the buffer, in
+    /// order, up to where the parser stops (at an incomplete or malformed request, or
+    /// at an inline or empty one, which the peek leaves to the parser).
     #[test]
     fn peeking_agrees_with_the_parser_on_damaged_pipelines() {
         use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -445,6 +462,8 @@ mod tests {
             };
             let agreed = peeked.len().min(parsed.len());
             assert_eq!(peeked[..agreed], parsed[..agreed], "input {input:?}");
+            // One judge for both: the peek sees exactly what the parser takes.
+            assert_eq!(peeked, parsed, "input {input:?}");
             if incomplete {
                 assert_eq!(peeked.len(), parsed.len(), "input {input:?}");
             } else {

@@ -93,7 +93,7 @@ async fn run<S: Stream>(
         if !paused {
             shared.wait_for_turn(&info).await;
             if rbuf.len() >= PREFETCH_MIN_BYTES {
-                prefetch_keys(shared, client, &rbuf);
+                prefetch_keys(shared, client, &rbuf, &limits);
             }
             // Execute every complete request in the buffer, then write all replies at once.
             let mut close = false;
@@ -271,10 +271,10 @@ const PREFETCH_MIN_BYTES: usize = 256;
 /// (`Db::prefetch_slots`), so that a batch waits for memory about once rather than
 /// once per key. Keys are looked for in the database selected when the batch starts:
 /// after a SELECT inside the batch the hints only miss.
-fn prefetch_keys(shared: &Shared, client: &ClientState, rbuf: &[u8]) {
+fn prefetch_keys(shared: &Shared, client: &ClientState, rbuf: &[u8], limits: &Limits) {
     let mut batch: [(&[u8], &[u8]); PREFETCH_AHEAD] = [(&[], &[]); PREFETCH_AHEAD];
     let mut n = 0;
-    crate::protocol::peek_requests(rbuf, |cmd, key| {
+    crate::protocol::peek_requests(rbuf, limits, |cmd, key| {
         batch[n] = (cmd, key);
         n += 1;
         n < PREFETCH_AHEAD
