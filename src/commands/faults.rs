@@ -54,7 +54,10 @@ impl Faults {
     /// A connection read input; while paused, its backlog takes a place in the replay
     /// order.
     pub fn input_arrived(&self, client: &ClientInfo, paused: bool) {
-        client.fault.has_input.store(true, Ordering::SeqCst);
+        // Release/Acquire is enough for `has_input`: it is only polled
+        // (`any_input_pending`), no decision pairs it with another store. A SeqCst store
+        // is an `xchg` on x86, a full barrier per request.
+        client.fault.has_input.store(true, Ordering::Release);
         if paused {
             self.take_ticket(client);
         }
@@ -67,8 +70,11 @@ impl Faults {
         if held {
             self.take_ticket(client);
         } else {
-            client.fault.has_input.store(false, Ordering::SeqCst);
-            if client.fault.paused_ticket.swap(0, Ordering::SeqCst) != 0 {
+            client.fault.has_input.store(false, Ordering::Release);
+            // Only this connection's task writes its ticket (here and in
+            // `input_arrived`): a load spares the swap when there is none.
+            if client.fault.paused_ticket.load(Ordering::SeqCst) != 0 {
+                client.fault.paused_ticket.store(0, Ordering::SeqCst);
                 self.pause_turn.notify_waiters();
             }
         }
@@ -175,7 +181,7 @@ impl Shared {
     pub fn any_input_pending(&self) -> bool {
         self.clients
             .iter()
-            .any(|c| c.fault.has_input.load(Ordering::SeqCst))
+            .any(|c| c.fault.has_input.load(Ordering::Acquire))
     }
 
     /// After a pause, waits until every connection whose backlog arrived earlier has

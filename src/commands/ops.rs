@@ -151,7 +151,7 @@ fn histograms(ctx: &Ctx, names: &[Bytes]) -> Reply {
     let mut out = Vec::new();
     for spec in specs {
         let s = stats.command(spec.index);
-        let calls = s.calls.load(std::sync::atomic::Ordering::Relaxed);
+        let calls = s.calls();
         if calls == 0 {
             continue;
         }

@@ -201,7 +201,7 @@ fn info_stats(ctx: &Ctx, out: &mut String) {
         out,
         "total_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n",
         s.total_connections.load(Ordering::Relaxed),
-        s.total_commands.load(Ordering::Relaxed),
+        s.total_commands(),
         s.rejected_connections.load(Ordering::Relaxed),
         s.expired_keys.load(Ordering::Relaxed),
     );
@@ -269,7 +269,7 @@ fn info_fencing(ctx: &Ctx, out: &mut String) {
 fn info_commandstats(ctx: &Ctx, out: &mut String) {
     for spec in COMMANDS.iter() {
         let s = ctx.shared.stats.command(spec.index);
-        let calls = s.calls.load(Ordering::Relaxed);
+        let calls = s.calls();
         let rejected = s.rejected.load(Ordering::Relaxed);
         if calls == 0 && rejected == 0 {
             continue;

@@ -64,8 +64,10 @@ pub struct Vm {
     /// The script `compiled` found last, held as a function: a lock client runs the
     /// same release script over and over, and this skips the sha's SipHash and the
     /// fetch from `functions` (~900 of a compare-and-delete EVALSHA's instructions).
-    /// One held function costs one slot of mlua's reference stack.
-    last: Option<(String, Function, Arc<ScriptMeta>)>,
+    /// One held function costs one slot of mlua's reference stack. `execute` runs it
+    /// when given no function, without a clone (each clone and drop of an mlua value
+    /// takes mlua's lock: an Arc and a reentrant mutex, 4 atomic instructions).
+    last: Option<Last>,
     /// Slots of forgotten (evicted) scripts, reused before the table grows.
     free_slots: Vec<i64>,
     /// The highest slot handed out.
@@ -89,6 +91,15 @@ unsafe impl Send for Vm {}
 
 struct Compiled {
     slot: i64,
+    meta: Arc<ScriptMeta>,
+}
+
+/// The script `Vm::compiled` found last (see `Vm::last`).
+struct Last {
+    sha: String,
+    f: Function,
+    /// `f.to_pointer()`, taken once (as `staged` is compared).
+    ptr: *const std::ffi::c_void,
     meta: Arc<ScriptMeta>,
 }
 
@@ -230,6 +241,7 @@ impl Vm {
             })?;
         }
         let [globals_ref, stage_ref, xpcall_ref, handler_ref] = refs;
+        RAW_LIMIT.get_or_init(|| raw_limit_checks(&lua, state));
         Ok(Vm {
             state,
             globals_ref,
@@ -258,22 +270,27 @@ impl Vm {
         &self.env
     }
 
-    /// The compiled function for `sha` (lowercase) and its cache bookkeeping, if this
-    /// VM has compiled it. Every script compiled here is also in the script cache (both
-    /// are filled together; eviction and SCRIPT FLUSH drop both), so a hit needs no
-    /// cache lookup.
-    pub fn compiled(&mut self, sha: &str) -> Option<(Function, &Arc<ScriptMeta>)> {
-        if self.last.as_ref().is_none_or(|(last, _, _)| last != sha) {
+    /// The cache bookkeeping of the script `sha` (lowercase), if this VM has compiled
+    /// it; it becomes the script `execute(.., None, ..)` runs. Every script compiled
+    /// here is also in the script cache (both are filled together; eviction and SCRIPT
+    /// FLUSH drop both), so a hit needs no cache lookup.
+    pub fn compiled(&mut self, sha: &str) -> Option<&Arc<ScriptMeta>> {
+        if self.last.as_ref().is_none_or(|last| last.sha != sha) {
             let c = self.compiled.get(sha)?;
             let f = self.functions.raw_get::<Function>(c.slot).ok()?;
-            self.last = Some((sha.to_string(), f, c.meta.clone()));
+            self.last = Some(Last {
+                sha: sha.to_string(),
+                ptr: f.to_pointer(),
+                f,
+                meta: c.meta.clone(),
+            });
         }
-        self.last.as_ref().map(|(_, f, meta)| (f.clone(), meta))
+        self.last.as_ref().map(|last| &last.meta)
     }
 
     /// Drops an evicted script's function (Lua's collector frees it).
     pub fn forget(&mut self, sha: &str) {
-        if self.last.as_ref().is_some_and(|(last, _, _)| last == sha) {
+        if self.last.as_ref().is_some_and(|last| last.sha == sha) {
             self.last = None;
         }
         if let Some(c) = self.compiled.remove(sha) {
@@ -283,9 +300,16 @@ impl Vm {
         }
     }
 
-    /// Bytes the VM holds now.
+    /// Bytes the VM holds now: Lua's own count of what it allocated, the figure mlua's
+    /// allocator keeps too, read without taking mlua's lock.
     pub fn used_memory(&self) -> usize {
-        self.lua.used_memory()
+        // SAFETY: the main state, between runs (`&self` of the thread holding the Vm);
+        // counting allocates nothing.
+        unsafe {
+            let kb = ffi::lua_gc(self.state, ffi::LUA_GCCOUNT, 0);
+            let rest = ffi::lua_gc(self.state, ffi::LUA_GCCOUNTB, 0);
+            kb.max(0) as usize * 1024 + rest.max(0) as usize
+        }
     }
 
     /// A full garbage collection, with the limit lifted so that it cannot fail. Lua 5.1
@@ -303,8 +327,11 @@ impl Vm {
         body: &[u8],
         meta: &Arc<ScriptMeta>,
     ) -> Result<Function, Reply> {
-        if let Some((f, _)) = self.compiled(sha) {
-            return Ok(f);
+        if let Some(c) = self.compiled.get(sha) {
+            return self
+                .functions
+                .raw_get::<Function>(c.slot)
+                .map_err(|e| Reply::error(format!("ERR Error compiling script: {e}")));
         }
         let f = self
             .lua
@@ -342,11 +369,12 @@ impl Vm {
         Ok(f)
     }
 
-    /// Runs a compiled script for the caller in `ctx` (which holds the gate).
+    /// Runs `f` for the caller in `ctx` (which holds the gate); with no `f`, the script
+    /// `compiled` returned last.
     pub fn execute(
         &mut self,
         ctx: &mut Ctx,
-        f: &Function,
+        f: Option<&Function>,
         sha: &str,
         call: Call,
         running: Arc<Running>,
@@ -370,26 +398,34 @@ impl Vm {
     fn execute_inner(
         &mut self,
         ctx: &mut Ctx,
-        f: &Function,
+        f: Option<&Function>,
         sha: &str,
         call: Call,
         running: Arc<Running>,
     ) -> Reply {
         let lua = &self.lua;
+        let (f, ptr) = match (f, &self.last) {
+            (Some(f), _) => (f, f.to_pointer()),
+            (None, Some(last)) => (&last.f, last.ptr),
+            (None, None) => return Reply::error("ERR Error running script: no script"),
+        };
         // The function is passed through the stage table (see `stage`); it is set again
         // only when it changes, so a client repeating one script sets it once.
-        if self.staged != f.to_pointer() {
+        if self.staged != ptr {
             if unlimited(lua, || self.stage.raw_set(1, f)).is_err() {
                 return Reply::error("ERR Error running script: out of memory");
             }
-            self.staged = f.to_pointer();
+            self.staged = ptr;
         }
         // SAFETY: no mlua call is running (we are between runs, on the thread that owns
         // the VM), `state` is the main state and `globals_ref` holds globals.
-        let ready = unlimited(lua, || unsafe {
-            (!call.globals || set_keys_argv(self.state, self.globals_ref, call.keys, call.argv))
-                && ffi::lua_checkstack(self.state, 4) != 0
-        });
+        let ready = unsafe {
+            unlimited_raw(self.state, lua, || {
+                (!call.globals
+                    || set_keys_argv(self.state, self.globals_ref, call.keys, call.argv))
+                    && ffi::lua_checkstack(self.state, 4) != 0
+            })
+        };
         if !ready {
             return Reply::error("ERR Error running script: Lua stack overflow");
         }
@@ -499,6 +535,64 @@ pub(super) fn unlimited<R>(lua: &Lua, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether mlua keeps the memory limit where `unlimited_raw` writes it: checked once,
+/// on the first VM (`raw_limit_checks`).
+static RAW_LIMIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// mlua's allocator state (the `ud` of the state's allocator function) starts with
+/// two `isize`s, the bytes in use and the limit (`MemoryState`, `repr(C)`, in mlua
+/// 0.11). Rather than trust that, this checks it on a new VM: the second word must
+/// follow `set_memory_limit`, and the first must be `used_memory`. If either fails,
+/// `unlimited_raw` keeps to mlua's API (slower, same behaviour).
+fn raw_limit_checks(lua: &Lua, state: *mut ffi::lua_State) -> bool {
+    // SAFETY: the main state of `lua`, no run in progress; the words are read only
+    // after the allocator's state is known to be there (non-null), and mlua 0.11's is
+    // three words long.
+    unsafe {
+        let mut ud = std::ptr::null_mut();
+        ffi::lua_getallocf(state, &mut ud);
+        if ud.is_null() {
+            return false;
+        }
+        let words = ud.cast::<isize>();
+        let follows = [MEMORY_LIMIT - 1, MEMORY_LIMIT]
+            .into_iter()
+            .all(|probe| lua.set_memory_limit(probe).is_ok() && *words.add(1) == probe as isize);
+        follows && *words == lua.used_memory() as isize
+    }
+}
+
+/// `unlimited` for a run's hot path (KEYS/ARGV, a reply pushed into the script): the
+/// limit is cleared and put back with two plain stores to mlua's allocator state
+/// (checked by `raw_limit_checks`), where `set_memory_limit` takes mlua's lock twice
+/// (an Arc clone and a reentrant mutex: 4 atomic instructions per call). mlua reads
+/// the same field to decide whether its own calls need protection.
+///
+/// # Safety
+/// `state` is a state of `lua`, on the thread running it, with no mlua call on it
+/// holding the allocator state.
+pub(super) unsafe fn unlimited_raw<R>(
+    state: *mut ffi::lua_State,
+    lua: &Lua,
+    f: impl FnOnce() -> R,
+) -> R {
+    if RAW_LIMIT.get() != Some(&true) {
+        return unlimited(lua, f);
+    }
+    struct Restore(*mut isize, isize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: see `unlimited_raw`.
+            unsafe { *self.0 = self.1 }
+        }
+    }
+    let mut ud = std::ptr::null_mut();
+    ffi::lua_getallocf(state, &mut ud);
+    let limit = ud.cast::<isize>().add(1);
+    let _restore = Restore(limit, std::mem::replace(&mut *limit, 0));
+    f()
+}
+
 /// Sets `KEYS` and `ARGV` in `globals` to arrays of `keys` and `argv`, with Lua's C
 /// API straight on the main state. Through mlua's safe API every string and every
 /// `raw_set` took and dropped a registry reference (5,900 of the 24,000 instructions
@@ -597,4 +691,28 @@ pub(super) fn version_num(v: &str) -> i64 {
     v.split('.')
         .take(3)
         .fold(0, |acc, part| acc * 256 + part.parse::<i64>().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `unlimited_raw` writes where this mlua keeps its limit (checked on every new VM;
+    /// an mlua whose layout differs would make the hot path fall back to the API, and
+    /// this test says so), and puts the limit back afterwards.
+    #[test]
+    fn the_raw_limit_is_mluas_and_comes_back() {
+        let vm = Vm::new(Some(1)).unwrap();
+        assert_eq!(RAW_LIMIT.get(), Some(&true), "mlua's allocator state moved");
+        // SAFETY: the VM's main state, no run in progress.
+        let inside = unsafe {
+            unlimited_raw(vm.state, &vm.lua, || vm.lua.set_memory_limit(0).unwrap())
+        };
+        assert_eq!(inside, 0, "the limit is lifted inside");
+        assert_eq!(vm.lua.set_memory_limit(MEMORY_LIMIT).unwrap(), MEMORY_LIMIT);
+        let before = vm.used_memory();
+        let _t = vm.lua.create_table().unwrap();
+        assert!(vm.used_memory() > before);
+        assert_eq!(vm.used_memory(), vm.lua.used_memory());
+    }
 }

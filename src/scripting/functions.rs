@@ -553,7 +553,7 @@ impl Scripts {
             name: name.clone(),
             command: args.to_vec(),
         };
-        let reply = self.execute_in(ctx, &mut registry.vm, &bound, &name, call, Some(run));
+        let reply = self.execute_in(ctx, &mut registry.vm, Some(&bound), &name, call, Some(run));
         if reply.is_error() {
             // What a failed function left behind (its VM holds the libraries: kept).
             registry.vm.collect_garbage();

@@ -108,7 +108,6 @@ pub struct ScriptMeta {
 pub struct Running {
     /// Server-clock ms when the script started, so a manual clock drives BUSY in tests.
     pub started_ms: u64,
-    clock: Clock,
     busy_ms: u64,
     killed: AtomicBool,
     /// A write command has run: SCRIPT KILL must refuse (UNKILLABLE), as in Redis.
@@ -138,8 +137,8 @@ impl Running {
 
     /// Called from the Lua hook: logs once when the script passes the time limit, and
     /// returns true that once.
-    fn check_slow(&self) -> bool {
-        if self.is_busy(self.clock.now_ms()) && !self.warned.swap(true, Ordering::Relaxed) {
+    fn check_slow(&self, clock: &Clock) -> bool {
+        if self.is_busy(clock.now_ms()) && !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 busy_ms = self.busy_ms,
                 "slow script detected: still running; other clients get BUSY, SCRIPT KILL can stop it"
@@ -461,9 +460,9 @@ impl Scripts {
                 lower.make_ascii_lowercase();
                 if let Ok(sha) = std::str::from_utf8(&lower) {
                     if let Some(vm) = vm_slot.as_mut() {
-                        if let Some((function, meta)) = vm.compiled(sha) {
+                        if let Some(meta) = vm.compiled(sha) {
                             self.touch(meta);
-                            return self.execute_script(ctx, vm_slot, &function, sha, call);
+                            return self.execute_script(ctx, vm_slot, None, sha, call);
                         }
                     }
                 }
@@ -485,9 +484,9 @@ impl Scripts {
             Err(e) => return e,
         };
         let function = match vm.compiled(&sha) {
-            Some((f, meta)) => {
+            Some(meta) => {
                 self.touch(meta);
-                f
+                None
             }
             None => {
                 let meta = self.meta_for(&sha, true);
@@ -497,18 +496,19 @@ impl Scripts {
                     Err(e) => return e,
                 };
                 self.remember(vm, &sha, &body, meta, true);
-                f
+                Some(f)
             }
         };
-        self.execute_script(ctx, vm_slot, &function, &sha, call)
+        self.execute_script(ctx, vm_slot, function.as_ref(), &sha, call)
     }
 
-    /// An EVAL script: its shebang's read-only rule, then the common run.
+    /// An EVAL script: its shebang's read-only rule, then the common run. `function`
+    /// None: the script `Vm::compiled` returned last.
     fn execute_script(
         &self,
         ctx: &mut Ctx,
         vm_slot: &mut Option<engine::Vm>,
-        function: &mlua::Function,
+        function: Option<&mlua::Function>,
         sha: &str,
         mut call: Call,
     ) -> Reply {
@@ -519,7 +519,10 @@ impl Scripts {
     }
 
     fn touch(&self, meta: &ScriptMeta) {
-        let now = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+        // A load and a store, not an atomic add: every caller holds the VM's lock (the
+        // one writer at a time), and other threads only read the tick.
+        let now = self.tick.load(Ordering::Relaxed) + 1;
+        self.tick.store(now, Ordering::Relaxed);
         meta.last_used.store(now, Ordering::Relaxed);
     }
 
@@ -529,7 +532,7 @@ impl Scripts {
         &self,
         ctx: &mut Ctx,
         vm_slot: &mut Option<engine::Vm>,
-        function: &mlua::Function,
+        function: Option<&mlua::Function>,
         sha: &str,
         call: Call,
     ) -> Reply {
@@ -556,7 +559,7 @@ impl Scripts {
         &self,
         ctx: &mut Ctx,
         vm: &mut engine::Vm,
-        function: &mlua::Function,
+        function: Option<&mlua::Function>,
         sha: &str,
         call: Call,
         run: Option<FunctionRun>,
@@ -564,14 +567,13 @@ impl Scripts {
         let running = Arc::new(Running {
             // The caller read the clock just after taking the gate.
             started_ms: ctx.now_ms,
-            clock: ctx.shared.clock.clone(),
             busy_ms: self.busy_ms.load(Ordering::Relaxed),
             killed: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
             deny_oom: call.deny_oom,
             warned: AtomicBool::new(false),
             function: run,
-            leaving: long_run::Leaving::new(),
+            leaving: long_run::Leaving::new(ctx.started()),
         });
         *self.running.lock() = Some(running.clone());
         let _clear = ClearRunning(&self.running);

@@ -2,7 +2,7 @@
 //! the network uses), sha1hex, log, setresp.
 
 use super::convert;
-use super::engine::{unlimited, RunSlot};
+use super::engine::{unlimited_raw, RunSlot};
 use super::lua_errors::raise_reply;
 use super::numfmt;
 use crate::commands::{self, table::flags};
@@ -108,7 +108,8 @@ unsafe fn pushed_or_failed(
         // nothing (DEL's integer, say) needs no lifting.
         let push = |lift: bool, f: &dyn Fn()| {
             if lift {
-                unlimited(lua, f)
+                // SAFETY: inside our C function, on the thread running the script.
+                unsafe { unlimited_raw(state, lua, f) }
             } else {
                 f()
             }

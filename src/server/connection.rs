@@ -104,6 +104,11 @@ async fn run<S: Stream>(
             // Requests run in this batch.
             let mut ran = 0;
             loop {
+                // Nothing left to run: no request to mark (`begin_request` and its
+                // guard store with SeqCst, a full barrier each).
+                if rbuf.is_empty() {
+                    break;
+                }
                 // A node a fault control took off the network executes nothing more,
                 // not even requests already read (see `Shared::set_net`).
                 let executing = match shared.begin_request(&info) {

@@ -220,7 +220,7 @@ pub(crate) fn render(shared: &Shared) -> String {
         &mut out,
         "redlockd_commands_total",
         "Commands run, by command.",
-        &|c| c.calls.load(Relaxed),
+        &|c| c.calls(),
     );
     per_command(
         &mut out,
