@@ -73,8 +73,8 @@ impl Session {
             match parse_request(input, &self.limits) {
                 Ok(None) => return Ok(ran),
                 Ok(Some(args)) if args.is_empty() => {}
-                Ok(Some(args)) => {
-                    self.run(&args, out);
+                Ok(Some(mut args)) => {
+                    self.run(&mut args, out);
                     ran += 1;
                 }
                 Err(e) => {
@@ -94,12 +94,12 @@ impl Session {
 
     /// Runs one command given as its arguments and appends the reply to `out`.
     pub fn call<A: AsRef<[u8]>>(&mut self, args: &[A], out: &mut BytesMut) {
-        let args: Vec<Bytes> = args
+        let mut args: Vec<Bytes> = args
             .iter()
             .map(|a| Bytes::copy_from_slice(a.as_ref()))
             .collect();
         if !args.is_empty() {
-            self.run(&args, out);
+            self.run(&mut args, out);
         }
     }
 
@@ -109,7 +109,7 @@ impl Session {
         self.shared.keyspace.sweep(self.shared.clock.now_ms())
     }
 
-    fn run(&mut self, args: &[Bytes], out: &mut BytesMut) {
+    fn run(&mut self, args: &mut Vec<Bytes>, out: &mut BytesMut) {
         // Ready on the first poll: the only client of this server never finds the
         // keyspace gate held by anyone else, so dispatch never waits for it.
         let mut reply = {

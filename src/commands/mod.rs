@@ -50,8 +50,10 @@ pub type CmdResult = Result<Reply, Reply>;
 /// Runs one request from a network client: the checks only the network makes (auth,
 /// subscribed mode), then, after MULTI, queueing; else `atomic::run`, which takes the
 /// keyspace gate as the command needs and runs it. A refusal here fails an open
-/// transaction, as in Redis.
-pub async fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+/// transaction, as in Redis. A queued command takes `args` (moved, not cloned: each
+/// clone of a `Bytes` is an atomic increment, and its drop a decrement), leaving the
+/// vector empty.
+pub async fn dispatch(ctx: &mut Ctx<'_>, args: &mut Vec<Bytes>) -> Reply {
     let spec = match check(ctx, args) {
         Ok(spec) => spec,
         Err(e) => {
@@ -68,7 +70,7 @@ pub async fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return reply;
         }
     }
-    match atomic::run(ctx, spec, args).await {
+    match atomic::run(ctx, spec, &args[..]).await {
         Ok(reply) => reply,
         Err(busy) if spec.name == "exec" => multi::exec_refused(ctx, busy),
         Err(busy) => busy,

@@ -58,7 +58,7 @@ pub fn flag_failed(ctx: &mut Ctx) {
 
 /// After MULTI: queues the command, or refuses it (failing the transaction) as Redis
 /// refuses it at that point. `None` when the client is not in MULTI.
-pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Option<Reply> {
+pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &mut Vec<Bytes>) -> Option<Reply> {
     use super::table::flags;
     ctx.client.multi.as_ref()?;
     let refusal = if spec.flags & flags::NO_MULTI != 0 {
@@ -81,7 +81,7 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Option<Reply
     }
     // A failed transaction will not run: no point keeping its commands.
     if !t.failed {
-        t.queue.push((spec, args.to_vec()));
+        t.queue.push((spec, args.drain(..).collect()));
     }
     Some(Reply::status("QUEUED"))
 }

@@ -12,7 +12,7 @@
 //! sliced from the scan instead). The crate is the framing DESIGN.md asks for; the
 //! number is here for whoever weighs that again.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// Longest header line or inline request without a newline (Redis's PROTO_INLINE_MAX_SIZE).
 const MAX_LINE: usize = 64 * 1024;
@@ -216,13 +216,22 @@ fn parse_multibulk(
     };
     // The frame is complete and well formed: slice the arguments out of it without
     // copying, walking the headers just checked (no second parser over the frame).
-    let frame = buf.split_to(f.end).freeze();
+    let mut frame = buf.split_to(f.end).freeze();
     args.reserve(f.count);
     let mut at = f.first;
-    for _ in 0..f.count {
+    for _ in 1..f.count {
         let (bytes, next) = arg_at(&frame, at);
         args.push(frame.slice(bytes));
         at = next;
+    }
+    // The last argument is the frame itself, narrowed: each slice is an atomic
+    // increment of the buffer's count (and its drop a decrement), and the frame's
+    // own handle would be dropped here anyway.
+    if f.count > 0 {
+        let (bytes, _) = arg_at(&frame, at);
+        frame.truncate(bytes.end);
+        frame.advance(bytes.start);
+        args.push(frame);
     }
     Ok(true)
 }

@@ -103,6 +103,10 @@ async fn run<S: Stream>(
             let mut more = false;
             // Requests run in this batch.
             let mut ran = 0;
+            // The mark that this connection is executing (`Shared::continue_request`):
+            // set by the batch's first request, cleared when the batch stops or a
+            // command blocks.
+            let mut executing = None;
             loop {
                 // Nothing left to run: no request to mark (`begin_request` and its
                 // guard store with SeqCst, a full barrier each).
@@ -111,14 +115,14 @@ async fn run<S: Stream>(
                 }
                 // A node a fault control took off the network executes nothing more,
                 // not even requests already read (see `Shared::set_net`).
-                let executing = match shared.begin_request(&info) {
-                    Ok(e) => e,
+                match shared.continue_request(&info, &mut executing) {
+                    Ok(()) => {}
                     Err(NetState::Down) => return Ok(()),
                     Err(_) => {
                         held = true;
                         break;
                     }
-                };
+                }
                 // AUTH earlier in this batch lifts the pre-AUTH limits for the rest.
                 limits.unauthenticated = !client.authed;
                 match parse_request_into(&mut rbuf, &limits, &mut args) {
@@ -127,15 +131,16 @@ async fn run<S: Stream>(
                     Ok(true) => {
                         ran += 1;
                         let mut ctx = Ctx::new(shared, client);
-                        let mut reply = dispatch_caught(&mut ctx, &args).await;
+                        let mut reply = dispatch_caught(&mut ctx, &mut args).await;
                         args.clear();
                         // Wake BLPOP waiters on keys this command pushed to, queue
                         // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
                         // to oneself), and wait here if the command blocked.
                         crate::commands::atomic::serve_blocked(shared).await;
-                        drop(executing);
                         take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
                         if let Some(blocked) = client.blocked.take() {
+                            // Waiting is not executing (`set_net` must not wait for it).
+                            executing = None;
                             if !write_out(stream, &mut wbuf, &info).await? {
                                 return Ok(());
                             }
@@ -165,6 +170,7 @@ async fn run<S: Stream>(
                     }
                 }
             }
+            drop(executing);
             take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
             // A pipelined batch's replies wait until the other ready connections have
             // run theirs, as Redis writes all replies in one pass before it waits
@@ -313,21 +319,23 @@ enum Event {
 /// of ending the connection's task. Locks held by the command are released on the
 /// way out (guards drop while unwinding; parking_lot's locks are not poisoned), and
 /// scripting rebuilds its VM itself (`Scripts::run`).
-async fn dispatch_caught(ctx: &mut Ctx<'_>, args: &[bytes::Bytes]) -> Reply {
+async fn dispatch_caught(ctx: &mut Ctx<'_>, args: &mut Vec<bytes::Bytes>) -> Reply {
     let client = ctx.client.id();
     // The panic is caught in whichever poll of the command it happens (a command may
     // wait for the keyspace gate); the gate's holds are released while unwinding.
-    let mut dispatched = std::pin::pin!(dispatch(ctx, args));
-    let outcome = std::future::poll_fn(|cx| {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            dispatched.as_mut().poll(cx)
-        })) {
-            Ok(std::task::Poll::Ready(reply)) => std::task::Poll::Ready(Ok(reply)),
-            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-            Err(panic) => std::task::Poll::Ready(Err(panic)),
-        }
-    })
-    .await;
+    let outcome = {
+        let mut dispatched = std::pin::pin!(dispatch(ctx, args));
+        std::future::poll_fn(|cx| {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                dispatched.as_mut().poll(cx)
+            })) {
+                Ok(std::task::Poll::Ready(reply)) => std::task::Poll::Ready(Ok(reply)),
+                Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+                Err(panic) => std::task::Poll::Ready(Err(panic)),
+            }
+        })
+        .await
+    };
     match outcome {
         Ok(reply) => reply,
         Err(panic) => {
@@ -338,7 +346,8 @@ async fn dispatch_caught(ctx: &mut Ctx<'_>, args: &[bytes::Bytes]) -> Reply {
                 .unwrap_or_else(|| "unknown panic".to_string());
             tracing::error!(
                 client,
-                command = %String::from_utf8_lossy(&args[0]),
+                // Empty if the command was queued (MULTI takes the arguments).
+                command = %String::from_utf8_lossy(args.first().map_or(&[][..], |a| &a[..])),
                 "panic while running a command: {msg}"
             );
             Reply::error(errors::INTERNAL_PANIC)
