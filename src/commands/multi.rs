@@ -81,7 +81,7 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &mut Vec<Bytes>) -> Optio
     }
     // A failed transaction will not run: no point keeping its commands.
     if !t.failed {
-        t.queue.push((spec, args.drain(..).collect()));
+        t.queue.push((spec, std::mem::take(args)));
     }
     Some(Reply::status("QUEUED"))
 }
