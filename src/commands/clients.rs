@@ -111,21 +111,42 @@ impl ClientInfo {
 }
 
 /// A connection task's waker, registered while it waits, woken from other threads.
-/// The flag it wakes for is set before `wake` and read after `register`, both under
-/// the lock, so a wake-up is never lost.
+/// The flag it wakes for is set (SeqCst) before `wake` and read (SeqCst) after
+/// `register`, so a wake-up is never lost: either the reader sees the flag, or the
+/// waker was in the slot when `wake` looked.
 #[derive(Default)]
-pub struct WakeSlot(Mutex<Option<Waker>>);
+pub struct WakeSlot {
+    waker: Mutex<Option<Waker>>,
+    /// How many times a waker was put in the slot (changed under the lock only).
+    stores: AtomicU64,
+}
 
 impl WakeSlot {
     pub fn register(&self, waker: &Waker) {
-        let mut slot = self.0.lock();
+        let mut slot = self.waker.lock();
         if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
             *slot = Some(waker.clone());
+            let stores = self.stores.load(Ordering::Relaxed) + 1;
+            self.stores.store(stores, Ordering::Release);
         }
     }
 
+    /// `register` for a caller that registers the same waker at every wait (a
+    /// connection's loop): nothing to do, and no lock taken (a lock and an unlock are
+    /// two atomic instructions), while the slot still holds the waker this caller put
+    /// there last. `last` is the caller's note of that waker and of `stores` then.
+    pub fn register_again(&self, waker: &Waker, last: &mut Option<(Waker, u64)>) {
+        if let Some((w, stores)) = last {
+            if w.will_wake(waker) && self.stores.load(Ordering::Acquire) == *stores {
+                return;
+            }
+        }
+        self.register(waker);
+        *last = Some((waker.clone(), self.stores.load(Ordering::Acquire)));
+    }
+
     pub fn wake(&self) {
-        if let Some(w) = self.0.lock().as_ref() {
+        if let Some(w) = self.waker.lock().as_ref() {
             w.wake_by_ref();
         }
     }

@@ -85,6 +85,8 @@ async fn run<S: Stream>(
     // One request's arguments (slices of the read buffer): reused, emptied after each
     // command so they never pin a big request's buffer.
     let mut args = Vec::new();
+    // The waker this loop last put in the client's wake slot (`WakeSlot::register_again`).
+    let mut registered = None;
     loop {
         // While the node is paused nothing is executed, but input is still read, as the
         // kernel would buffer it for a stopped process: on resume it all runs.
@@ -236,7 +238,7 @@ async fn run<S: Stream>(
                         return Poll::Ready(Event::Message(msg));
                     }
                 }
-                info.wake.register(cx.waker());
+                info.wake.register_again(cx.waker(), &mut registered);
                 // Checked after registering: a kill or a change in between woke nobody.
                 if info.killed.load(Ordering::SeqCst) || net_now.load(Ordering::SeqCst) != net_seen {
                     return Poll::Ready(Event::Woken);
