@@ -12,7 +12,7 @@ use super::convert;
 use super::lua_errors::{error_handler, error_text, raise_reply, raising, raising_table, script_error, unwrap_error};
 use super::redis_api::{create_call, log, setresp, sha1hex};
 use super::sandbox::{guarded_rawset, guarded_setmetatable, random, SETUP};
-use super::{bit, cjson, cmsgpack, lstruct, Call, Running, ScriptMeta};
+use super::{bit, cjson, cmsgpack, lstruct, Call, RunFlags, ScriptMeta, ScriptRun};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use rand::SeedableRng;
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A runaway script (a table grown in a loop) gets a memory error instead of eating
@@ -119,7 +120,7 @@ pub(super) struct RunSlot {
     /// redis.setresp's choice.
     pub(super) resp3: Cell<bool>,
     pub(super) read_only: bool,
-    pub(super) running: Arc<Running>,
+    pub(super) run: ScriptRun,
 }
 
 thread_local! {
@@ -130,6 +131,31 @@ thread_local! {
 }
 
 impl RunSlot {
+    /// The flags this run shares with SCRIPT KILL (`Scripts::flags`).
+    fn flags(&self) -> &RunFlags {
+        // SAFETY: see `ctx`: read inside the run, on its thread.
+        unsafe { &(*self.ctx).shared.scripts.flags }
+    }
+
+    /// SCRIPT KILL (or a shutdown) stopped this run.
+    pub(super) fn killed(&self) -> bool {
+        self.flags().killed.load(Ordering::Relaxed)
+    }
+
+    /// Whether a command that may grow memory is refused now (see `ScriptRun::deny_oom`).
+    pub(super) fn refuses_oom(&self) -> bool {
+        self.run.deny_oom && !self.flags().wrote.load(Ordering::SeqCst)
+    }
+
+    /// A write command ran: SCRIPT KILL refuses from now on. Stored once per run (a
+    /// SeqCst store is a full barrier).
+    pub(super) fn wrote(&self) {
+        let wrote = &self.flags().wrote;
+        if !wrote.load(Ordering::Relaxed) {
+            wrote.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Calls `f` with the run in progress on this thread; `None` between runs
     /// (redis.call at FUNCTION LOAD time, the hook while a library loads).
     pub(super) fn with<R>(f: impl FnOnce(&RunSlot) -> R) -> Option<R> {
@@ -171,7 +197,7 @@ impl Vm {
         imp.set(
             "killed",
             lua.create_function(|_, ()| {
-                Ok(RunSlot::with(|s| s.running.killed()).unwrap_or(false))
+                Ok(RunSlot::with(|s| s.killed()).unwrap_or(false))
             })?,
         )?;
         imp.set("unwrap_error", lua.create_function(unwrap_error)?)?;
@@ -212,7 +238,7 @@ impl Vm {
                     }
                 }
                 let killed = RunSlot::with(|slot| {
-                    let killed = slot.running.killed();
+                    let killed = slot.killed();
                     if !killed {
                         super::long_run::tick(slot);
                     }
@@ -377,7 +403,7 @@ impl Vm {
         f: Option<&Function>,
         sha: &str,
         call: Call,
-        running: Arc<Running>,
+        run: ScriptRun,
     ) -> Reply {
         let saved_db = ctx.client.db;
         let saved_in_script = ctx.in_script;
@@ -385,7 +411,7 @@ impl Vm {
         // A panic (in a command run by redis.call, or in mlua) still restores the
         // caller's state; the caller then drops this VM (see `Scripts::run`).
         let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.execute_inner(ctx, f, sha, call, running)
+            self.execute_inner(ctx, f, sha, call, run)
         }));
         ctx.in_script = saved_in_script;
         // SELECT inside a script does not change the caller's database (as Redis).
@@ -401,7 +427,7 @@ impl Vm {
         f: Option<&Function>,
         sha: &str,
         call: Call,
-        running: Arc<Running>,
+        run: ScriptRun,
     ) -> Reply {
         let lua = &self.lua;
         let (f, ptr) = match (f, &self.last) {
@@ -433,7 +459,7 @@ impl Vm {
             ctx: (ctx as *mut Ctx<'_>).cast::<Ctx<'static>>(),
             resp3: Cell::new(false),
             read_only: call.read_only,
-            running,
+            run,
         };
         let guard = SlotGuard::enter(&slot);
         // SAFETY: as above, with 4 free stack slots.
@@ -441,7 +467,7 @@ impl Vm {
         let status = unsafe { self.call_staged() };
         drop(guard);
         let resp3 = slot.resp3.get();
-        let killed = slot.running.killed();
+        let killed = slot.killed();
         // SAFETY: `call_staged` left its results above `top`.
         let reply = unsafe { self.take_result(top, status, resp3, sha, killed) };
         // SAFETY: back to the stack as the run found it.

@@ -81,14 +81,14 @@ impl Leaving {
 /// `--busy-script-time`, clients waiting for the keyspace gate are woken so they answer
 /// BUSY at once.
 pub(super) fn tick(slot: &RunSlot) {
-    let running = &slot.running;
-    if running.leaving.elapsed() >= LEAVE_AFTER {
-        leave_worker(&running.leaving);
+    let run = &slot.run;
+    if run.leaving.elapsed() >= LEAVE_AFTER {
+        leave_worker(&run.leaving);
     }
     // SAFETY: see `RunSlot::ctx`: the hook runs inside the run that set the pointer,
     // on its thread; only the shared server state is read.
     let shared = unsafe { (*slot.ctx).shared };
-    if running.check_slow(&shared.clock) {
+    if run.check_slow(&shared.clock) {
         without_core(|| crate::commands::atomic::script_turned_busy(shared));
     }
 }
@@ -166,7 +166,8 @@ pub(crate) fn spawn_watch(shared: &Arc<crate::commands::Shared>) -> std::io::Res
 fn watch(shared: std::sync::Weak<crate::commands::Shared>, runtime: tokio::runtime::Handle) {
     let mut idle_polls = 0u32;
     let mut last_tick = u64::MAX;
-    let mut nudged: Option<Arc<super::Running>> = None;
+    // The run (`Running::run`) nudged last.
+    let mut nudged = None;
     loop {
         let pause = if idle_polls > 1000 {
             Duration::from_millis(20)
@@ -184,15 +185,16 @@ fn watch(shared: std::sync::Weak<crate::commands::Shared>, runtime: tokio::runti
         let tick = scripts.tick.load(Ordering::Relaxed);
         idle_polls = if tick == last_tick { idle_polls + 1 } else { 0 };
         last_tick = tick;
-        let Some(running) = scripts.running.lock().clone() else {
+        let Some((run, started_ns)) = scripts.running.lock().as_ref().map(|r| (r.run, r.started_ns))
+        else {
             nudged = None;
             continue;
         };
         idle_polls = 0;
-        let again = nudged.as_ref().is_some_and(|n| Arc::ptr_eq(n, &running));
-        if !again && running.leaving.elapsed() >= LEAVE_AFTER {
+        let ran = Duration::from_nanos(crate::clock::mono_ns().saturating_sub(started_ns));
+        if nudged != Some(run) && ran >= LEAVE_AFTER {
             runtime.spawn(async {});
-            nudged = Some(running);
+            nudged = Some(run);
         }
     }
 }

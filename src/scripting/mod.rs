@@ -57,7 +57,11 @@ pub struct Scripts {
     /// Created on first use and dropped by SCRIPT FLUSH (Redis resets its VM there too),
     /// or after a panic while it ran (rebuilt on next use).
     vm: Mutex<Option<engine::Vm>>,
-    running: Mutex<Option<Arc<Running>>>,
+    running: Mutex<Option<Running>>,
+    /// The running script's flags (see `RunFlags`).
+    flags: RunFlags,
+    /// Runs so far (written under the `running` lock): numbers each `Running`.
+    runs: AtomicU64,
     /// Advances on every script run: the LRU clock of EVAL scripts.
     tick: AtomicU64,
     /// The time limit (CONFIG SET busy-reply-threshold / lua-time-limit changes it).
@@ -103,42 +107,57 @@ pub struct ScriptMeta {
     last_used: AtomicU64,
 }
 
-/// The script executing now. Shared with the Lua hook (kill flag) and with connections
-/// waiting for the gate (BUSY).
+/// The script executing now, as the clients around it see it (BUSY, SCRIPT KILL,
+/// FUNCTION STATS, the long-run watcher): `Scripts::running`, set when a run starts and
+/// cleared when it ends, under that lock. Held inline, not in an Arc: a run costs a
+/// lock taken twice, and no allocation.
 pub struct Running {
     /// Server-clock ms when the script started, so a manual clock drives BUSY in tests.
     pub started_ms: u64,
     busy_ms: u64,
-    killed: AtomicBool,
-    /// A write command has run: SCRIPT KILL must refuse (UNKILLABLE), as in Redis.
-    wrote: AtomicBool,
-    /// Commands that may grow memory are refused until the first write (`Call`).
-    deny_oom: bool,
-    warned: AtomicBool,
     /// Set when this is a function (FCALL), not an EVAL script.
     pub function: Option<FunctionRun>,
-    /// Real time of the run and its leaving the async worker (`long_run`).
-    leaving: long_run::Leaving,
+    /// `clock::mono_ns` at the start: the watcher's measure of a long run.
+    started_ns: u64,
+    /// Which run this is (`Scripts::runs`): the watcher nudges once per run.
+    run: u64,
 }
 
 impl Running {
-    /// Whether a command that may grow memory is refused now (see `deny_oom`).
-    pub(crate) fn refuses_oom(&self) -> bool {
-        self.deny_oom && !self.wrote.load(Ordering::SeqCst)
-    }
-
     fn is_busy(&self, now_ms: u64) -> bool {
         now_ms.saturating_sub(self.started_ms) > self.busy_ms
     }
+}
 
-    pub(crate) fn killed(&self) -> bool {
-        self.killed.load(Ordering::Relaxed)
-    }
+/// What the running script and the clients around it both change. They live as long
+/// as `Scripts` and are set back when a run is put in the `running` slot, under its
+/// lock; SCRIPT KILL sets `killed` under the same lock, only while the slot holds a
+/// run, so a kill never reaches a later run.
+#[derive(Default)]
+struct RunFlags {
+    killed: AtomicBool,
+    /// A write command has run: SCRIPT KILL must refuse (UNKILLABLE), as in Redis.
+    wrote: AtomicBool,
+}
 
+/// What a run keeps for itself, on the thread that runs it (in its `RunSlot`).
+pub(crate) struct ScriptRun {
+    started_ms: u64,
+    busy_ms: u64,
+    /// Commands that may grow memory are refused until the first write (`Call`).
+    deny_oom: bool,
+    /// The slow-script warning was logged.
+    warned: std::cell::Cell<bool>,
+    /// Leaving the async worker when the run lasts (`long_run`).
+    leaving: long_run::Leaving,
+}
+
+impl ScriptRun {
     /// Called from the Lua hook: logs once when the script passes the time limit, and
     /// returns true that once.
     fn check_slow(&self, clock: &Clock) -> bool {
-        if self.is_busy(clock.now_ms()) && !self.warned.swap(true, Ordering::Relaxed) {
+        let ran = clock.now_ms().saturating_sub(self.started_ms);
+        if ran > self.busy_ms && !self.warned.replace(true) {
             tracing::warn!(
                 busy_ms = self.busy_ms,
                 "slow script detected: still running; other clients get BUSY, SCRIPT KILL can stop it"
@@ -178,6 +197,8 @@ impl Scripts {
             cache: RwLock::new(Cache::default()),
             vm: Mutex::new(None),
             running: Mutex::new(None),
+            flags: RunFlags::default(),
+            runs: AtomicU64::new(0),
             tick: AtomicU64::new(0),
             busy_ms: AtomicU64::new(busy_ms),
             seed,
@@ -240,11 +261,11 @@ impl Scripts {
     pub fn kill(&self, function: bool) -> Reply {
         match self.running.lock().as_ref() {
             None => Reply::error(errors::NOTBUSY),
-            Some(r) if r.wrote.load(Ordering::SeqCst) => Reply::error(errors::UNKILLABLE),
+            Some(_) if self.flags.wrote.load(Ordering::SeqCst) => Reply::error(errors::UNKILLABLE),
             Some(r) if r.function.is_some() && !function => Reply::error(errors::BUSY_FUNCTION),
             Some(r) if r.function.is_none() && function => Reply::error(errors::BUSY),
-            Some(r) => {
-                r.killed.store(true, Ordering::SeqCst);
+            Some(_) => {
+                self.flags.killed.store(true, Ordering::SeqCst);
                 Reply::Ok
             }
         }
@@ -269,8 +290,8 @@ impl Scripts {
 
     /// Stops a running script whatever it did (the server is going away).
     pub fn kill_for_shutdown(&self) {
-        if let Some(r) = self.running.lock().as_ref() {
-            r.killed.store(true, Ordering::SeqCst);
+        if self.running.lock().is_some() {
+            self.flags.killed.store(true, Ordering::SeqCst);
         }
     }
 
@@ -564,20 +585,32 @@ impl Scripts {
         call: Call,
         run: Option<FunctionRun>,
     ) -> Reply {
-        let running = Arc::new(Running {
-            // The caller read the clock just after taking the gate.
-            started_ms: ctx.now_ms,
-            busy_ms: self.busy_ms.load(Ordering::Relaxed),
-            killed: AtomicBool::new(false),
-            wrote: AtomicBool::new(false),
-            deny_oom: call.deny_oom,
-            warned: AtomicBool::new(false),
-            function: run,
-            leaving: long_run::Leaving::new(ctx.started()),
-        });
-        *self.running.lock() = Some(running.clone());
+        // The caller read the clock just after taking the gate.
+        let (started_ms, started_ns) = (ctx.now_ms, ctx.started());
+        let busy_ms = self.busy_ms.load(Ordering::Relaxed);
+        {
+            let mut slot = self.running.lock();
+            self.flags.killed.store(false, Ordering::Relaxed);
+            self.flags.wrote.store(false, Ordering::Relaxed);
+            let number = self.runs.load(Ordering::Relaxed) + 1;
+            self.runs.store(number, Ordering::Relaxed);
+            *slot = Some(Running {
+                started_ms,
+                busy_ms,
+                function: run,
+                started_ns,
+                run: number,
+            });
+        }
         let _clear = ClearRunning(&self.running);
-        vm.execute(ctx, function, sha, call, running)
+        let run = ScriptRun {
+            started_ms,
+            busy_ms,
+            deny_oom: call.deny_oom,
+            warned: std::cell::Cell::new(false),
+            leaving: long_run::Leaving::new(started_ns),
+        };
+        vm.execute(ctx, function, sha, call, run)
     }
 }
 
@@ -610,7 +643,7 @@ fn engine_panicked(
 }
 
 /// Clears the running-script slot however the run ends.
-struct ClearRunning<'a>(&'a Mutex<Option<Arc<Running>>>);
+struct ClearRunning<'a>(&'a Mutex<Option<Running>>);
 
 impl Drop for ClearRunning<'_> {
     fn drop(&mut self) {

@@ -12,7 +12,6 @@ use mlua::{ffi, Function, Lua, Value, Variadic};
 use std::cell::Cell;
 use std::ffi::c_int;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
 
 /// redis.call (`protected` false) or redis.pcall (true) as a Lua C function.
 ///
@@ -210,13 +209,13 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
         if slot.read_only && spec.flags & flags::WRITE != 0 {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
         }
-        if spec.flags & flags::DENYOOM != 0 && slot.running.refuses_oom() {
+        if spec.flags & flags::DENYOOM != 0 && slot.refuses_oom() {
             return Err(errors::OOM.into());
         }
         // Looked up and arity-checked above: straight to the command's run.
         let reply = commands::run(ctx, spec, argv);
         if spec.flags & flags::WRITE != 0 && !reply.is_error() {
-            slot.running.wrote.store(true, Ordering::SeqCst);
+            slot.wrote();
         }
         Ok((reply, slot.resp3.get()))
     })
