@@ -157,7 +157,7 @@ fn histograms(ctx: &Ctx, names: &[Bytes]) -> Reply {
         }
         let mut cumulative = 0;
         let mut buckets = Vec::new();
-        for (i, n) in s.histogram().into_iter().enumerate() {
+        for (i, n) in s.histogram.into_iter().enumerate() {
             if n == 0 {
                 continue;
             }

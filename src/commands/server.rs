@@ -270,17 +270,17 @@ fn info_commandstats(ctx: &Ctx, out: &mut String) {
     for spec in COMMANDS.iter() {
         let s = ctx.shared.stats.command(spec.index);
         let calls = s.calls();
-        let rejected = s.rejected.load(Ordering::Relaxed);
+        let rejected = s.rejected;
         if calls == 0 && rejected == 0 {
             continue;
         }
-        let usec = s.usec.load(Ordering::Relaxed);
+        let usec = s.usec;
         let _ = write!(
             out,
             "cmdstat_{}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={rejected},failed_calls={}\r\n",
             spec.name,
             if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
-            s.failed.load(Ordering::Relaxed),
+            s.failed,
         );
     }
 }

@@ -34,7 +34,13 @@ pub struct Stats {
     pub acl_denied_cmd: AtomicU64,
     pub acl_denied_key: AtomicU64,
     pub acl_denied_channel: AtomicU64,
+    /// The counters of threads without a slot of their own (`memory::thread_slot`),
+    /// changed with atomic adds; and every command's refusals.
     per_command: Vec<CommandStat>,
+    /// Per slot, the counters the thread owning it changes with a plain load and
+    /// store (an atomic add is a locked instruction, a full barrier, and a script's
+    /// EVALSHA records three commands); made on the slot's first command.
+    by_thread: Box<[std::sync::OnceLock<Box<[CommandStat]>>]>,
     pub slowlog: SlowLog,
     pub latency: LatencyMonitor,
     pub locks: LockStats,
@@ -68,27 +74,35 @@ pub struct LockStats {
     pub noperm: AtomicU64,
 }
 
-/// One command's counters. Its calls are the sum of its histogram (no counter of their
-/// own): every atomic add here is a locked instruction per command, and a script's
-/// EVALSHA runs three commands.
+/// One command's counters (in one shard of them, see `Stats::by_thread`). Its calls
+/// are the sum of its histogram, with no counter of their own.
 #[derive(Default)]
-pub struct CommandStat {
-    pub usec: AtomicU64,
-    pub rejected: AtomicU64,
-    pub failed: AtomicU64,
+struct CommandStat {
+    usec: AtomicU64,
+    rejected: AtomicU64,
+    failed: AtomicU64,
     histogram: [AtomicU64; BUCKETS],
 }
 
-impl CommandStat {
+/// One command's counters, summed over the shards (`Stats::command`).
+pub struct CommandTotals {
+    pub usec: u64,
+    pub rejected: u64,
+    pub failed: u64,
+    /// Calls per bucket (not cumulative), bucket `i` ending at 2^i microseconds.
+    pub histogram: [u64; BUCKETS],
+}
+
+impl CommandTotals {
     /// Calls that ran (refused ones are `rejected`).
     pub fn calls(&self) -> u64 {
-        self.histogram.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+        self.histogram.iter().sum()
     }
+}
 
-    /// Calls per bucket (not cumulative), bucket `i` ending at 2^i microseconds.
-    pub fn histogram(&self) -> [u64; BUCKETS] {
-        std::array::from_fn(|i| self.histogram[i].load(Ordering::Relaxed))
-    }
+/// Adds to a counter only this thread writes (see `Stats::by_thread`).
+fn add_owned(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 /// The histogram bucket of a duration.
@@ -111,6 +125,9 @@ impl Stats {
             acl_denied_channel: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             per_command: (0..commands).map(|_| CommandStat::default()).collect(),
+            by_thread: (0..crate::memory::SHARDS)
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
             slowlog: SlowLog::new(),
             latency: LatencyMonitor::default(),
             locks: LockStats::default(),
@@ -118,6 +135,17 @@ impl Stats {
     }
 
     pub fn record(&self, index: usize, usec: u64, failed: bool) {
+        if let Some(slot) = crate::memory::thread_slot() {
+            let commands = self.per_command.len();
+            let s = &self.by_thread[slot]
+                .get_or_init(|| (0..commands).map(|_| CommandStat::default()).collect())[index];
+            add_owned(&s.usec, usec);
+            add_owned(&s.histogram[bucket(usec)], 1);
+            if failed {
+                add_owned(&s.failed, 1);
+            }
+            return;
+        }
         let s = &self.per_command[index];
         s.usec.fetch_add(usec, Ordering::Relaxed);
         s.histogram[bucket(usec)].fetch_add(1, Ordering::Relaxed);
@@ -143,19 +171,41 @@ impl Stats {
     /// CONFIG RESETSTAT (as Redis, which resets it too). Summed when asked rather than
     /// counted per command: one counter every worker adds to is a contended line.
     pub fn total_commands(&self) -> u64 {
-        self.per_command
-            .iter()
-            .map(|s| s.calls() + s.rejected.load(Ordering::Relaxed))
+        (0..self.per_command.len())
+            .map(|i| {
+                let c = self.command(i);
+                c.calls() + c.rejected
+            })
             .sum()
     }
 
-    pub fn command(&self, index: usize) -> &CommandStat {
-        &self.per_command[index]
+    /// One command's counters, summed over the shards.
+    pub fn command(&self, index: usize) -> CommandTotals {
+        let mut t = CommandTotals {
+            usec: 0,
+            rejected: 0,
+            failed: 0,
+            histogram: [0; BUCKETS],
+        };
+        let owned = self.by_thread.iter().filter_map(|s| s.get()).map(|s| &s[index]);
+        for s in std::iter::once(&self.per_command[index]).chain(owned) {
+            t.usec += s.usec.load(Ordering::Relaxed);
+            t.rejected += s.rejected.load(Ordering::Relaxed);
+            t.failed += s.failed.load(Ordering::Relaxed);
+            for (sum, b) in t.histogram.iter_mut().zip(&s.histogram) {
+                *sum += b.load(Ordering::Relaxed);
+            }
+        }
+        t
     }
 
     /// CONFIG RESETSTAT: the counters and histograms (not the slow log, as in Redis).
+    /// A command recorded on another thread at this very moment may write its shard's
+    /// old count back over the zero (its load and store are not one step): the reset
+    /// is exact for what finished before it.
     pub fn reset(&self) {
-        for s in &self.per_command {
+        let owned = self.by_thread.iter().filter_map(|s| s.get());
+        for s in self.per_command.iter().chain(owned.flat_map(|s| s.iter())) {
             s.usec.store(0, Ordering::Relaxed);
             s.rejected.store(0, Ordering::Relaxed);
             s.failed.store(0, Ordering::Relaxed);
@@ -358,6 +408,32 @@ impl LatencyMonitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Commands recorded on several threads (each in its own shard) add up, and
+    /// CONFIG RESETSTAT clears every shard.
+    #[test]
+    fn counts_from_every_thread_add_up() {
+        let stats = std::sync::Arc::new(Stats::new(3));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let stats = stats.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1000 {
+                        stats.record(1, 3, i % 10 == 0);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        stats.record(2, 1, false);
+        let c = stats.command(1);
+        assert_eq!((c.calls(), c.usec, c.failed), (4000, 12000, 400));
+        assert_eq!(c.histogram[bucket(3)], 4000);
+        assert_eq!(stats.total_commands(), 4001);
+        stats.reset();
+        assert_eq!(stats.total_commands(), 0);
+        assert_eq!(stats.command(1).usec, 0);
+    }
 
     #[test]
     fn buckets_double() {

@@ -2,7 +2,7 @@
 //! of a lock service asks first. A tiny HTTP/1.0-style responder: one request per
 //! connection, bounded in size and time, so a scraper can never hold resources.
 
-use crate::commands::stats::CommandStat;
+use crate::commands::stats::CommandTotals;
 use crate::commands::{table, Shared};
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -198,7 +198,7 @@ pub(crate) fn render(shared: &Shared) -> String {
     );
     let script_us: u64 = commands()
         .filter(|(s, _)| s.name.starts_with("eval") || s.name.starts_with("fcall"))
-        .map(|(_, c)| c.usec.load(Relaxed))
+        .map(|(_, c)| c.usec)
         .sum();
     out.single(
         "redlockd_script_seconds_total",
@@ -207,10 +207,10 @@ pub(crate) fn render(shared: &Shared) -> String {
         script_us as f64 / 1e6,
     );
 
-    let per_command = |out: &mut Exposition, name, help, value: &dyn Fn(&CommandStat) -> u64| {
+    let per_command = |out: &mut Exposition, name, help, value: &dyn Fn(&CommandTotals) -> u64| {
         out.family(name, "counter", help);
         for (s, c) in commands() {
-            let v = value(c);
+            let v = value(&c);
             if v > 0 {
                 out.sample(name, &format!("cmd=\"{}\"", s.name), v);
             }
@@ -226,7 +226,7 @@ pub(crate) fn render(shared: &Shared) -> String {
         &mut out,
         "redlockd_command_errors_total",
         "Commands that replied with an error, by command.",
-        &|c| c.failed.load(Relaxed),
+        &|c| c.failed,
     );
     let duration = "redlockd_command_duration_seconds";
     out.family(
@@ -235,7 +235,7 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Command run time on the server (not network), by command.",
     );
     for (s, c) in commands() {
-        let histogram = c.histogram();
+        let histogram = c.histogram;
         // From the buckets alone (calls is a separate counter, updated a moment apart).
         let count: u64 = histogram.iter().sum();
         if count == 0 {
@@ -257,7 +257,7 @@ pub(crate) fn render(shared: &Shared) -> String {
         .sample(
             &format!("{duration}_sum"),
             &cmd,
-            c.usec.load(Relaxed) as f64 / 1e6,
+            c.usec as f64 / 1e6,
         )
         .sample(&format!("{duration}_count"), &cmd, count);
     }
