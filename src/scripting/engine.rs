@@ -78,6 +78,9 @@ pub struct Vm {
     /// `set_keys_argv`, on the raw stack outside any mlua call).
     state: *mut ffi::lua_State,
     globals_ref: c_int,
+    /// Registry references to the strings "KEYS" and "ARGV": pushing a kept string
+    /// skips hashing and interning the name again on every run.
+    names_ref: [c_int; 2],
     /// Registry references for the raw run (`call_staged`): the stage table, mlua's
     /// xpcall (which lets a Rust panic through) and the message handler.
     stage_ref: c_int,
@@ -254,23 +257,24 @@ impl Vm {
         let xpcall: Function = lua.globals().raw_get("xpcall")?;
         let handler: Function = imp.raw_get("handler")?;
         let mut state = std::ptr::null_mut();
-        // SAFETY: `exec_raw` runs on the main state (no script runs yet) with the four
+        // SAFETY: `exec_raw` runs on the main state (no script runs yet) with the six
         // values pushed; each luaL_ref pops the top one into the registry, which keeps
         // it for the VM's life.
-        let mut refs = [0; 4];
+        let mut refs = [0; 6];
         unsafe {
-            lua.exec_raw::<()>((&globals, &stage, &xpcall, &handler), |s| {
+            lua.exec_raw::<()>((&globals, &stage, &xpcall, &handler, "KEYS", "ARGV"), |s| {
                 state = s;
                 for r in refs.iter_mut().rev() {
                     *r = ffi::luaL_ref(s, ffi::LUA_REGISTRYINDEX);
                 }
             })?;
         }
-        let [globals_ref, stage_ref, xpcall_ref, handler_ref] = refs;
+        let [globals_ref, stage_ref, xpcall_ref, handler_ref, keys_ref, argv_ref] = refs;
         RAW_LIMIT.get_or_init(|| raw_limit_checks(&lua, state));
         Ok(Vm {
             state,
             globals_ref,
+            names_ref: [keys_ref, argv_ref],
             stage_ref,
             xpcall_ref,
             handler_ref,
@@ -448,7 +452,13 @@ impl Vm {
         let ready = unsafe {
             unlimited_raw(self.state, lua, || {
                 (!call.globals
-                    || set_keys_argv(self.state, self.globals_ref, call.keys, call.argv))
+                    || set_keys_argv(
+                        self.state,
+                        self.globals_ref,
+                        self.names_ref,
+                        call.keys,
+                        call.argv,
+                    ))
                     && ffi::lua_checkstack(self.state, 4) != 0
             })
         };
@@ -640,11 +650,13 @@ pub(super) unsafe fn unlimited_raw<R>(
 ///
 /// # Safety
 /// `state` is the VM's main state with no mlua call running on it, `globals_ref` a
-/// registry reference to the globals table, and the memory limit is lifted. Indices
+/// registry reference to the globals table, `names_ref` to the strings "KEYS" and
+/// "ARGV", and the memory limit is lifted. Indices
 /// fit c_int: a request has at most 1M arguments (protocol::decode bounds the count).
 unsafe fn set_keys_argv(
     state: *mut ffi::lua_State,
     globals_ref: c_int,
+    names_ref: [c_int; 2],
     keys: &[Bytes],
     argv: &[Bytes],
 ) -> bool {
@@ -655,8 +667,8 @@ unsafe fn set_keys_argv(
     let top = ffi::lua_gettop(state);
     ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, globals_ref);
     let globals = top + 1;
-    for (name, items) in [(c"KEYS", keys), (c"ARGV", argv)] {
-        ffi::lua_pushstring(state, name.as_ptr());
+    for (name, items) in names_ref.into_iter().zip([keys, argv]) {
+        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, name);
         ffi::lua_pushvalue(state, -1);
         ffi::lua_rawget(state, globals);
         // stack: name, previous value

@@ -53,7 +53,14 @@ enum Failure {
 
 thread_local! {
     static PENDING: Cell<Option<Failure>> = const { Cell::new(None) };
+    /// The arguments vector redis.call fills, kept between calls (an allocation and a
+    /// free fewer per call). Calls never nest: a command run by a script runs no
+    /// script.
+    static ARGV: Cell<Vec<Bytes>> = const { Cell::new(Vec::new()) };
 }
+
+/// Most arguments whose vector `ARGV` keeps for the next call.
+const KEEP_ARGV: usize = 64;
 
 unsafe extern "C-unwind" fn raw_call(state: *mut ffi::lua_State) -> c_int {
     finish(state, pushed_or_failed(state, false, from_stack))
@@ -65,11 +72,17 @@ unsafe extern "C-unwind" fn raw_pcall(state: *mut ffi::lua_State) -> c_int {
 
 /// The command named by the function's arguments, run for the script.
 unsafe fn from_stack(state: *mut ffi::lua_State) -> Result<(Reply, bool), String> {
-    match script_args(state) {
-        Ok((Some(spec), argv)) => command(spec, &argv),
-        Ok((None, _)) => Err("ERR Unknown Redis command called from script".into()),
+    let mut argv = ARGV.take();
+    let result = match script_args(state, &mut argv) {
+        Ok(Some(spec)) => command(spec, &argv),
+        Ok(None) => Err("ERR Unknown Redis command called from script".into()),
         Err(text) => Err(text.to_string()),
+    };
+    argv.clear();
+    if argv.capacity() <= KEEP_ARGV {
+        ARGV.set(argv);
     }
+    result
 }
 
 /// Returns the number of results pushed, or calls `fail` (upvalue 1), which raises.
@@ -138,19 +151,21 @@ unsafe fn pushed_or_failed(
 /// Redis prints them (`number_arg`), and the command they name. The name itself is
 /// passed on as the command's static name (lowercase), not a copy: no command reads
 /// its own name from its arguments, and that is one allocation fewer per call.
-/// Every argument is checked before the name is judged, in Redis's order.
+/// Every argument is checked before the name is judged, in Redis's order. Fills
+/// `argv` (empty) and returns the command.
 ///
 /// # Safety
 /// `state` is inside a C function call (its arguments are the stack).
 unsafe fn script_args(
     state: *mut ffi::lua_State,
-) -> Result<(Option<&'static commands::Spec>, Vec<Bytes>), &'static str> {
+    argv: &mut Vec<Bytes>,
+) -> Result<Option<&'static commands::Spec>, &'static str> {
     let n = ffi::lua_gettop(state);
     if n == 0 {
         return Err("ERR Please specify at least one argument for this redis lib call");
     }
     let mut spec = None;
-    let mut argv = Vec::with_capacity(n as usize);
+    argv.reserve(n as usize);
     for i in 1..=n {
         let arg = match ffi::lua_type(state, i) {
             ffi::LUA_TSTRING => {
@@ -169,7 +184,7 @@ unsafe fn script_args(
         };
         argv.push(arg);
     }
-    Ok((spec, argv))
+    Ok(spec)
 }
 
 /// A Lua number as a command argument: `%.17g`, as Redis's luaArgsToRedisArgv, so
