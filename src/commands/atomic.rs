@@ -258,8 +258,15 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
     }
     let gate = &shared.gate;
     if spec.flags & flags::EXCLUSIVE != 0 {
-        let _exclusive = gate.exclusive(shared).await?;
-        ctx.restart_clock();
+        // As for a shared hold below: the clock is read again only after a wait.
+        let _exclusive = match gate.try_exclusive() {
+            Some(hold) => hold,
+            None => {
+                let hold = gate.exclusive(shared).await?;
+                ctx.restart_clock();
+                hold
+            }
+        };
         // Inline, with no thread hand-off: a script that runs long gives the runtime
         // back from its instruction hook (scripting/long_run.rs explains how and why).
         Ok(run_spec(ctx, spec, args))
