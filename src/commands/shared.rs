@@ -22,6 +22,9 @@ pub struct Shared {
     pub keyspace: Keyspace,
     pub fence: Fence,
     pub clients: DashMap<u64, Arc<ClientInfo>>,
+    /// Network connections open now (the in-memory session is none): a connection
+    /// with company writes its replies after the others' (`server::connection`).
+    pub connections: AtomicUsize,
     pub stats: Stats,
     pub next_client_id: AtomicU64,
     /// `--maxclients`, changed by CONFIG SET.
@@ -103,6 +106,7 @@ impl Shared {
             keyspace: Keyspace::new(config.databases, seed),
             fence,
             clients: DashMap::new(),
+            connections: AtomicUsize::new(0),
             stats: Stats::new(table::COMMANDS.len()),
             next_client_id: AtomicU64::new(1),
             maxclients: AtomicUsize::new(config.maxclients),
