@@ -137,7 +137,10 @@ impl Packed {
         }
     }
 
+    /// The collection's pointer. Only for a collection block: a string block of a
+    /// short key and value ends before the pointer's 8 bytes would.
     fn coll(&self) -> *mut u8 {
+        debug_assert_ne!(self.kind(), KIND_STR);
         // SAFETY: a collection block holds its pointer at PAYLOAD.
         unsafe { ptr::read_unaligned(self.0.as_ptr().add(PAYLOAD).cast::<*mut u8>()) }
     }
@@ -176,7 +179,6 @@ impl Packed {
     }
 
     pub fn value(&self) -> ValueRef<'_> {
-        let c = self.coll();
         // SAFETY: the kind says what the block holds; a collection pointer came from
         // Box::into_raw of that type and is owned by this block.
         unsafe {
@@ -188,20 +190,22 @@ impl Packed {
                         self.read_u32(PAYLOAD),
                     ))
                 }
-                KIND_HASH => ValueRef::Hash(&*c.cast::<HashMap<Bytes, Bytes>>()),
-                KIND_LIST => ValueRef::List(&*c.cast::<VecDeque<Bytes>>()),
-                KIND_SET => ValueRef::Set(&*c.cast::<Set>()),
-                _ => ValueRef::ZSet(&*c.cast::<ZSet>()),
+                KIND_HASH => ValueRef::Hash(&*self.coll().cast::<HashMap<Bytes, Bytes>>()),
+                KIND_LIST => ValueRef::List(&*self.coll().cast::<VecDeque<Bytes>>()),
+                KIND_SET => ValueRef::Set(&*self.coll().cast::<Set>()),
+                _ => ValueRef::ZSet(&*self.coll().cast::<ZSet>()),
             }
         }
     }
 
     pub fn value_mut(&mut self) -> ValueMut<'_> {
+        if self.kind() == KIND_STR {
+            return ValueMut::Str;
+        }
         let c = self.coll();
         // SAFETY: as in `value`; `&mut self` makes the borrow exclusive.
         unsafe {
             match self.kind() {
-                KIND_STR => ValueMut::Str,
                 KIND_HASH => ValueMut::Hash(&mut *c.cast::<HashMap<Bytes, Bytes>>()),
                 KIND_LIST => ValueMut::List(&mut *c.cast::<VecDeque<Bytes>>()),
                 KIND_SET => ValueMut::Set(&mut *c.cast::<Set>()),
@@ -240,7 +244,6 @@ impl Packed {
     /// The entry, owned (a string is copied out; a collection moves, uncopied).
     pub fn into_entry(self) -> Entry {
         let deadline_ms = self.deadline_ms();
-        let c = self.coll();
         // SAFETY: as in `value`; the collection's box is taken back exactly once,
         // and `self` is forgotten after its block is freed, so nothing drops twice.
         let value = unsafe {
@@ -249,10 +252,10 @@ impl Packed {
                     ValueRef::Str(s) => Value::Str(Bytes::copy_from_slice(s)),
                     _ => unreachable!(),
                 },
-                KIND_HASH => Value::Hash(Box::from_raw(c.cast())),
-                KIND_LIST => Value::List(*Box::from_raw(c.cast::<VecDeque<Bytes>>())),
-                KIND_SET => Value::Set(Box::from_raw(c.cast())),
-                _ => Value::ZSet(Box::from_raw(c.cast())),
+                KIND_HASH => Value::Hash(Box::from_raw(self.coll().cast())),
+                KIND_LIST => Value::List(*Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
+                KIND_SET => Value::Set(Box::from_raw(self.coll().cast())),
+                _ => Value::ZSet(Box::from_raw(self.coll().cast())),
             }
         };
         // SAFETY: the block was allocated with this layout; the collection moved out.
@@ -269,16 +272,15 @@ impl Packed {
 
 impl Drop for Packed {
     fn drop(&mut self) {
-        let c = self.coll();
         // SAFETY: the collection (if any) is owned by this block, dropped once; the
         // block was allocated with layout(size).
         unsafe {
             match self.kind() {
                 KIND_STR => {}
-                KIND_HASH => drop(Box::from_raw(c.cast::<HashMap<Bytes, Bytes>>())),
-                KIND_LIST => drop(Box::from_raw(c.cast::<VecDeque<Bytes>>())),
-                KIND_SET => drop(Box::from_raw(c.cast::<Set>())),
-                _ => drop(Box::from_raw(c.cast::<ZSet>())),
+                KIND_HASH => drop(Box::from_raw(self.coll().cast::<HashMap<Bytes, Bytes>>())),
+                KIND_LIST => drop(Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
+                KIND_SET => drop(Box::from_raw(self.coll().cast::<Set>())),
+                _ => drop(Box::from_raw(self.coll().cast::<ZSet>())),
             }
             dealloc(self.0.as_ptr(), layout(self.size()));
         }
