@@ -23,7 +23,7 @@ pub const STACK_LIMIT: &str = "ERR reached lua stack limit";
 /// caught redis.call error holds).
 ///
 /// # Safety
-/// `state` has 3 free stack slots; the memory limit is lifted (`engine::unlimited`),
+/// `state` has 3 free stack slots; the memory limit is lifted (`limit::unlimited`),
 /// so no allocation raises.
 pub unsafe fn push_error(state: *mut ffi::lua_State, text: &[u8]) {
     ffi::lua_createtable(state, 0, 1);
@@ -49,7 +49,7 @@ pub fn trim_crlf(b: &[u8]) -> &[u8] {
 ///
 /// # Safety
 /// `state` has a free stack slot, for the result; deeper levels check for their own
-/// room. The memory limit is lifted (`engine::unlimited`), so no allocation raises.
+/// room. The memory limit is lifted (`limit::unlimited`), so no allocation raises.
 pub unsafe fn push_reply(state: *mut ffi::lua_State, r: &Reply, resp3: bool) {
     let nested = allocates(r) && !matches!(r, Reply::Bulk(_));
     // A table, a key and a value, plus the one slot the next level needs.

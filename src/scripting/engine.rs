@@ -1,6 +1,8 @@
 //! The Lua VM: compiled scripts by sha1, and one script run (KEYS/ARGV in, reply out).
 //! The sandbox lives in `sandbox.rs`, the Rust side of the `redis` table in
-//! `redis_api.rs`, Redis's error formats and the ways Rust raises in `lua_errors.rs`.
+//! `redis_api.rs`, Redis's error formats and the ways Rust raises in `lua_errors.rs`,
+//! the memory limit our own API calls lift in `limit.rs`, KEYS/ARGV on the raw stack
+//! in `keys_argv.rs`.
 //!
 //! The sandbox is built in Lua (`sandbox::SETUP`) because stock Lua 5.1 has no read-only
 //! tables (Redis patches its Lua for that). A script's environment is an empty proxy
@@ -9,13 +11,14 @@
 //! next one sees. Libraries are read-only proxies of the real ones.
 
 use super::convert;
+use super::keys_argv::set_keys_argv;
+use super::limit::{raw_limit_checks, unlimited, unlimited_raw, RAW_LIMIT};
 use super::lua_errors::{error_handler, error_text, raise_reply, raising, raising_table, script_error, unwrap_error};
 use super::redis_api::{create_call, log, setresp, sha1hex};
 use super::sandbox::{guarded_rawset, guarded_setmetatable, random, SETUP};
 use super::{bit, cjson, cmsgpack, lstruct, Call, RunFlags, ScriptMeta, ScriptRun};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
-use bytes::Bytes;
 use mlua::{
     ffi, ChunkMode, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmState,
 };
@@ -547,181 +550,6 @@ impl Vm {
             (false, e) => script_error(&e, sha, killed),
         }
     }
-}
-
-/// Runs `f`, our own calls into the Lua API (building KEYS/ARGV, converting replies
-/// both ways), with the VM's memory limit lifted.
-///
-/// Why: while a limit is set, mlua makes every string, table and `raw_set` a protected
-/// call (a fresh C closure plus `lua_pcall`, so that a refused allocation cannot
-/// longjmp through Rust); that was about half the instructions of a compare-and-delete
-/// EVALSHA. With no limit an allocation cannot fail (a real out-of-memory aborts the
-/// process), so mlua calls the API directly. What `f` allocates is bounded by the
-/// request or by a command's reply, both already in memory; the script's own code
-/// still runs under the limit, which is what stops a runaway script.
-pub(super) fn unlimited<R>(lua: &Lua, f: impl FnOnce() -> R) -> R {
-    struct Restore<'a>(&'a Lua, usize);
-    impl Drop for Restore<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.set_memory_limit(self.1);
-        }
-    }
-    let previous = lua.set_memory_limit(0).unwrap_or(MEMORY_LIMIT);
-    let _restore = Restore(lua, previous);
-    f()
-}
-
-/// Whether mlua keeps the memory limit where `unlimited_raw` writes it: checked once,
-/// on the first VM (`raw_limit_checks`).
-static RAW_LIMIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-
-/// mlua's allocator state (the `ud` of the state's allocator function) starts with
-/// two `isize`s, the bytes in use and the limit (`MemoryState`, `repr(C)`, in mlua
-/// 0.11). Rather than trust that, this checks it on a new VM: the second word must
-/// follow `set_memory_limit`, and the first must be `used_memory`. If either fails,
-/// `unlimited_raw` keeps to mlua's API (slower, same behaviour).
-fn raw_limit_checks(lua: &Lua, state: *mut ffi::lua_State) -> bool {
-    // SAFETY: the main state of `lua`, no run in progress; the words are read only
-    // after the allocator's state is known to be there (non-null), and mlua 0.11's is
-    // three words long.
-    unsafe {
-        let mut ud = std::ptr::null_mut();
-        ffi::lua_getallocf(state, &mut ud);
-        if ud.is_null() {
-            return false;
-        }
-        let words = ud.cast::<isize>();
-        let follows = [MEMORY_LIMIT - 1, MEMORY_LIMIT]
-            .into_iter()
-            .all(|probe| lua.set_memory_limit(probe).is_ok() && *words.add(1) == probe as isize);
-        follows && *words == lua.used_memory() as isize
-    }
-}
-
-/// `unlimited` for a run's hot path (KEYS/ARGV, a reply pushed into the script): the
-/// limit is cleared and put back with two plain stores to mlua's allocator state
-/// (checked by `raw_limit_checks`), where `set_memory_limit` takes mlua's lock twice
-/// (an Arc clone and a reentrant mutex: 4 atomic instructions per call). mlua reads
-/// the same field to decide whether its own calls need protection.
-///
-/// # Safety
-/// `state` is a state of `lua`, on the thread running it, with no mlua call on it
-/// holding the allocator state.
-pub(super) unsafe fn unlimited_raw<R>(
-    state: *mut ffi::lua_State,
-    lua: &Lua,
-    f: impl FnOnce() -> R,
-) -> R {
-    if RAW_LIMIT.get() != Some(&true) {
-        return unlimited(lua, f);
-    }
-    struct Restore(*mut isize, isize);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            // SAFETY: see `unlimited_raw`.
-            unsafe { *self.0 = self.1 }
-        }
-    }
-    let mut ud = std::ptr::null_mut();
-    ffi::lua_getallocf(state, &mut ud);
-    let limit = ud.cast::<isize>().add(1);
-    let _restore = Restore(limit, std::mem::replace(&mut *limit, 0));
-    f()
-}
-
-/// Sets `KEYS` and `ARGV` in `globals` to arrays of `keys` and `argv`, with Lua's C
-/// API straight on the main state. Through mlua's safe API every string and every
-/// `raw_set` took and dropped a registry reference (5,900 of the 24,000 instructions
-/// of a compare-and-delete EVALSHA), and `exec_raw` made a protected call with a fresh
-/// C closure for each run (another ~1,500).
-///
-/// No protected call is needed: it runs with the memory limit lifted (`unlimited`),
-/// so no allocation raises (mlua calls the API unprotected in that state too), and
-/// raw sets with string and integer keys raise nothing else. Returns false, having
-/// changed nothing, if the stack cannot grow.
-///
-/// The previous run's table is refilled when it has as many items as this run needs
-/// and the script left it a plain array (no metatable, no key past its length): what
-/// a script sees is then what a fresh table holds. Redis builds new ones per run; two
-/// tables per run were a third of the Lua heap's allocations and garbage. A script
-/// cannot keep a reference to them past its run (its globals are read-only), so
-/// nobody sees the refill. Anything else (another count, a field set on KEYS, a
-/// metatable) gets a new table.
-///
-/// # Safety
-/// `state` is the VM's main state with no mlua call running on it, `globals_ref` a
-/// registry reference to the globals table, `names_ref` to the strings "KEYS" and
-/// "ARGV", and the memory limit is lifted. Indices
-/// fit c_int: a request has at most 1M arguments (protocol::decode bounds the count).
-unsafe fn set_keys_argv(
-    state: *mut ffi::lua_State,
-    globals_ref: c_int,
-    names_ref: [c_int; 2],
-    keys: &[Bytes],
-    argv: &[Bytes],
-) -> bool {
-    // globals, a name, a table, a value; reusable_array needs 2 above the table.
-    if ffi::lua_checkstack(state, 5) == 0 {
-        return false;
-    }
-    let top = ffi::lua_gettop(state);
-    ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, globals_ref);
-    let globals = top + 1;
-    for (name, items) in names_ref.into_iter().zip([keys, argv]) {
-        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, name);
-        ffi::lua_pushvalue(state, -1);
-        ffi::lua_rawget(state, globals);
-        // stack: name, previous value
-        if reusable_array(state) != Some(items.len()) {
-            // As Redis's luaCreateArray: an empty table filled in order, so its array
-            // part grows as Redis's does (`#` of a table with holes depends on it).
-            ffi::lua_settop(state, globals + 1);
-            ffi::lua_createtable(state, 0, 0);
-        }
-        for (i, item) in items.iter().enumerate() {
-            ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
-            ffi::lua_rawseti_(state, globals + 2, i as c_int + 1);
-        }
-        ffi::lua_rawset(state, globals);
-    }
-    ffi::lua_settop(state, top);
-    true
-}
-
-/// The length of the table on top of the stack if it is a plain array (no metatable,
-/// no key past its length), else None. Leaves the stack as it found it.
-///
-/// # Safety
-/// `state` has 2 free stack slots.
-unsafe fn reusable_array(state: *mut ffi::lua_State) -> Option<usize> {
-    if ffi::lua_type(state, -1) != ffi::LUA_TTABLE {
-        return None;
-    }
-    if ffi::lua_getmetatable(state, -1) != 0 {
-        ffi::lua_pop(state, 1);
-        return None;
-    }
-    let len = ffi::lua_objlen(state, -1);
-    if len == 0 {
-        ffi::lua_pushnil(state);
-    } else {
-        ffi::lua_pushinteger(state, len as ffi::lua_Integer);
-    }
-    if ffi::lua_next(state, -2) != 0 {
-        ffi::lua_pop(state, 2);
-        return None;
-    }
-    Some(len)
-}
-
-/// A Lua array of strings (a function's KEYS and ARGV arguments), grown from empty as
-/// Redis's luaCreateArray does (see `set_keys_argv`).
-pub(super) fn string_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    for (i, item) in items.iter().enumerate() {
-        t.raw_set(i + 1, lua.create_string(item)?)?;
-    }
-    Ok(t)
 }
 
 /// "7.2.4" -> 0x070204, as redis.REDIS_VERSION_NUM.

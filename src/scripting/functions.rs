@@ -12,7 +12,7 @@
 //! Functions are not persisted: a restart (crash or not) forgets them, as it forgets
 //! keys; clients load their libraries at connect or on "Function not found".
 
-use super::engine::string_table;
+use super::keys_argv::string_table;
 use super::lua_errors::{error_text, find_script_error, raise_reply, ScriptError};
 use super::engine::{LoadDeadline, Vm, INTERNAL};
 use super::flags;
@@ -530,7 +530,7 @@ impl Scripts {
         let name = f.name.clone();
         let callback = f.callback.clone();
         let lua = registry.vm.lua();
-        let bound = super::engine::unlimited(lua, || -> mlua::Result<Function> {
+        let bound = super::limit::unlimited(lua, || -> mlua::Result<Function> {
             let k = string_table(lua, keys)?;
             let a = string_table(lua, argv)?;
             registry.bind.call((callback, k, a))

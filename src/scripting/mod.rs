@@ -17,6 +17,8 @@ mod lua_errors;
 mod flags;
 pub mod function_dump;
 pub mod functions;
+mod keys_argv;
+mod limit;
 mod long_run;
 pub(crate) use long_run::spawn_watch as spawn_long_run_watch;
 mod lstruct;

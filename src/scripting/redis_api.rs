@@ -2,7 +2,8 @@
 //! the network uses), sha1hex, log, setresp.
 
 use super::convert;
-use super::engine::{unlimited_raw, RunSlot};
+use super::engine::RunSlot;
+use super::limit::unlimited_raw;
 use super::lua_errors::raise_reply;
 use super::numfmt;
 use crate::commands::{self, table::flags};

@@ -1,0 +1,85 @@
+//! The Lua VM's memory limit, lifted around our own calls into the Lua API (building
+//! KEYS/ARGV, converting replies): the script's code runs under it, our code does not.
+
+use super::engine::MEMORY_LIMIT;
+use mlua::{ffi, Lua};
+
+/// Runs `f`, our own calls into the Lua API (building KEYS/ARGV, converting replies
+/// both ways), with the VM's memory limit lifted.
+///
+/// Why: while a limit is set, mlua makes every string, table and `raw_set` a protected
+/// call (a fresh C closure plus `lua_pcall`, so that a refused allocation cannot
+/// longjmp through Rust); that was about half the instructions of a compare-and-delete
+/// EVALSHA. With no limit an allocation cannot fail (a real out-of-memory aborts the
+/// process), so mlua calls the API directly. What `f` allocates is bounded by the
+/// request or by a command's reply, both already in memory; the script's own code
+/// still runs under the limit, which is what stops a runaway script.
+pub(super) fn unlimited<R>(lua: &Lua, f: impl FnOnce() -> R) -> R {
+    struct Restore<'a>(&'a Lua, usize);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.set_memory_limit(self.1);
+        }
+    }
+    let previous = lua.set_memory_limit(0).unwrap_or(MEMORY_LIMIT);
+    let _restore = Restore(lua, previous);
+    f()
+}
+
+/// Whether mlua keeps the memory limit where `unlimited_raw` writes it: checked once,
+/// on the first VM (`raw_limit_checks`).
+pub(super) static RAW_LIMIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// mlua's allocator state (the `ud` of the state's allocator function) starts with
+/// two `isize`s, the bytes in use and the limit (`MemoryState`, `repr(C)`, in mlua
+/// 0.11). Rather than trust that, this checks it on a new VM: the second word must
+/// follow `set_memory_limit`, and the first must be `used_memory`. If either fails,
+/// `unlimited_raw` keeps to mlua's API (slower, same behaviour).
+pub(super) fn raw_limit_checks(lua: &Lua, state: *mut ffi::lua_State) -> bool {
+    // SAFETY: the main state of `lua`, no run in progress; the words are read only
+    // after the allocator's state is known to be there (non-null), and mlua 0.11's is
+    // three words long.
+    unsafe {
+        let mut ud = std::ptr::null_mut();
+        ffi::lua_getallocf(state, &mut ud);
+        if ud.is_null() {
+            return false;
+        }
+        let words = ud.cast::<isize>();
+        let follows = [MEMORY_LIMIT - 1, MEMORY_LIMIT]
+            .into_iter()
+            .all(|probe| lua.set_memory_limit(probe).is_ok() && *words.add(1) == probe as isize);
+        follows && *words == lua.used_memory() as isize
+    }
+}
+
+/// `unlimited` for a run's hot path (KEYS/ARGV, a reply pushed into the script): the
+/// limit is cleared and put back with two plain stores to mlua's allocator state
+/// (checked by `raw_limit_checks`), where `set_memory_limit` takes mlua's lock twice
+/// (an Arc clone and a reentrant mutex: 4 atomic instructions per call). mlua reads
+/// the same field to decide whether its own calls need protection.
+///
+/// # Safety
+/// `state` is a state of `lua`, on the thread running it, with no mlua call on it
+/// holding the allocator state.
+pub(super) unsafe fn unlimited_raw<R>(
+    state: *mut ffi::lua_State,
+    lua: &Lua,
+    f: impl FnOnce() -> R,
+) -> R {
+    if RAW_LIMIT.get() != Some(&true) {
+        return unlimited(lua, f);
+    }
+    struct Restore(*mut isize, isize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: see `unlimited_raw`.
+            unsafe { *self.0 = self.1 }
+        }
+    }
+    let mut ud = std::ptr::null_mut();
+    ffi::lua_getallocf(state, &mut ud);
+    let limit = ud.cast::<isize>().add(1);
+    let _restore = Restore(limit, std::mem::replace(&mut *limit, 0));
+    f()
+}
