@@ -369,3 +369,45 @@ async fn client_maint_notifications_is_an_error_and_the_connection_stays_usable(
     assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
     h.shutdown().await;
 }
+
+/// CLIENT KILL reaches an idle connection: one that has sent requests (its wait then
+/// keeps the waker it registered before, without taking the wake slot's lock) and
+/// one that was blocked and served in between (another wait registered meanwhile).
+#[tokio::test]
+async fn client_kill_ends_an_idle_client_after_requests_and_after_a_block() {
+    let h = start().await;
+    let mut admin = Raw::to(&h).await;
+    let mut idle = Raw::to(&h).await;
+    let id = client_id(&mut idle).await;
+    for _ in 0..3 {
+        assert_eq!(idle.cmd(&["PING"]).await, "+PONG\r\n");
+    }
+    assert_eq!(
+        admin.cmd(&["CLIENT", "KILL", "ID", &id.to_string()]).await,
+        int(1)
+    );
+    assert!(
+        idle.closed().await,
+        "the killed idle client stays connected"
+    );
+
+    let mut served = Raw::to(&h).await;
+    let id = client_id(&mut served).await;
+    served.send_cmd(&["BLPOP", "q", "0"]).await;
+    wait_blocked(&h, 1).await;
+    assert_eq!(admin.cmd(&["RPUSH", "q", "x"]).await, int(1));
+    assert_eq!(
+        served.reply().await,
+        format!("*2\r\n{}{}", bulk("q"), bulk("x"))
+    );
+    assert_eq!(served.cmd(&["PING"]).await, "+PONG\r\n");
+    assert_eq!(
+        admin.cmd(&["CLIENT", "KILL", "ID", &id.to_string()]).await,
+        int(1)
+    );
+    assert!(
+        served.closed().await,
+        "the killed client stays connected after a block"
+    );
+    h.shutdown().await;
+}

@@ -258,31 +258,30 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
     }
     let gate = &shared.gate;
     if spec.flags & flags::EXCLUSIVE != 0 {
-        // As for a shared hold below: the clock is read again only after a wait.
-        let _exclusive = match gate.try_exclusive() {
-            Some(hold) => hold,
-            None => {
-                let hold = gate.exclusive(shared).await?;
-                ctx.restart_clock();
-                hold
-            }
-        };
+        let _exclusive = held(ctx, gate.try_exclusive(), gate.exclusive(shared)).await?;
         // Inline, with no thread hand-off: a script that runs long gives the runtime
         // back from its instruction hook (scripting/long_run.rs explains how and why).
         Ok(run_spec(ctx, spec, args))
     } else {
-        // Uncontended (the common case), the time `Ctx::new` read a moment ago stands:
-        // no second clock read. After a wait, the command's time is read again.
-        let _shared = match gate.try_shared() {
-            Some(hold) => hold,
-            None => {
-                let hold = gate.shared(shared).await?;
-                ctx.restart_clock();
-                hold
-            }
-        };
+        let _shared = held(ctx, gate.try_shared(), gate.shared(shared)).await?;
         Ok(run_spec(ctx, spec, args))
     }
+}
+
+/// The gate's hold: `now` if it was free, else what `wait` gets. Uncontended (the
+/// common case), the time `Ctx::new` read a moment ago stands: no second clock read.
+/// After a wait, the command's time is read again.
+async fn held<H>(
+    ctx: &mut Ctx<'_>,
+    now: Option<H>,
+    wait: impl std::future::Future<Output = Result<H, Reply>>,
+) -> Result<H, Reply> {
+    if let Some(hold) = now {
+        return Ok(hold);
+    }
+    let hold = wait.await?;
+    ctx.restart_clock();
+    Ok(hold)
 }
 
 /// The gate held shared if it is free right now, for background work that must not
