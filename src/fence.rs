@@ -203,6 +203,11 @@ mod with_commands {
             &["RENAME", "k", "k2"],
             &["GETEX", "k", "PX", "20000"],
             &["GETEX", "k", "PERSIST"],
+            &["GETSET", "lock", "t"],
+            &["MSETNX", "a", "1", "b", "2"],
+            &["INCRBYFLOAT", "n", "1.5"],
+            &["APPEND", "k", "x"],
+            &["SETRANGE", "k", "0", "x"],
         ] {
             assert_eq!(cmd(&mut s, args), want, "{args:?}");
         }
@@ -225,6 +230,8 @@ mod with_commands {
         assert_eq!(cmd(&mut s, &["PTTL", "k"]), ":10000\r\n");
         assert_eq!(cmd(&mut s, &["TTL", "k"]), ":10\r\n");
         assert_eq!(cmd(&mut s, &["TYPE", "k"]), "+string\r\n");
+        assert_eq!(cmd(&mut s, &["STRLEN", "k"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["GETRANGE", "k", "0", "-1"]), "$1\r\nv\r\n");
         assert!(cmd(&mut s, &["INFO"]).contains("fence_active:1\r\n"));
         assert_eq!(cmd(&mut s, &["DEL", "k"]), ":1\r\n");
         assert_eq!(cmd(&mut s, &["GETDEL", "other"]), "$1\r\nv\r\n");

@@ -155,6 +155,11 @@ async fn require_ttl_refuses_writes_that_leave_a_key_without_ttl() {
     assert_eq!(c.cmd(&["MSET", "k", "v"]).await, refused);
     assert_eq!(c.cmd(&["INCR", "n"]).await, refused);
     assert_eq!(c.cmd(&["SET", "k", "v", "KEEPTTL"]).await, refused);
+    assert_eq!(c.cmd(&["GETSET", "k", "v"]).await, refused);
+    assert_eq!(c.cmd(&["MSETNX", "k", "v"]).await, refused);
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "n", "1.5"]).await, refused);
+    assert_eq!(c.cmd(&["APPEND", "k", "v"]).await, refused);
+    assert_eq!(c.cmd(&["SETRANGE", "k", "3", "v"]).await, refused);
     assert_eq!(c.cmd(&["DBSIZE"]).await, int(0));
     h.shutdown().await;
 }
@@ -168,6 +173,13 @@ async fn require_ttl_allows_writes_with_a_ttl() {
     assert_eq!(c.cmd(&["PTTL", "k"]).await, int(1000));
     assert_eq!(c.cmd(&["SETEX", "s", "5", "v"]).await, OK);
     assert_eq!(c.cmd(&["PEXPIRE", "k", "500"]).await, int(1));
+    // Changing a value in place keeps its TTL, so these are allowed on a key with one.
+    assert_eq!(c.cmd(&["APPEND", "k", "x"]).await, int(2));
+    assert_eq!(c.cmd(&["SETRANGE", "k", "0", "y"]).await, int(2));
+    assert_eq!(c.cmd(&["SET", "n", "1", "PX", "1000"]).await, OK);
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "n", "0.5"]).await, bulk("1.5"));
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(500));
+    assert_eq!(c.cmd(&["PTTL", "n"]).await, int(1000));
     h.shutdown().await;
 }
 

@@ -1,5 +1,7 @@
-//! String commands: SET and its options, SETNX/SETEX/PSETEX, GET, GETDEL, GETEX, MGET,
-//! MSET, and the INCR family, with Redis's exact replies.
+//! String commands: SET and its options, SETNX/SETEX/PSETEX/GETSET, GET, GETDEL, GETEX,
+//! MGET, MSET/MSETNX, the INCR family with INCRBYFLOAT, APPEND, STRLEN, GETRANGE and
+//! SETRANGE, with Redis's exact replies (tests/differential.rs compares them all with a
+//! real redis-server).
 
 mod support;
 use std::time::Duration;
@@ -476,5 +478,205 @@ async fn keys_set_with_px_expire_after_the_clock_passes_the_ttl() {
     h.clock().advance(Duration::from_millis(1));
     assert_eq!(c.cmd(&["GET", "lock"]).await, NIL);
     assert_eq!(c.cmd(&["SET", "lock", "u", "NX", "PX", "100"]).await, OK);
+    h.shutdown().await;
+}
+
+const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+#[tokio::test]
+async fn getset_answers_the_old_value_and_drops_the_ttl() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["GETSET", "k", "a"]).await, NIL);
+    assert_eq!(c.cmd(&["PEXPIRE", "k", "5000"]).await, int(1));
+    assert_eq!(c.cmd(&["GETSET", "k", "b"]).await, bulk("a"));
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(-1));
+    assert_eq!(c.cmd(&["GET", "k"]).await, bulk("b"));
+    c.cmd(&["RPUSH", "l", "x"]).await;
+    assert_eq!(c.cmd(&["GETSET", "l", "v"]).await, WRONGTYPE);
+    assert_eq!(c.cmd(&["TYPE", "l"]).await, "+list\r\n");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn msetnx_sets_every_key_or_none() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["MSETNX", "a", "1", "b", "2"]).await, int(1));
+    assert_eq!(c.cmd(&["MSETNX", "c", "3", "b", "9"]).await, int(0));
+    assert_eq!(c.cmd(&["EXISTS", "c"]).await, int(0));
+    assert_eq!(
+        c.cmd(&["MGET", "a", "b"]).await,
+        "*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    );
+    // A key of another type counts as existing; the same key twice: the last wins.
+    c.cmd(&["RPUSH", "l", "x"]).await;
+    assert_eq!(c.cmd(&["MSETNX", "l", "1"]).await, int(0));
+    assert_eq!(c.cmd(&["MSETNX", "d", "1", "d", "2"]).await, int(1));
+    assert_eq!(c.cmd(&["GET", "d"]).await, bulk("2"));
+    assert_eq!(
+        c.cmd(&["MSETNX", "e", "1", "f"]).await,
+        err("ERR wrong number of arguments for 'msetnx' command")
+    );
+    // An expired key is missing.
+    c.cmd(&["SET", "t", "v", "PX", "10"]).await;
+    h.clock().advance(Duration::from_millis(11));
+    assert_eq!(c.cmd(&["MSETNX", "t", "w"]).await, int(1));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn append_and_strlen_grow_a_string_and_keep_its_ttl() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["STRLEN", "k"]).await, int(0));
+    assert_eq!(c.cmd(&["APPEND", "k", "hello"]).await, int(5));
+    assert_eq!(c.cmd(&["PEXPIRE", "k", "5000"]).await, int(1));
+    assert_eq!(c.cmd(&["APPEND", "k", " world"]).await, int(11));
+    assert_eq!(c.cmd(&["APPEND", "k", ""]).await, int(11));
+    assert_eq!(c.cmd(&["GET", "k"]).await, bulk("hello world"));
+    assert_eq!(c.cmd(&["STRLEN", "k"]).await, int(11));
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(5000));
+    // An integer is a string too.
+    c.cmd(&["SET", "n", "12"]).await;
+    assert_eq!(c.cmd(&["APPEND", "n", "3"]).await, int(3));
+    assert_eq!(c.cmd(&["INCR", "n"]).await, int(124));
+    c.cmd(&["RPUSH", "l", "x"]).await;
+    assert_eq!(c.cmd(&["APPEND", "l", "x"]).await, WRONGTYPE);
+    assert_eq!(c.cmd(&["STRLEN", "l"]).await, WRONGTYPE);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn getrange_counts_from_either_end_and_clamps() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "k", "Hello World"]).await;
+    for (start, end, want) in [
+        ("0", "3", "Hell"),
+        ("-3", "-1", "rld"),
+        ("0", "-1", "Hello World"),
+        ("10", "100", "d"),
+        ("-100", "2", "Hel"),
+        ("5", "3", ""),
+        ("-1", "-5", ""),
+        ("100", "200", ""),
+        ("-9223372036854775808", "9223372036854775807", "Hello World"),
+    ] {
+        assert_eq!(
+            c.cmd(&["GETRANGE", "k", start, end]).await,
+            bulk(want),
+            "{start} {end}"
+        );
+    }
+    assert_eq!(c.cmd(&["SUBSTR", "k", "6", "-1"]).await, bulk("World"));
+    assert_eq!(c.cmd(&["GETRANGE", "missing", "0", "-1"]).await, bulk(""));
+    assert_eq!(c.cmd(&["GETRANGE", "k", "a", "1"]).await, NOT_INT);
+    assert_eq!(c.cmd(&["GETRANGE", "missing", "0", "1.5"]).await, NOT_INT);
+    c.cmd(&["RPUSH", "l", "x"]).await;
+    assert_eq!(c.cmd(&["GETRANGE", "l", "0", "-1"]).await, WRONGTYPE);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn setrange_overwrites_and_pads_with_zero_bytes() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "k", "Hello World"]).await;
+    assert_eq!(c.cmd(&["PEXPIRE", "k", "5000"]).await, int(1));
+    assert_eq!(c.cmd(&["SETRANGE", "k", "6", "Redis"]).await, int(11));
+    assert_eq!(c.cmd(&["GET", "k"]).await, bulk("Hello Redis"));
+    assert_eq!(c.cmd(&["SETRANGE", "k", "13", "!"]).await, int(14));
+    assert_eq!(c.cmd(&["GET", "k"]).await, bulk("Hello Redis\0\0!"));
+    assert_eq!(c.cmd(&["PTTL", "k"]).await, int(5000));
+    // Nothing to write: the length, and a missing key stays missing.
+    assert_eq!(c.cmd(&["SETRANGE", "k", "100", ""]).await, int(14));
+    assert_eq!(c.cmd(&["SETRANGE", "new", "3", ""]).await, int(0));
+    assert_eq!(c.cmd(&["EXISTS", "new"]).await, int(0));
+    assert_eq!(c.cmd(&["SETRANGE", "new", "2", "ab"]).await, int(4));
+    assert_eq!(c.cmd(&["GET", "new"]).await, bulk("\0\0ab"));
+    assert_eq!(
+        c.cmd(&["SETRANGE", "k", "-1", "x"]).await,
+        err("ERR offset is out of range")
+    );
+    assert_eq!(c.cmd(&["SETRANGE", "k", "x", "x"]).await, NOT_INT);
+    assert_eq!(
+        c.cmd(&["SETRANGE", "k", "536870912", "x"]).await,
+        err("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+    );
+    c.cmd(&["RPUSH", "l", "x"]).await;
+    assert_eq!(c.cmd(&["SETRANGE", "l", "0", "x"]).await, WRONGTYPE);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn append_and_setrange_stop_at_proto_max_bulk_len() {
+    let h = start_with(|c| c.proto_max_bulk_len = 8).await;
+    let mut c = Raw::to(&h).await;
+    let too_big = err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    assert_eq!(c.cmd(&["APPEND", "k", "12345"]).await, int(5));
+    assert_eq!(c.cmd(&["APPEND", "k", "678"]).await, int(8));
+    assert_eq!(c.cmd(&["APPEND", "k", "9"]).await, too_big);
+    assert_eq!(c.cmd(&["SETRANGE", "k", "8", "9"]).await, too_big);
+    assert_eq!(c.cmd(&["SETRANGE", "k", "7", "x"]).await, int(8));
+    assert_eq!(c.cmd(&["SETRANGE", "new", "8", "x"]).await, too_big);
+    assert_eq!(c.cmd(&["GET", "k"]).await, bulk("1234567x"));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn incrbyfloat_computes_and_prints_as_redis_does() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    // C's long double, printed with %.17Lf less trailing zeros: 0.1 + 0.2 is 0.3
+    // (f64 would print 0.30000000000000004).
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "0.1"]).await, bulk("0.1"));
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "0.2"]).await, bulk("0.3"));
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "-0.3"]).await, bulk("0"));
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "5.0e3"]).await, bulk("5000"));
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "f", "0x10"]).await, bulk("5016"));
+    c.cmd(&["SET", "n", "10"]).await;
+    assert_eq!(c.cmd(&["PEXPIRE", "n", "5000"]).await, int(1));
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "n", "1.5"]).await, bulk("11.5"));
+    assert_eq!(c.cmd(&["PTTL", "n"]).await, int(5000));
+    let not_float = err("ERR value is not a valid float");
+    for bad in ["abc", " 1", "1 ", "", "nan", "1e99999"] {
+        assert_eq!(
+            c.cmd(&["INCRBYFLOAT", "n", bad]).await,
+            not_float,
+            "{bad:?}"
+        );
+    }
+    c.cmd(&["SET", "s", "hello"]).await;
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "s", "1"]).await, not_float);
+    assert_eq!(
+        c.cmd(&["INCRBYFLOAT", "n", "inf"]).await,
+        err("ERR increment would produce NaN or Infinity")
+    );
+    assert_eq!(c.cmd(&["GET", "n"]).await, bulk("11.5"));
+    // Past f64's range, as Redis on x86-64 goes.
+    let big = c.cmd(&["INCRBYFLOAT", "big", "1e400"]).await;
+    assert!(big.starts_with("$401\r\n"), "{big}");
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "big", "-1e400"]).await, bulk("0"));
+    c.cmd(&["RPUSH", "l", "x"]).await;
+    assert_eq!(c.cmd(&["INCRBYFLOAT", "l", "1"]).await, WRONGTYPE);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_new_string_commands_run_in_scripts_and_transactions() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    let script = "redis.call('append', KEYS[1], 'ab'); redis.call('setrange', KEYS[1], 0, 'x'); \
+                  return {redis.call('strlen', KEYS[1]), redis.call('getrange', KEYS[1], 0, -1), \
+                  redis.call('incrbyfloat', KEYS[2], '0.25'), redis.call('msetnx', KEYS[3], 'v')}";
+    assert_eq!(
+        c.cmd(&["EVAL", script, "3", "s", "f", "m"]).await,
+        "*4\r\n:2\r\n$2\r\nxb\r\n$4\r\n0.25\r\n:1\r\n"
+    );
+    assert_eq!(c.cmd(&["MULTI"]).await, OK);
+    assert_eq!(c.cmd(&["GETSET", "s", "new"]).await, "+QUEUED\r\n");
+    assert_eq!(c.cmd(&["STRLEN", "s"]).await, "+QUEUED\r\n");
+    assert_eq!(c.cmd(&["EXEC"]).await, "*2\r\n$2\r\nxb\r\n:3\r\n");
     h.shutdown().await;
 }

@@ -5,6 +5,7 @@
 //! follow Redis's t_hash.c replies exactly. Like Redis, an empty hash is never kept:
 //! removing the last field removes the key.
 
+use super::long_double::LongDouble;
 use super::typed::{self, copy};
 use super::{int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -127,31 +128,22 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     })
 }
 
-/// A float argument as Redis's string2ld accepts it: no surrounding spaces, no NaN.
-pub(crate) fn parse_float(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|f| !f.is_nan())
-}
-
-/// HINCRBYFLOAT key field increment. Redis computes in long double; f64 gives the same
-/// text for the values lock clients use (counters, timestamps), not for 1e300.
+/// HINCRBYFLOAT key field increment: computed and printed as Redis does, in C's long
+/// double (long_double.rs). An infinite increment is refused before the key is read.
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let delta = parse_float(&args[3]).ok_or_else(|| Reply::error(errors::NOT_FLOAT))?;
+    let delta = LongDouble::parse(&args[3]).ok_or_else(|| Reply::error(errors::NOT_FLOAT))?;
+    if !delta.is_finite() {
+        return Err(Reply::error("ERR value is NaN or Infinity"));
+    }
     write(ctx, &args[1], |h| {
         let current = match h.get(&args[2][..]) {
-            Some(v) => {
-                parse_float(v).ok_or_else(|| Reply::error("ERR hash value is not a float"))?
-            }
-            None => 0.0,
+            Some(v) => LongDouble::parse(v)
+                .ok_or_else(|| Reply::error("ERR hash value is not a float"))?,
+            None => LongDouble::zero(),
         };
-        let next = current + delta;
-        if !next.is_finite() {
-            return Err(Reply::error("ERR increment would produce NaN or Infinity"));
-        }
-        let text = Bytes::from(format!("{next}"));
+        let text = current
+            .add(&delta)
+            .ok_or_else(|| Reply::error("ERR increment would produce NaN or Infinity"))?;
         h.insert(copy(&args[2]), text.clone());
         Ok(Reply::Bulk(text))
     })

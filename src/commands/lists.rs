@@ -8,7 +8,6 @@
 //! script they never block. Like Redis, an empty list is never kept.
 
 use super::blocking::{pop_or_block, Pop, Side};
-use super::hashes::parse_float;
 use super::typed::{self, copy, index_range};
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -460,6 +459,15 @@ pub fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     bpop(ctx, args, Side::Right)
+}
+
+/// A float argument as Redis's string2ld accepts it: no surrounding spaces, no NaN.
+fn parse_float(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|f| !f.is_nan())
 }
 
 #[cfg(test)]

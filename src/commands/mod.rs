@@ -14,6 +14,7 @@ pub mod faults;
 pub mod fencing;
 pub mod functions;
 pub mod keys;
+mod long_double;
 pub mod memory;
 pub mod ops;
 pub mod scripting;

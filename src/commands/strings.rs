@@ -1,7 +1,9 @@
 //! String commands: SET (with Redis 8.4's IF* conditions, see cas.rs) and its
-//! relatives, GET, GETDEL, GETEX, MGET, MSET, INCR family.
+//! relatives (SETNX, SETEX, PSETEX, GETSET), GET, GETDEL, GETEX, MGET, MSET, MSETNX,
+//! the INCR family with INCRBYFLOAT, APPEND, STRLEN, GETRANGE (SUBSTR), SETRANGE.
 
 use super::cas::Cond;
+use super::long_double::LongDouble;
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueRef};
@@ -302,6 +304,17 @@ pub fn psetex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     set_with_ttl(ctx, args, 1, "psetex")
 }
 
+/// GETSET key value: SET key value GET (the old value or null; WRONGTYPE sets
+/// nothing). The key loses its TTL, as in Redis.
+pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    ctx.shared.fence.check_has_ttl()?;
+    let o = SetOptions {
+        get: true,
+        ..SetOptions::default()
+    };
+    set_generic(ctx, &args[1], &args[2], &o, None)
+}
+
 /// GETDEL key: the value, and the key removed.
 pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match ctx.db().entry(&args[1], ctx.now_ms) {
@@ -388,6 +401,163 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         );
     }
     Ok(Reply::Ok)
+}
+
+/// MSETNX key value [key value...]: 1 and every key set when none exists, else 0 and
+/// nothing set (atomic: runs holding the keyspace gate, as MSET does). Acquires
+/// several locks at once, all or none; like MSET it sets no TTL.
+pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if args.len().is_multiple_of(2) {
+        return Err(errors::wrong_arity("msetnx"));
+    }
+    ctx.shared.fence.check_has_ttl()?;
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if args[1..].chunks(2).any(|pair| db.contains(&pair[0], now)) {
+        return Ok(Reply::Integer(0));
+    }
+    for pair in args[1..].chunks(2) {
+        db.insert(&pair[0], Entry::new(Value::Str(pair[1].clone())));
+    }
+    Ok(Reply::Integer(1))
+}
+
+/// STRLEN key: the string's length, 0 for a missing key.
+pub fn strlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    match ctx.db().get(&args[1], ctx.now_ms) {
+        None => Ok(Reply::Integer(0)),
+        Some(e) => match e.value() {
+            ValueRef::Str(s) => Ok(Reply::Integer(s.len() as i64)),
+            _ => Err(errors::wrongtype()),
+        },
+    }
+}
+
+/// The longest string APPEND and SETRANGE may make: `proto-max-bulk-len`, as in Redis
+/// (and never past what an entry can hold).
+fn check_string_length(ctx: &Ctx, size: usize, append: usize) -> Result<usize, Reply> {
+    let max = ctx.shared.config.proto_max_bulk_len.min(u32::MAX as usize);
+    match size.checked_add(append) {
+        Some(total) if total <= max => Ok(total),
+        _ => Err(Reply::error(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        )),
+    }
+}
+
+/// APPEND key value: the new length. A missing key is created (without a TTL); an
+/// existing one keeps its TTL.
+pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let now = ctx.now_ms;
+    let tail = &args[2];
+    let slot = ctx.db().entry(&args[1], now);
+    match slot {
+        Slot::Occupied(mut e) => {
+            let ValueRef::Str(s) = e.value() else {
+                return Err(errors::wrongtype());
+            };
+            let old = s.len();
+            let total = check_string_length(ctx, old, tail.len())?;
+            e.str_resize(total)[old..].copy_from_slice(tail);
+            Ok(Reply::Integer(total as i64))
+        }
+        Slot::Vacant(v) => {
+            ctx.shared.fence.check_has_ttl()?;
+            v.insert(Entry::new(Value::Str(tail.clone())));
+            Ok(Reply::Integer(tail.len() as i64))
+        }
+    }
+}
+
+/// GETRANGE key start end (and its old name SUBSTR): the bytes from start to end,
+/// both included, negative counting from the end; "" for a missing key.
+pub fn getrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let start = int_arg(&args[2])?;
+    let end = int_arg(&args[3])?;
+    let Some(e) = ctx.db().get(&args[1], ctx.now_ms) else {
+        return Ok(Reply::Bulk(Bytes::new()));
+    };
+    let ValueRef::Str(s) = e.value() else {
+        return Err(errors::wrongtype());
+    };
+    let len = s.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return Ok(Reply::Bulk(Bytes::new()));
+    }
+    let start = if start < 0 { len + start } else { start }.max(0);
+    let end = if end < 0 { len + end } else { end }.max(0).min(len - 1);
+    if start > end || len == 0 {
+        return Ok(Reply::Bulk(Bytes::new()));
+    }
+    Ok(Reply::Bulk(Bytes::copy_from_slice(
+        &s[start as usize..=end as usize],
+    )))
+}
+
+/// SETRANGE key offset value: writes value at offset (zero bytes fill any gap) and
+/// answers the new length. An empty value changes nothing (and creates no key).
+pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let offset = int_arg(&args[2])?;
+    let Ok(offset) = usize::try_from(offset) else {
+        return Err(Reply::error("ERR offset is out of range"));
+    };
+    let value = &args[3];
+    let now = ctx.now_ms;
+    let slot = ctx.db().entry(&args[1], now);
+    match slot {
+        Slot::Vacant(v) => {
+            if value.is_empty() {
+                return Ok(Reply::Integer(0));
+            }
+            let total = check_string_length(ctx, offset, value.len())?;
+            ctx.shared.fence.check_has_ttl()?;
+            let mut s = vec![0; total];
+            s[offset..].copy_from_slice(value);
+            v.insert(Entry::new(Value::Str(Bytes::from(s))));
+            Ok(Reply::Integer(total as i64))
+        }
+        Slot::Occupied(mut e) => {
+            let ValueRef::Str(s) = e.value() else {
+                return Err(errors::wrongtype());
+            };
+            let old = s.len();
+            if value.is_empty() {
+                return Ok(Reply::Integer(old as i64));
+            }
+            let end = check_string_length(ctx, offset, value.len())?;
+            let total = old.max(end);
+            e.str_resize(total)[offset..end].copy_from_slice(value);
+            Ok(Reply::Integer(total as i64))
+        }
+    }
+}
+
+/// INCRBYFLOAT key increment: the new value, computed and printed as Redis does (C's
+/// long double: long_double.rs). Keeps the TTL.
+pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let not_float = || Reply::error(errors::NOT_FLOAT);
+    let nan_or_inf = || Reply::error("ERR increment would produce NaN or Infinity");
+    let now = ctx.now_ms;
+    let slot = ctx.db().entry(&args[1], now);
+    match slot {
+        Slot::Occupied(mut e) => {
+            let ValueRef::Str(s) = e.value() else {
+                return Err(errors::wrongtype());
+            };
+            let current = LongDouble::parse(s).ok_or_else(not_float)?;
+            let incr = LongDouble::parse(&args[2]).ok_or_else(not_float)?;
+            let next = current.add(&incr).ok_or_else(nan_or_inf)?;
+            e.set_str(&next);
+            Ok(Reply::Bulk(next))
+        }
+        Slot::Vacant(v) => {
+            let incr = LongDouble::parse(&args[2]).ok_or_else(not_float)?;
+            let next = LongDouble::zero().add(&incr).ok_or_else(nan_or_inf)?;
+            ctx.shared.fence.check_has_ttl()?;
+            v.insert(Entry::new(Value::Str(next.clone())));
+            Ok(Reply::Bulk(next))
+        }
+    }
 }
 
 /// Adds `delta` to the integer at `key` (0 if missing), keeping its TTL.

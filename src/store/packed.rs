@@ -241,6 +241,35 @@ impl Packed {
         }
     }
 
+    /// Resizes a string value to `len` bytes, keeping its first bytes (bytes added are
+    /// zero, the padding SETRANGE writes), and returns it for writing: APPEND and
+    /// SETRANGE change a string in place, with no copy of the bytes they keep.
+    /// Panics on a collection block (callers check the kind first).
+    pub fn str_resize(&mut self, len: usize) -> &mut [u8] {
+        assert_eq!(self.kind(), KIND_STR, "str_resize of a collection");
+        let len32 = len_u32(len);
+        let at = STR_KEY + self.klen();
+        let old_len = self.read_u32(PAYLOAD);
+        let (old, size) = (at + old_len, at + len);
+        if size != old {
+            // SAFETY: the block was allocated with layout(old); size > 0 (the header).
+            let base = unsafe { realloc(self.0.as_ptr(), layout(old), size) };
+            let Some(base) = NonNull::new(base) else {
+                handle_alloc_error(layout(size))
+            };
+            self.0 = base;
+        }
+        // SAFETY: the block is `size` bytes now; the value is its last `len` bytes.
+        unsafe {
+            let base = self.0.as_ptr();
+            ptr::write_unaligned(base.add(PAYLOAD).cast::<u32>(), len32);
+            if len > old_len {
+                ptr::write_bytes(base.add(old), 0, len - old_len);
+            }
+            std::slice::from_raw_parts_mut(base.add(at), len)
+        }
+    }
+
     /// The entry, owned (a string is copied out; a collection moves, uncopied).
     pub fn into_entry(self) -> Entry {
         let deadline_ms = self.deadline_ms();
