@@ -1,4 +1,4 @@
-//! Differential test: a seeded random sequence of the core string/key/expiry commands
+//! Differential test: a seeded random sequence of the string/key/expiry commands
 //! (valid and invalid forms) is sent to a real redis-server and to redlockd, and the
 //! replies must be equal (TTL-like replies within a small tolerance).
 //!
@@ -214,10 +214,39 @@ impl Gen {
         args
     }
 
+    /// A GETRANGE index: mostly near the strings' lengths, either sign; sometimes not
+    /// a number or far out.
+    fn index(&mut self) -> String {
+        match self.rng.random_range(0..10) {
+            0 => self
+                .pick(&["abc", "1.5", "9223372036854775807", "-9223372036854775808"])
+                .to_string(),
+            _ => self.rng.random_range(-25..25).to_string(),
+        }
+    }
+
+    /// A SETRANGE offset: mostly small, sometimes negative, not a number, or past
+    /// proto-max-bulk-len.
+    fn offset(&mut self) -> String {
+        match self.rng.random_range(0..12) {
+            0 => self.pick(&["-1", "abc", "1.5", "536870912"]).to_string(),
+            _ => self.rng.random_range(0..25).to_string(),
+        }
+    }
+
+    /// An INCRBYFLOAT increment, in the forms strtold takes and refuses.
+    fn float(&mut self) -> String {
+        self.pick(&[
+            "0.1", "0.2", "1.5", "-2.25", "3", "-0.5", "1e3", "5.0e-3", "0x10", "1e400",
+            "-1e400", "abc", " 1", "", "inf", "-inf", "nan",
+        ])
+        .to_string()
+    }
+
     fn next(&mut self) -> Vec<String> {
         let k = self.key();
         let k2 = self.key();
-        let words: Vec<String> = match self.rng.random_range(0..100) {
+        let words: Vec<String> = match self.rng.random_range(0..120) {
             0..=24 => return self.set(),
             25..=31 => vec!["GET".into(), k],
             32..=34 => vec!["GETDEL".into(), k],
@@ -276,7 +305,28 @@ impl Gen {
             92..=94 => vec!["DBSIZE".into()],
             95 => vec!["SET".into(), k],
             96 => vec!["GET".into()],
-            _ => vec!["EXPIRE".into(), k, "10".into(), "NX".into(), "XX".into()],
+            97..=99 => vec!["EXPIRE".into(), k, "10".into(), "NX".into(), "XX".into()],
+            100..=101 => vec!["GETSET".into(), k, self.value()],
+            102..=103 => {
+                let mut a = vec!["MSETNX".into(), k, self.value()];
+                if self.chance(0.5) {
+                    a.extend([k2, self.value()]);
+                }
+                if self.chance(0.1) {
+                    a.push("dangling".into());
+                }
+                a
+            }
+            104..=106 => vec!["APPEND".into(), k, self.value()],
+            107..=108 => vec!["STRLEN".into(), k],
+            109..=111 => vec![
+                self.pick(&["GETRANGE", "SUBSTR"]).into(),
+                k,
+                self.index(),
+                self.index(),
+            ],
+            112..=114 => vec!["SETRANGE".into(), k, self.offset(), self.value()],
+            _ => vec!["INCRBYFLOAT".into(), k, self.float()],
         };
         words
     }
