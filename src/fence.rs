@@ -201,6 +201,7 @@ mod with_commands {
             &["PERSIST", "k"],
             &["MSET", "a", "1", "b", "2"],
             &["RENAME", "k", "k2"],
+            &["RENAMENX", "k", "k2"],
             &["GETEX", "k", "PX", "20000"],
             &["GETEX", "k", "PERSIST"],
             &["GETSET", "lock", "t"],

@@ -237,8 +237,8 @@ impl Gen {
     /// An INCRBYFLOAT increment, in the forms strtold takes and refuses.
     fn float(&mut self) -> String {
         self.pick(&[
-            "0.1", "0.2", "1.5", "-2.25", "3", "-0.5", "1e3", "5.0e-3", "0x10", "1e400",
-            "-1e400", "abc", " 1", "", "inf", "-inf", "nan",
+            "0.1", "0.2", "1.5", "-2.25", "3", "-0.5", "1e3", "5.0e-3", "0x10", "1e400", "-1e400",
+            "abc", " 1", "", "inf", "-inf", "nan",
         ])
         .to_string()
     }
@@ -269,7 +269,7 @@ impl Gen {
                 }
                 a
             }
-            49..=50 => vec!["EXISTS".into(), k.clone(), k2, k],
+            49..=50 => vec![self.pick(&["EXISTS", "TOUCH"]).into(), k.clone(), k2, k],
             51 => vec!["TYPE".into(), k],
             52..=54 => vec![self.pick(&["INCR", "DECR"]).into(), k],
             55..=57 => {
@@ -280,7 +280,7 @@ impl Gen {
                 };
                 vec![self.pick(&["INCRBY", "DECRBY"]).into(), k, by]
             }
-            58..=60 => vec!["RENAME".into(), k, k2],
+            58..=60 => vec![self.pick(&["RENAME", "RENAMENX"]).into(), k, k2],
             61..=72 => return self.expire(),
             73..=76 => vec![self.pick(&["TTL", "PTTL"]).into(), k],
             77..=78 => vec![self.pick(&["EXPIRETIME", "PEXPIRETIME"]).into(), k],

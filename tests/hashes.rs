@@ -209,6 +209,78 @@ async fn hincrbyfloat_adds_and_reports_redis_errors() {
         query_err(&mut c, &["HINCRBYFLOAT", "h", "b", "abc"]).await,
         "ERR value is not a valid float"
     );
+    // Redis's long double: 0.1 + 0.2 prints 0.3, and an infinite increment is refused
+    // before the hash is read.
+    assert_eq!(
+        q::<String>(&mut c, &["HINCRBYFLOAT", "h", "m3", "0.2"])
+            .await
+            .unwrap(),
+        "0.3"
+    );
+    assert_eq!(
+        query_err(&mut c, &["HINCRBYFLOAT", "h", "s", "inf"]).await,
+        "ERR value is NaN or Infinity"
+    );
+}
+
+#[tokio::test]
+async fn hstrlen_and_hscan_read_fields_and_values() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["HSET", "h", "f", "hello", "g", "12"]).await;
+    assert_eq!(c.cmd(&["HSTRLEN", "h", "f"]).await, int(5));
+    assert_eq!(c.cmd(&["HSTRLEN", "h", "missing"]).await, int(0));
+    assert_eq!(c.cmd(&["HSTRLEN", "nokey", "f"]).await, int(0));
+    // A small hash comes whole, with cursor 0; MATCH filters fields.
+    let page = c.cmd(&["HSCAN", "h", "0", "MATCH", "f*"]).await;
+    assert_eq!(page, "*2\r\n$1\r\n0\r\n*2\r\n$1\r\nf\r\n$5\r\nhello\r\n");
+    assert_eq!(
+        c.cmd(&["HSCAN", "nokey", "0"]).await,
+        "*2\r\n$1\r\n0\r\n*0\r\n"
+    );
+    assert_eq!(c.cmd(&["HSCAN", "h", "x"]).await, err("ERR invalid cursor"));
+    assert_eq!(
+        c.cmd(&["HSCAN", "h", "0", "COUNT", "0"]).await,
+        err("ERR syntax error")
+    );
+    c.cmd(&["SET", "s", "v"]).await;
+    let wrongtype = err("WRONGTYPE Operation against a key holding the wrong kind of value");
+    assert_eq!(c.cmd(&["HSTRLEN", "s", "f"]).await, wrongtype);
+    assert_eq!(c.cmd(&["HSCAN", "s", "0"]).await, wrongtype);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn hscan_walks_a_large_hash_once_with_values() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    for i in 0..300 {
+        c.cmd(&["HSET", "big", &format!("f{i}"), &format!("v{i}")])
+            .await;
+    }
+    let mut con = conn(&h).await;
+    let mut cursor = "0".to_string();
+    let mut seen = HashMap::new();
+    for _ in 0..1000 {
+        let (next, pairs): (String, Vec<String>) =
+            q(&mut con, &["HSCAN", "big", &cursor, "COUNT", "20"])
+                .await
+                .unwrap();
+        for pair in pairs.chunks(2) {
+            assert!(
+                seen.insert(pair[0].clone(), pair[1].clone()).is_none(),
+                "{pair:?}"
+            );
+        }
+        cursor = next;
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(cursor, "0");
+    assert_eq!(seen.len(), 300);
+    assert!(seen.iter().all(|(f, v)| f[1..] == v[1..]));
+    h.shutdown().await;
 }
 
 #[tokio::test]

@@ -246,6 +246,42 @@ async fn rename_of_a_missing_key_is_no_such_key() {
 }
 
 #[tokio::test]
+async fn renamenx_renames_only_onto_a_missing_key() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["RENAMENX", "a", "b"]).await, err("ERR no such key"));
+    assert_eq!(c.cmd(&["RENAMENX", "a", "a"]).await, err("ERR no such key"));
+    c.cmd(&["SET", "a", "1", "PX", "5000"]).await;
+    c.cmd(&["SET", "b", "2"]).await;
+    assert_eq!(c.cmd(&["RENAMENX", "a", "a"]).await, int(0));
+    assert_eq!(c.cmd(&["RENAMENX", "a", "b"]).await, int(0));
+    assert_eq!(c.cmd(&["GET", "b"]).await, bulk("2"));
+    assert_eq!(c.cmd(&["RENAMENX", "a", "c"]).await, int(1));
+    assert_eq!(c.cmd(&["EXISTS", "a"]).await, int(0));
+    assert_eq!(c.cmd(&["GET", "c"]).await, bulk("1"));
+    assert_eq!(c.cmd(&["PTTL", "c"]).await, int(5000));
+    // An expired key at the new name is missing.
+    c.cmd(&["SET", "d", "x", "PX", "10"]).await;
+    h.clock().advance(Duration::from_millis(11));
+    assert_eq!(c.cmd(&["RENAMENX", "c", "d"]).await, int(1));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn touch_counts_the_keys_that_exist() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "1"]).await;
+    c.cmd(&["RPUSH", "l", "x"]).await;
+    assert_eq!(c.cmd(&["TOUCH", "a", "l", "a", "missing"]).await, int(3));
+    assert_eq!(
+        c.cmd(&["TOUCH"]).await,
+        err("ERR wrong number of arguments for 'touch' command")
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn rename_onto_itself_is_ok_and_changes_nothing() {
     let h = start().await;
     let mut c = Raw::to(&h).await;

@@ -1,5 +1,5 @@
 //! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HDEL, HEXISTS, HINCRBY,
-//! HINCRBYFLOAT, HLEN, HGETALL, HKEYS, HVALS.
+//! HINCRBYFLOAT, HLEN, HSTRLEN, HGETALL, HKEYS, HVALS, HSCAN.
 //!
 //! Redisson keeps its lock as a hash (field = client id, value = hold count), so these
 //! follow Redis's t_hash.c replies exactly. Like Redis, an empty hash is never kept:
@@ -152,6 +152,23 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let n = read(ctx, &args[1], |h| h.len())?.unwrap_or(0);
     Ok(Reply::Integer(n as i64))
+}
+
+/// HSTRLEN key field: the length of the field's value, 0 when missing.
+pub fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let n = read(ctx, &args[1], |h| h.get(&args[2][..]).map_or(0, |v| v.len()))?;
+    Ok(Reply::Integer(n.unwrap_or(0) as i64))
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT n]: field/value pairs (see scan.rs; a hash
+/// Redis keeps as a listpack comes whole, with cursor 0).
+pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let opts = super::scan::ScanArgs::parse(&args[2..])?;
+    let page = read(ctx, &args[1], |h| {
+        let small = crate::store::ValueRef::Hash(h).encoding() == "listpack";
+        opts.page(h.iter().map(|(f, v)| (&f[..], v.clone())), small)
+    })?;
+    Ok(super::scan::reply(page))
 }
 
 /// HGETALL key: a map in RESP3, a flat field/value array in RESP2.

@@ -88,20 +88,37 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// RENAME src dst: moves the value and its TTL; dst is overwritten.
 pub fn rename(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, args, false)
+}
+
+/// RENAMENX key newkey: 1 when renamed, 0 when newkey exists (or is key itself).
+pub fn renamenx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    rename_generic(ctx, args, true)
+}
+
+/// RENAME and RENAMENX: a missing key is an error even when both names are the same;
+/// the entry moves with its TTL.
+fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> CmdResult {
     let db = ctx.db();
     let now = ctx.now_ms;
-    if args[1] == args[2] {
-        return if db.contains(&args[1], now) {
-            Ok(Reply::Ok)
+    let done = |renamed: bool| {
+        if nx {
+            Reply::Integer(renamed as i64)
         } else {
-            Err(Reply::error(errors::NO_SUCH_KEY))
-        };
+            Reply::Ok
+        }
+    };
+    if !db.contains(&args[1], now) {
+        return Err(Reply::error(errors::NO_SUCH_KEY));
+    }
+    if args[1] == args[2] || (nx && db.contains(&args[2], now)) {
+        return Ok(done(false));
     }
     let entry = db
         .take(&args[1], now)
         .ok_or_else(|| Reply::error(errors::NO_SUCH_KEY))?;
     db.insert(&args[2], entry);
-    Ok(Reply::Ok)
+    Ok(done(true))
 }
 
 /// OBJECT ENCODING key | OBJECT REFCOUNT key | OBJECT HELP: the encoding Redis 7.0

@@ -1,4 +1,4 @@
-//! SSCAN and ZSCAN: cursor iteration over one collection.
+//! SSCAN, ZSCAN and HSCAN: cursor iteration over one collection.
 //!
 //! Like Redis, a small collection (an intset or listpack in Redis) is returned whole
 //! with cursor 0. A larger one is walked in the order of a fixed hash of each member
@@ -16,10 +16,11 @@ pub struct ScanArgs<'a> {
     count: usize,
 }
 
-/// One page: the next cursor and the (member, score) pairs.
-pub struct Page {
+/// One page: the next cursor and the members, each with what follows it in the reply
+/// (a score, a hash field's value, or `()` for a set).
+pub struct Page<T> {
     next: u64,
-    items: Vec<(Bytes, Option<f64>)>,
+    items: Vec<(Bytes, T)>,
 }
 
 impl<'a> ScanArgs<'a> {
@@ -56,20 +57,20 @@ impl<'a> ScanArgs<'a> {
     }
 
     /// The page of `items` this cursor asks for; `small` collections come whole.
-    pub fn page<'i>(
+    pub fn page<'i, T>(
         &self,
-        items: impl Iterator<Item = (&'i [u8], Option<f64>)>,
+        items: impl Iterator<Item = (&'i [u8], T)>,
         small: bool,
-    ) -> Page {
+    ) -> Page<T> {
         let keep = |m: &[u8]| self.pattern.is_none_or(|p| glob::matches(p, m));
-        let own = |(m, s): (&[u8], Option<f64>)| (Bytes::copy_from_slice(m), s);
+        let own = |(m, s): (&[u8], T)| (Bytes::copy_from_slice(m), s);
         if small {
             return Page {
                 next: 0,
                 items: items.filter(|(m, _)| keep(m)).map(own).collect(),
             };
         }
-        let mut rest: Vec<(u64, &[u8], Option<f64>)> = items
+        let mut rest: Vec<(u64, &[u8], T)> = items
             .map(|(m, s)| (xxhash_rust::xxh3::xxh3_64(m), m, s))
             .filter(|(h, _, _)| *h >= self.cursor)
             .collect();
@@ -86,17 +87,42 @@ impl<'a> ScanArgs<'a> {
         };
         Page {
             next,
-            items: rest[..end]
-                .iter()
+            items: rest
+                .into_iter()
+                .take(end)
                 .filter(|(_, m, _)| keep(m))
-                .map(|&(_, m, s)| own((m, s)))
+                .map(|(_, m, s)| own((m, s)))
                 .collect(),
         }
     }
 }
 
-/// `[cursor, [member, (score,) ...]]`; scores are bulk strings as Redis sends them.
-pub fn reply(page: Option<Page>) -> Reply {
+/// What follows a member in a scan reply: nothing (SSCAN), its score (ZSCAN, a bulk
+/// string as Redis prints it) or a hash field's value (HSCAN).
+pub trait Companion {
+    fn into_bulk(self) -> Option<Bytes>;
+}
+
+impl Companion for () {
+    fn into_bulk(self) -> Option<Bytes> {
+        None
+    }
+}
+
+impl Companion for f64 {
+    fn into_bulk(self) -> Option<Bytes> {
+        Some(Bytes::from(crate::protocol::numfmt::fmt_g(self, 17)))
+    }
+}
+
+impl Companion for Bytes {
+    fn into_bulk(self) -> Option<Bytes> {
+        Some(self)
+    }
+}
+
+/// `[cursor, [member, (companion,) ...]]`.
+pub fn reply<T: Companion>(page: Option<Page<T>>) -> Reply {
     let page = page.unwrap_or(Page {
         next: 0,
         items: Vec::new(),
@@ -104,10 +130,8 @@ pub fn reply(page: Option<Page>) -> Reply {
     let mut flat = Vec::new();
     for (m, s) in page.items {
         flat.push(Reply::Bulk(m));
-        if let Some(s) = s {
-            flat.push(Reply::Bulk(Bytes::from(crate::protocol::numfmt::fmt_g(
-                s, 17,
-            ))));
+        if let Some(s) = s.into_bulk() {
+            flat.push(Reply::Bulk(s));
         }
     }
     Reply::Array(vec![

@@ -159,7 +159,7 @@ pub fn sscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let page = read(ctx, &args[1], |s| {
         let members = s.members();
         opts.page(
-            members.iter().map(|m| (&m[..], None)),
+            members.iter().map(|m| (&m[..], ())),
             s.encoding() == "intset",
         )
     })?;

@@ -262,10 +262,13 @@ const ROWS: &[Row] = &[
     ("del", -2, WRITE, C_KEYSPACE | C_WRITE | C_SLOW, 1, -1, 1, keys::del),
     ("unlink", -2, WRITE | FAST, C_KEYSPACE | C_WRITE | C_FAST, 1, -1, 1, keys::del),
     ("exists", -2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, -1, 1, keys::exists),
+    // TOUCH: EXISTS's count (no access times are kept for it to update).
+    ("touch", -2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, -1, 1, keys::exists),
     ("type", 2, READONLY | FAST, C_KEYSPACE | C_READ | C_FAST, 1, 1, 1, keys::type_),
     ("keys", 2, READONLY, C_KEYSPACE | C_READ | C_SLOW | C_DANGEROUS, 0, 0, 0, keys::keys),
     ("scan", -2, READONLY, C_KEYSPACE | C_READ | C_SLOW, 0, 0, 0, keys::scan),
     ("rename", 3, WRITE | FENCED | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_SLOW, 1, 2, 1, keys::rename),
+    ("renamenx", 3, WRITE | FENCED | FAST | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_FAST, 1, 2, 1, keys::renamenx),
     ("object", -2, READONLY, C_SLOW, 2, 2, 1, keys::object),
     ("memory", -2, READONLY, C_SLOW, 2, 2, 1, memory::memory),
     // expiry
@@ -289,6 +292,8 @@ const ROWS: &[Row] = &[
     ("hincrby", 4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hincrby),
     ("hincrbyfloat", 4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_HASH | C_FAST, 1, 1, 1, hashes::hincrbyfloat),
     ("hlen", 2, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hlen),
+    ("hstrlen", 3, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hstrlen),
+    ("hscan", -3, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hscan),
     ("hgetall", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hgetall),
     ("hkeys", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hkeys),
     ("hvals", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hvals),

@@ -478,7 +478,7 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn zscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let opts = super::scan::ScanArgs::parse(&args[2..])?;
     let page = read(ctx, &args[1], |z| {
-        let all = z.iter().map(|(m, s)| (m, Some(s)));
+        let all = z.iter();
         opts.page(all, z.encoding() == "listpack")
     })?;
     Ok(super::scan::reply(page))
