@@ -202,6 +202,8 @@ mod with_commands {
             &["MSET", "a", "1", "b", "2"],
             &["RENAME", "k", "k2"],
             &["RENAMENX", "k", "k2"],
+            &["COPY", "k", "k2"],
+            &["MOVE", "k", "1"],
             &["GETEX", "k", "PX", "20000"],
             &["GETEX", "k", "PERSIST"],
             &["GETSET", "lock", "t"],

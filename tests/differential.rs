@@ -280,7 +280,12 @@ impl Gen {
                 };
                 vec![self.pick(&["INCRBY", "DECRBY"]).into(), k, by]
             }
-            58..=60 => vec![self.pick(&["RENAME", "RENAMENX"]).into(), k, k2],
+            58..=59 => vec![self.pick(&["RENAME", "RENAMENX"]).into(), k, k2],
+            60 => match self.rng.random_range(0..4) {
+                0 => vec!["MOVE".into(), k, self.pick(&["1", "0", "x"]).into()],
+                1 => vec!["COPY".into(), k, k2, "REPLACE".into()],
+                _ => vec!["COPY".into(), k, k2],
+            },
             61..=72 => return self.expire(),
             73..=76 => vec![self.pick(&["TTL", "PTTL"]).into(), k],
             77..=78 => vec![self.pick(&["EXPIRETIME", "PEXPIRETIME"]).into(), k],

@@ -5,6 +5,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 use support::*;
 
+const NOT_INT: &str = "-ERR value is not an integer or out of range\r\n";
+
 #[tokio::test]
 async fn del_and_unlink_count_only_existing_keys() {
     let h = start().await;
@@ -264,6 +266,98 @@ async fn renamenx_renames_only_onto_a_missing_key() {
     c.cmd(&["SET", "d", "x", "PX", "10"]).await;
     h.clock().advance(Duration::from_millis(11));
     assert_eq!(c.cmd(&["RENAMENX", "c", "d"]).await, int(1));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn copy_copies_value_and_ttl_within_and_across_databases() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "1", "PX", "5000"]).await;
+    c.cmd(&["RPUSH", "l", "x", "y"]).await;
+    assert_eq!(c.cmd(&["COPY", "a", "b"]).await, int(1));
+    assert_eq!(c.cmd(&["PTTL", "b"]).await, int(5000));
+    assert_eq!(c.cmd(&["COPY", "l", "b"]).await, int(0));
+    assert_eq!(c.cmd(&["COPY", "l", "b", "REPLACE"]).await, int(1));
+    // The copy is independent of its source.
+    c.cmd(&["RPUSH", "l", "z"]).await;
+    assert_eq!(c.cmd(&["LLEN", "b"]).await, int(2));
+    assert_eq!(c.cmd(&["PTTL", "b"]).await, int(-1));
+    assert_eq!(c.cmd(&["COPY", "missing", "m"]).await, int(0));
+    assert_eq!(c.cmd(&["COPY", "a", "a", "DB", "3"]).await, int(1));
+    assert_eq!(
+        c.cmd(&["COPY", "a", "a"]).await,
+        err("ERR source and destination objects are the same")
+    );
+    for (db, want) in [
+        ("16", "ERR DB index is out of range"),
+        ("-1", "ERR DB index is out of range"),
+        ("x", "ERR value is not an integer or out of range"),
+        (
+            "99999999999",
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ),
+    ] {
+        assert_eq!(
+            c.cmd(&["COPY", "a", "z", "DB", db]).await,
+            err(want),
+            "{db}"
+        );
+    }
+    assert_eq!(
+        c.cmd(&["COPY", "a", "z", "DB"]).await,
+        err("ERR syntax error")
+    );
+    assert_eq!(c.cmd(&["SELECT", "3"]).await, OK);
+    assert_eq!(c.cmd(&["GET", "a"]).await, bulk("1"));
+    assert_eq!(c.cmd(&["PTTL", "a"]).await, int(5000));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn move_takes_a_key_to_another_database_unless_it_is_there() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "a", "1", "PX", "5000"]).await;
+    assert_eq!(c.cmd(&["MOVE", "a", "2"]).await, int(1));
+    assert_eq!(c.cmd(&["EXISTS", "a"]).await, int(0));
+    assert_eq!(c.cmd(&["MOVE", "a", "2"]).await, int(0));
+    c.cmd(&["SET", "b", "here"]).await;
+    assert_eq!(
+        c.cmd(&["MOVE", "b", "0"]).await,
+        err("ERR source and destination objects are the same")
+    );
+    assert_eq!(c.cmd(&["SELECT", "2"]).await, OK);
+    assert_eq!(c.cmd(&["PTTL", "a"]).await, int(5000));
+    c.cmd(&["SET", "b", "there"]).await;
+    assert_eq!(c.cmd(&["MOVE", "b", "0"]).await, int(0));
+    assert_eq!(c.cmd(&["MOVE", "b", "x"]).await, NOT_INT);
+    assert_eq!(
+        c.cmd(&["MOVE", "b", "16"]).await,
+        err("ERR DB index is out of range")
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn randomkey_returns_live_keys_only() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["RANDOMKEY"]).await, NIL);
+    c.cmd(&["SET", "gone", "v", "PX", "10"]).await;
+    h.clock().advance(Duration::from_millis(11));
+    assert_eq!(c.cmd(&["RANDOMKEY"]).await, NIL);
+    for i in 0..50 {
+        c.cmd(&["SET", &format!("k{i}"), "v"]).await;
+    }
+    let mut seen = HashSet::new();
+    for _ in 0..300 {
+        let r = c.cmd(&["RANDOMKEY"]).await;
+        assert!(r.starts_with("$2\r\nk") || r.starts_with("$3\r\nk"), "{r}");
+        seen.insert(r);
+    }
+    // Random, not always the same key: 300 draws of 50 keys see many of them.
+    assert!(seen.len() > 25, "{}", seen.len());
     h.shutdown().await;
 }
 

@@ -1,8 +1,10 @@
-//! Key commands: DEL/UNLINK, EXISTS, TYPE, KEYS, SCAN, RENAME, OBJECT.
+//! Key commands: DEL/UNLINK, EXISTS/TOUCH, TYPE, KEYS, SCAN, RANDOMKEY,
+//! RENAME/RENAMENX, COPY, MOVE, OBJECT.
 
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::glob;
 use crate::protocol::{errors, Reply};
+use crate::store::Entry;
 use bytes::Bytes;
 
 /// DEL key... (also UNLINK): how many existed.
@@ -119,6 +121,84 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> CmdResult {
         .ok_or_else(|| Reply::error(errors::NO_SUCH_KEY))?;
     db.insert(&args[2], entry);
     Ok(done(true))
+}
+
+/// RANDOMKEY: a live key at random, or null when the database is empty.
+pub fn randomkey(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    Ok(ctx
+        .db()
+        .random_key(ctx.now_ms, &mut rand::rng())
+        .map_or(Reply::Null, Reply::Bulk))
+}
+
+const SAME_OBJECT: &str = "ERR source and destination objects are the same";
+
+/// A database number argument (COPY's DB, MOVE's): an integer, then a C int (Redis's
+/// getIntFromObjectOrReply), then one of the databases there are.
+fn db_index(ctx: &Ctx, arg: &[u8]) -> Result<usize, Reply> {
+    let n = int_arg(arg)?;
+    if i32::try_from(n).is_err() {
+        return Err(Reply::error(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n < ctx.shared.keyspace.len())
+        .ok_or_else(|| Reply::error(errors::DB_INDEX))
+}
+
+/// COPY source destination [DB index] [REPLACE]: 1 when copied (value and TTL), 0 when
+/// the source is missing or the destination exists (without REPLACE).
+pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let mut target = ctx.client.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if eq_ignore_case(&args[i], "replace") {
+            replace = true;
+        } else if eq_ignore_case(&args[i], "db") && i + 1 < args.len() {
+            i += 1;
+            target = db_index(ctx, &args[i])?;
+        } else {
+            return Err(errors::syntax());
+        }
+        i += 1;
+    }
+    if target == ctx.client.db && args[1] == args[2] {
+        return Err(Reply::error(SAME_OBJECT));
+    }
+    let now = ctx.now_ms;
+    let Some(entry) = ctx.db().get(&args[1], now).map(|e| Entry {
+        value: e.value().to_value(),
+        deadline_ms: e.deadline_ms(),
+    }) else {
+        return Ok(Reply::Integer(0));
+    };
+    let dst = ctx.shared.keyspace.db(target);
+    if !replace && dst.contains(&args[2], now) {
+        return Ok(Reply::Integer(0));
+    }
+    dst.insert(&args[2], entry);
+    Ok(Reply::Integer(1))
+}
+
+/// MOVE key db: 1 when the key (with its TTL) moved to db, 0 when it is missing here
+/// or already exists there.
+pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let target = db_index(ctx, &args[2])?;
+    if target == ctx.client.db {
+        return Err(Reply::error(SAME_OBJECT));
+    }
+    let now = ctx.now_ms;
+    let src = ctx.db();
+    let dst = ctx.shared.keyspace.db(target);
+    if !src.contains(&args[1], now) || dst.contains(&args[1], now) {
+        return Ok(Reply::Integer(0));
+    }
+    let entry = src.take(&args[1], now).expect("checked above, under the gate");
+    dst.insert(&args[1], entry);
+    Ok(Reply::Integer(1))
 }
 
 /// OBJECT ENCODING key | OBJECT REFCOUNT key | OBJECT HELP: the encoding Redis 7.0

@@ -269,6 +269,9 @@ const ROWS: &[Row] = &[
     ("scan", -2, READONLY, C_KEYSPACE | C_READ | C_SLOW, 0, 0, 0, keys::scan),
     ("rename", 3, WRITE | FENCED | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_SLOW, 1, 2, 1, keys::rename),
     ("renamenx", 3, WRITE | FENCED | FAST | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_FAST, 1, 2, 1, keys::renamenx),
+    ("copy", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_SLOW, 1, 2, 1, keys::copy),
+    ("move", 3, WRITE | FENCED | FAST | EXCLUSIVE, C_KEYSPACE | C_WRITE | C_FAST, 1, 1, 1, keys::move_),
+    ("randomkey", 1, READONLY, C_KEYSPACE | C_READ | C_SLOW, 0, 0, 0, keys::randomkey),
     ("object", -2, READONLY, C_SLOW, 2, 2, 1, keys::object),
     ("memory", -2, READONLY, C_SLOW, 2, 2, 1, memory::memory),
     // expiry

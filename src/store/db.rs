@@ -582,6 +582,42 @@ impl Db {
     /// One SCAN step: the cursor is a shard index; whole shards are returned until at
     /// least `count` keys are gathered. Returns the next cursor (0 when done) and the
     /// live keys seen. A key present for the whole iteration is returned exactly once.
+    /// A live key chosen at random (RANDOMKEY): a shard picked in proportion to its
+    /// entries, then an entry in it. O(entries of one shard); expired entries not yet
+    /// reclaimed are passed over (the next live one is taken).
+    pub fn random_key(&self, now_ms: u64, rng: &mut impl rand::Rng) -> Option<Bytes> {
+        let lens: Vec<usize> = self.shards.iter().map(|s| s.0.read().len()).collect();
+        let total: usize = lens.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let mut pick = rng.random_range(0..total);
+        let first = lens
+            .iter()
+            .position(|&n| {
+                if pick < n {
+                    return true;
+                }
+                pick -= n;
+                false
+            })
+            .unwrap_or(0);
+        // From the picked entry on, through every shard once: the first live key.
+        (0..self.shards.len()).find_map(|i| {
+            let table = self.shards[(first + i) % self.shards.len()].0.read();
+            let skip = if i == 0 { pick } else { 0 };
+            let live = |p: &&Packed| !p.is_expired(now_ms);
+            let key = |p: &Packed| Bytes::copy_from_slice(p.key());
+            let found = table
+                .iter()
+                .skip(skip)
+                .find(live)
+                .or_else(|| table.iter().take(skip).find(live))
+                .map(key);
+            found
+        })
+    }
+
     pub fn scan(&self, cursor: u64, count: usize, now_ms: u64) -> (u64, Vec<Bytes>) {
         let mut out = Vec::new();
         let mut shard = cursor as usize;

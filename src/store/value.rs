@@ -48,6 +48,17 @@ impl ValueRef<'_> {
         }
     }
 
+    /// An owned copy (COPY): a collection is cloned whole.
+    pub fn to_value(self) -> Value {
+        match self {
+            ValueRef::Str(s) => Value::Str(Bytes::copy_from_slice(s)),
+            ValueRef::Hash(h) => Value::Hash(Box::new(h.clone())),
+            ValueRef::List(l) => Value::List(l.clone()),
+            ValueRef::Set(s) => Value::Set(Box::new(s.clone())),
+            ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
+        }
+    }
+
     /// What OBJECT ENCODING answers, as Redis 7.0 would for the same commands.
     pub fn encoding(&self) -> &'static str {
         match self {
