@@ -410,3 +410,57 @@ async fn require_ttl_refuses_creating_a_hash() {
         .contains("--require-ttl"));
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "h"]).await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn hrandfield_picks_fields_as_redis_does() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["HRANDFIELD", "nokey"]).await, NIL);
+    assert_eq!(c.cmd(&["HRANDFIELD", "nokey", "3"]).await, "*0\r\n");
+    c.cmd(&["HSET", "h", "a", "1", "b", "2", "c", "3"]).await;
+    let one = c.cmd(&["HRANDFIELD", "h"]).await;
+    assert!(
+        ["$1\r\na\r\n", "$1\r\nb\r\n", "$1\r\nc\r\n"].contains(&one.as_str()),
+        "{one}"
+    );
+    // A positive count: distinct fields, at most all of them.
+    let all = c.cmd(&["HRANDFIELD", "h", "10"]).await;
+    assert!(all.starts_with("*3\r\n"), "{all}");
+    for f in ["a", "b", "c"] {
+        assert!(all.contains(&format!("$1\r\n{f}\r\n")), "{all}");
+    }
+    assert_eq!(c.cmd(&["HRANDFIELD", "h", "0"]).await, "*0\r\n");
+    // A negative count: exactly that many, repeats allowed.
+    assert!(c
+        .cmd(&["HRANDFIELD", "h", "-7"])
+        .await
+        .starts_with("*7\r\n"));
+    // WITHVALUES: flat in RESP2, pairs in RESP3; each value belongs to its field.
+    let flat = c.cmd(&["HRANDFIELD", "h", "-2", "WITHVALUES"]).await;
+    assert!(flat.starts_with("*4\r\n"), "{flat}");
+    assert!(c.cmd(&["HELLO", "3"]).await.starts_with('%'));
+    let pairs = c.cmd(&["HRANDFIELD", "h", "1", "WITHVALUES"]).await;
+    assert!(
+        [
+            "*1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n",
+            "*1\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n",
+            "*1\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n"
+        ]
+        .contains(&pairs.as_str()),
+        "{pairs}"
+    );
+    assert_eq!(
+        c.cmd(&["HRANDFIELD", "h", "1", "WITHSCORES"]).await,
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        c.cmd(&["HRANDFIELD", "h", "-9223372036854775807", "WITHVALUES"])
+            .await,
+        err("ERR value is out of range")
+    );
+    assert_eq!(
+        c.cmd(&["HRANDFIELD", "h", "x"]).await,
+        err("ERR value is not an integer or out of range")
+    );
+    h.shutdown().await;
+}

@@ -1,5 +1,5 @@
 //! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HDEL, HEXISTS, HINCRBY,
-//! HINCRBYFLOAT, HLEN, HSTRLEN, HGETALL, HKEYS, HVALS, HSCAN.
+//! HINCRBYFLOAT, HLEN, HSTRLEN, HGETALL, HKEYS, HVALS, HSCAN, HRANDFIELD.
 //!
 //! Redisson keeps its lock as a hash (field = client id, value = hold count), so these
 //! follow Redis's t_hash.c replies exactly. Like Redis, an empty hash is never kept:
@@ -7,7 +7,7 @@
 
 use super::long_double::LongDouble;
 use super::typed::{self, copy};
-use super::{int_arg, parse_i64, CmdResult, Ctx};
+use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Slot, ValueMut};
 use bytes::Bytes;
@@ -169,6 +169,73 @@ pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         opts.page(h.iter().map(|(f, v)| (&f[..], v.clone())), small)
     })?;
     Ok(super::scan::reply(page))
+}
+
+/// HRANDFIELD key [count [WITHVALUES]]: one field (or null), or `count` distinct
+/// fields (a negative count: that many, repeats allowed), as ZRANDMEMBER picks
+/// members. With values: [field, value] pairs in RESP3, a flat array in RESP2.
+pub fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    use rand::seq::{IndexedRandom, IteratorRandom};
+    if args.len() > 4 {
+        return Err(errors::syntax());
+    }
+    let with_values = match args.get(3) {
+        None => false,
+        Some(a) if eq_ignore_case(a, "withvalues") => true,
+        Some(_) => return Err(errors::syntax()),
+    };
+    let Some(count_arg) = args.get(2) else {
+        let picked = read(ctx, &args[1], |h| {
+            h.keys().choose(&mut rand::rng()).cloned()
+        })?
+        .flatten();
+        return Ok(picked.map_or(Reply::Null, Reply::Bulk));
+    };
+    let count = int_arg(count_arg)?;
+    if with_values && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+        return Err(Reply::error("ERR value is out of range"));
+    }
+    let repeats = if count < 0 {
+        super::random_repeats(count)?
+    } else {
+        0
+    };
+    let picked = read(ctx, &args[1], |h| {
+        let all: Vec<(&Bytes, &Bytes)> = h.iter().collect();
+        let mut rng = rand::rng();
+        let own = |&(f, v): &(&Bytes, &Bytes)| (f.clone(), v.clone());
+        if count >= 0 {
+            let n = (count as usize).min(all.len());
+            rand::seq::index::sample(&mut rng, all.len(), n)
+                .into_iter()
+                .map(|i| own(&all[i]))
+                .collect()
+        } else {
+            (0..repeats)
+                .filter_map(|_| all.choose(&mut rng).map(own))
+                .collect::<Vec<_>>()
+        }
+    })?
+    .unwrap_or_default();
+    if !with_values {
+        return Ok(Reply::Array(
+            picked.into_iter().map(|(f, _)| Reply::Bulk(f)).collect(),
+        ));
+    }
+    if ctx.client.proto >= 3 && !ctx.in_script {
+        return Ok(Reply::Array(
+            picked
+                .into_iter()
+                .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f), Reply::Bulk(v)]))
+                .collect(),
+        ));
+    }
+    Ok(Reply::Array(
+        picked
+            .into_iter()
+            .flat_map(|(f, v)| [Reply::Bulk(f), Reply::Bulk(v)])
+            .collect(),
+    ))
 }
 
 /// HGETALL key: a map in RESP3, a flat field/value array in RESP2.

@@ -297,6 +297,7 @@ const ROWS: &[Row] = &[
     ("hlen", 2, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hlen),
     ("hstrlen", 3, READONLY | FAST, C_READ | C_HASH | C_FAST, 1, 1, 1, hashes::hstrlen),
     ("hscan", -3, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hscan),
+    ("hrandfield", -2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hrandfield),
     ("hgetall", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hgetall),
     ("hkeys", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hkeys),
     ("hvals", 2, READONLY, C_READ | C_HASH | C_SLOW, 1, 1, 1, hashes::hvals),
