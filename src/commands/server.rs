@@ -1,6 +1,6 @@
 //! Server commands: INFO, DBSIZE, FLUSHDB, FLUSHALL, TIME, COMMAND, CONFIG, SHUTDOWN.
 
-use super::table::COMMANDS;
+use super::table::{flags, COMMANDS};
 use super::{eq_ignore_case, CmdResult, Ctx, Spec};
 use crate::config::{AuthClients, Config, TlsConfig};
 use crate::glob;
@@ -383,11 +383,15 @@ pub fn command(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ));
             }
             let keys: Vec<Reply> = spec.keys(cmd).map(|k| Reply::Bulk(k.clone())).collect();
-            // EVAL with numkeys 0 has no keys; GET can have none only by arity.
-            if keys.is_empty() && spec.flags & super::table::flags::MOVABLE_KEYS == 0 {
-                return Err(Reply::error("ERR The command has no key arguments"));
+            if !keys.is_empty() || spec.flags & flags::NO_MANDATORY_KEYS != 0 {
+                return Ok(Reply::Array(keys));
             }
-            Ok(Reply::Array(keys))
+            // No keys from a numkeys command: its numkeys is refused (ZUNION 0 a); GET
+            // can have none only by arity.
+            if spec.flags & (flags::NUMKEYS_AT_1 | flags::NUMKEYS_AT_2) != 0 {
+                return Err(Reply::error("ERR Invalid arguments specified for command"));
+            }
+            Err(Reply::error("ERR The command has no key arguments"))
         }
         "count" => Err(errors::wrong_arity("command|count")),
         "getkeys" => Err(errors::wrong_arity("command|getkeys")),

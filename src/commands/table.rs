@@ -38,8 +38,15 @@ pub mod flags {
     /// (Redis's `denyoom`, on the same commands: EXPIRE, PERSIST, RENAME and SMOVE are
     /// fenced, as they can lengthen a TTL or move a key, but not denyoom).
     pub const DENYOOM: u32 = 1 << 12;
-    /// The keys are given by a numkeys argument (args[2], keys after it): EVAL, FCALL.
-    pub const MOVABLE_KEYS: u32 = 1 << 13;
+    /// Redis's "movablekeys": besides any keys at first_key..last_key, the keys given
+    /// by a numkeys argument at args[1], right after it (ZUNION, ZINTERCARD).
+    pub const NUMKEYS_AT_1: u32 = 1 << 13;
+    /// The same with numkeys at args[2] (EVAL, FCALL; ZUNIONSTORE after its
+    /// destination at first_key).
+    pub const NUMKEYS_AT_2: u32 = 1 << 14;
+    /// No key is required (EVAL with numkeys 0): COMMAND GETKEYS then answers an empty
+    /// array where it would otherwise refuse the arguments.
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 15;
 }
 
 /// ACL categories (Redis 7's, in its order: ACL CAT and COMMAND INFO list them so).
@@ -156,10 +163,11 @@ impl Spec {
             (BLOCKING, "blocking"),
             (ALLOW_BUSY, "allow_busy"),
             (NO_MULTI, "no_multi"),
-            (MOVABLE_KEYS, "movablekeys"),
+            (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+            (NUMKEYS_AT_1 | NUMKEYS_AT_2, "movablekeys"),
         ];
-        for (bit, name) in names {
-            if self.flags & bit != 0 {
+        for (bits, name) in names {
+            if self.flags & bits != 0 {
                 out.push(name);
             }
         }
@@ -175,33 +183,77 @@ impl Spec {
         })
     }
 
-    /// The positions of the keys in `args` (COMMAND GETKEYS, ACL key patterns): from
-    /// first_key to last_key (negative: from the end) by step, or after numkeys for
-    /// EVAL / FCALL. An out-of-range numkeys gives no keys (the command refuses it).
-    pub fn key_positions(&self, args: &[Bytes]) -> std::ops::Range<usize> {
+    /// The positions of the keys in `args`, in Redis's order (COMMAND GETKEYS, ACL
+    /// key patterns): from first_key to last_key (negative: from the end) by step, then
+    /// those a numkeys argument gives (`NUMKEYS_AT_1` / `NUMKEYS_AT_2`). A numkeys
+    /// that is not a positive count of the arguments left gives no keys at all (the
+    /// command refuses it), except as Redis's fallback reads it with C's `atoi`
+    /// ("1x", " 2"): then the numkeys keys come first and the destination last.
+    pub fn key_positions(&self, args: &[Bytes]) -> impl Iterator<Item = usize> {
         let n = args.len();
-        if self.flags & MOVABLE_KEYS != 0 {
-            return match args.get(2).and_then(|a| super::parse_i64(a)) {
-                Some(k) if k >= 0 && (k as usize) <= n - 3 => 3..3 + k as usize,
-                _ => 0..0,
-            };
-        }
-        if self.first_key <= 0 || self.first_key as usize >= n {
-            return 0..0;
-        }
-        let last = if self.last_key < 0 {
-            n as i32 + self.last_key
+        let fixed = if self.first_key <= 0 || self.first_key as usize >= n {
+            0..0
         } else {
-            self.last_key.min(n as i32 - 1)
+            let last = if self.last_key < 0 {
+                n as i32 + self.last_key
+            } else {
+                self.last_key.min(n as i32 - 1)
+            };
+            (self.first_key as usize)..(last.max(self.first_key - 1) + 1) as usize
         };
-        (self.first_key as usize)..(last.max(self.first_key - 1) + 1) as usize
+        let fixed = fixed.step_by(self.step.max(1) as usize);
+        let empty = (0..0).step_by(1);
+        let at = if self.flags & NUMKEYS_AT_1 != 0 {
+            1
+        } else if self.flags & NUMKEYS_AT_2 != 0 {
+            2
+        } else {
+            return fixed.chain(0..0).chain(None);
+        };
+        let left = n.saturating_sub(at + 1);
+        // Redis's key spec: numkeys by string2ll, not negative, then as an int (its
+        // low 32 bits).
+        let count = args.get(at).and_then(|a| super::parse_i64(a));
+        let count = count.filter(|&k| k >= 0).map(|k| k as i32);
+        if let Some(k) = count.filter(|&k| k >= 1 && k as usize <= left) {
+            return fixed.chain(at + 1..at + 1 + k as usize).chain(None);
+        }
+        // Redis's fallback, the command's own getkeys function.
+        let count = args.get(at).map_or(0, |a| atoi(a));
+        if count >= 1 && count as usize <= left {
+            let dest = (self.first_key > 0).then_some(self.first_key as usize);
+            return empty.chain(at + 1..at + 1 + count as usize).chain(dest);
+        }
+        empty.chain(0..0).chain(None)
     }
 
     /// The keys of `args`, in order (see `key_positions`).
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
-        let step = self.step.max(1) as usize;
-        args[self.key_positions(args)].iter().step_by(step)
+        self.key_positions(args).map(|i| &args[i])
     }
+}
+
+/// C's `atoi` as glibc has it: `(int) strtol(s, NULL, 10)`: leading white space, a
+/// sign, then as many digits as there are (none: 0), clamped to a long, then cut to
+/// its low 32 bits.
+fn atoi(arg: &[u8]) -> i32 {
+    let start = arg.iter().position(|b| !b" \t\n\x0b\x0c\r".contains(b));
+    let s = &arg[start.unwrap_or(arg.len())..];
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut value: i64 = 0;
+    for d in digits.iter().take_while(|b| b.is_ascii_digit()) {
+        let d = i64::from(d - b'0');
+        value = if neg {
+            value.saturating_mul(10).saturating_sub(d)
+        } else {
+            value.saturating_mul(10).saturating_add(d)
+        };
+    }
+    value as i32
 }
 
 /// (name, arity, flags, ACL categories, first key, last key, step, handler)
@@ -378,13 +430,13 @@ const ROWS: &[Row] = &[
     ("pubsub", -2, 0, C_SLOW, 0, 0, 0, pubsub::pubsub),
     // scripting: scripts hold the gate exclusively (atomic); keys come from
     // numkeys, so no fixed key positions.
-    ("eval", -3, NOSCRIPT | MOVABLE_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::eval),
-    ("evalsha", -3, NOSCRIPT | MOVABLE_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::evalsha),
-    ("eval_ro", -3, NOSCRIPT | MOVABLE_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::eval_ro),
-    ("evalsha_ro", -3, NOSCRIPT | MOVABLE_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::evalsha_ro),
+    ("eval", -3, NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::eval),
+    ("evalsha", -3, NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::evalsha),
+    ("eval_ro", -3, NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::eval_ro),
+    ("evalsha_ro", -3, NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, scripting::evalsha_ro),
     ("script", -2, NOSCRIPT | ALLOW_BUSY, C_SLOW, 0, 0, 0, scripting::script),
-    ("fcall", -3, NOSCRIPT | MOVABLE_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, functions::fcall),
-    ("fcall_ro", -3, NOSCRIPT | MOVABLE_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, functions::fcall_ro),
+    ("fcall", -3, NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, functions::fcall),
+    ("fcall_ro", -3, NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | READONLY | EXCLUSIVE, C_SLOW | C_SCRIPTING, 0, 0, 0, functions::fcall_ro),
     ("function", -2, NOSCRIPT | ALLOW_BUSY, C_SLOW, 0, 0, 0, functions::function),
     // transactions: EXEC runs its queue holding the gate exclusively; the others only
     // touch the client's own state (and the watch registry), so they skip the gate.
