@@ -183,12 +183,12 @@ pub fn decode(raw: &[u8]) -> Result<Snapshot, String> {
             }
             TYPE_ZSET => {
                 let n = r.u32()?;
-                let mut z = ZSet::new();
+                let mut members = Vec::new();
                 for _ in 0..n {
                     let m = r.bytes()?;
-                    z.insert(&m, f64::from_bits(r.u64()?));
+                    members.push((m.to_vec(), f64::from_bits(r.u64()?)));
                 }
-                Value::ZSet(Box::new(z))
+                Value::ZSet(Box::new(ZSet::from_members(members)))
             }
             t => return Err(format!("unknown value type {t}")),
         };

@@ -165,10 +165,32 @@ impl ZSet {
         self.scores.get(member).copied()
     }
 
+    /// A sorted set of distinct members, built whole as Redis's ZUNIONSTORE and
+    /// snapshot loads build one: its encoding follows from the final size, so a -0
+    /// score survives when that is a skiplist (see `insert`).
+    pub fn from_members(members: Vec<(Vec<u8>, f64)>) -> ZSet {
+        let mut z = ZSet {
+            big: members.len() > LISTPACK_MAX_ENTRIES
+                || members.iter().any(|(m, _)| m.len() > LISTPACK_MAX_VALUE),
+            ..ZSet::default()
+        };
+        for (m, score) in members {
+            z.insert(&m, score);
+        }
+        z
+    }
+
     /// Sets `member`'s score (never NaN); returns true when the member is new.
+    /// A listpack stores -0 as 0; a skiplist keeps it (`ZADD big -0 m` answers
+    /// ZSCORE with "-0" in Redis), and a set turns skiplist before its new member
+    /// goes in.
     pub fn insert(&mut self, member: &[u8], score: f64) -> bool {
-        // -0 is stored as 0, as Redis's listpack stores it.
-        let score = score + 0.0;
+        if !self.scores.contains_key(member)
+            && (self.scores.len() >= LISTPACK_MAX_ENTRIES || member.len() > LISTPACK_MAX_VALUE)
+        {
+            self.big = true;
+        }
+        let score = if self.big { score } else { score + 0.0 };
         if let Some((m, old)) = self.scores.get_key_value(member) {
             let (m, old) = (m.clone(), *old);
             if old.to_bits() != score.to_bits() {
@@ -190,9 +212,6 @@ impl ZSet {
             member: m.clone(),
         });
         self.scores.insert(m, score);
-        if self.scores.len() > LISTPACK_MAX_ENTRIES || member.len() > LISTPACK_MAX_VALUE {
-            self.big = true;
-        }
         true
     }
 
@@ -489,6 +508,26 @@ mod tests {
         assert_eq!(members(z.by_rank(7, 8, false)), ["m7", "m8"]);
         assert_eq!(members(z.by_rank(1, 2, true)), ["m8", "m7"]);
         assert_eq!(members(z.by_rank(7, 8, true)), ["m2", "m1"]);
+    }
+
+    /// redis-server 7.0.15: `ZADD z -0 m` answers ZSCORE "0" on a listpack, "-0" on a
+    /// skiplist (and on one the new member makes a skiplist).
+    #[test]
+    fn only_a_skiplist_keeps_minus_zero() {
+        let long = [b'x'; 65];
+        let mut z = ZSet::new();
+        z.insert(b"a", -0.0);
+        assert!(z.score(b"a").unwrap().is_sign_positive());
+        z.insert(&long, -0.0);
+        assert!(z.score(&long).unwrap().is_sign_negative());
+        z.insert(b"b", -0.0);
+        assert!(z.score(b"b").unwrap().is_sign_negative());
+        let small = ZSet::from_members(vec![(b"a".to_vec(), -0.0)]);
+        assert_eq!(small.encoding(), "listpack");
+        assert!(small.score(b"a").unwrap().is_sign_positive());
+        let big = ZSet::from_members(vec![(b"a".to_vec(), -0.0), (long.to_vec(), 1.0)]);
+        assert_eq!(big.encoding(), "skiplist");
+        assert!(big.score(b"a").unwrap().is_sign_negative());
     }
 
     #[test]
