@@ -211,6 +211,9 @@ mod with_commands {
             &["INCRBYFLOAT", "n", "1.5"],
             &["APPEND", "k", "x"],
             &["SETRANGE", "k", "0", "x"],
+            &["ZUNIONSTORE", "d", "1", "k"],
+            &["ZINTERSTORE", "d", "1", "k"],
+            &["ZDIFFSTORE", "d", "1", "k"],
         ] {
             assert_eq!(cmd(&mut s, args), want, "{args:?}");
         }
@@ -253,5 +256,35 @@ mod with_commands {
             "-ERR this server runs with --require-ttl: every key needs a TTL (use PX, EX, PXAT or EXAT)\r\n"
         );
         assert_eq!(cmd(&mut s, &["GET", "old"]), "$1\r\nv\r\n");
+    }
+
+    /// A sorted-set STORE leaves its destination without a TTL, even one that had one.
+    #[test]
+    fn require_ttl_refuses_sorted_set_stores_with_a_result() {
+        let mut s = Session::new(Config {
+            require_ttl: true,
+            ..Config::for_tests()
+        });
+        let deadline = Some(s.clock().now_ms() + 10_000);
+        let mut z = crate::store::ZSet::new();
+        z.insert(b"m", 1.0);
+        s.shared().keyspace.db(0).insert(
+            b"z",
+            Entry {
+                value: Value::ZSet(Box::new(z)),
+                deadline_ms: deadline,
+            },
+        );
+        preload(&s, "d", deadline);
+        let refused = "-ERR this server runs with --require-ttl: every key needs a TTL (use PX, EX, PXAT or EXAT)\r\n";
+        for store in ["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"] {
+            assert_eq!(cmd(&mut s, &[store, "d", "1", "z"]), refused, "{store}");
+        }
+        assert_eq!(cmd(&mut s, &["GET", "d"]), "$1\r\nv\r\n");
+        assert_eq!(cmd(&mut s, &["PTTL", "d"]), ":10000\r\n");
+        // An empty result only deletes the destination.
+        assert_eq!(cmd(&mut s, &["ZDIFFSTORE", "d", "2", "z", "z"]), ":0\r\n");
+        assert_eq!(cmd(&mut s, &["EXISTS", "d"]), ":0\r\n");
+        assert_eq!(cmd(&mut s, &["ZUNION", "1", "z"]), "*1\r\n$1\r\nm\r\n");
     }
 }

@@ -268,6 +268,18 @@ async fn acl_commands_answer_as_redis() {
         &bulk("User alice has no permissions to access the 'k' key"),
     )
     .await;
+    // Sorted-set algebra: the destination and the inputs after numkeys are keys (with
+    // a numkeys such as "1x", as Redis's fallback reads it with atoi).
+    for (args, key) in [
+        (&["zunionstore", "lock:d", "2", "lock:a", "k"][..], "k"),
+        (&["zunionstore", "k", "1", "lock:a"], "k"),
+        (&["zintercard", "1", "k"], "k"),
+        (&["zdiffstore", "lock:d", "1x", "k"], "k"),
+    ] {
+        let dryrun = [&["ACL", "DRYRUN", "alice"][..], args].concat();
+        let denied = format!("User alice has no permissions to access the '{key}' key");
+        c.check(&dryrun, &bulk(&denied)).await;
+    }
     c.check(
         &["ACL", "DRYRUN", "alice", "config", "get", "x"],
         &bulk("User alice has no permissions to run the 'config|get' command"),
@@ -786,6 +798,15 @@ async fn acl_replies_match_redis() {
         &["COMMAND", "GETKEYS", "get", "a", "b"],
         &["COMMAND", "GETKEYS", "nosuch", "x"],
         &["COMMAND", "GETKEYS", "get"],
+        &["COMMAND", "GETKEYS", "zdiffstore", "d", "2", "a", "b"],
+        &["COMMAND", "GETKEYS", "zunionstore", "d", "1x", "a"],
+        &["COMMAND", "GETKEYS", "zinter", "0", "a"],
+        &["COMMAND", "GETKEYS", "zintercard", "1", "a", "limit", "1"],
+        // Sorted-set algebra: the destination and the numkeys inputs are keys
+        // (refusals: acl_commands_answer_as_redis, as 7.0 words them apart).
+        &["ACL", "DRYRUN", "alice", "zinter", "1", "lock:a"],
+        &["ACL", "DRYRUN", "alice", "zunion", "1", "lock:a", "k"],
+        &["ACL", "DRYRUN", "alice", "zdiff", "5", "k"],
     ];
     let mut r = Raw::to(&redis).await;
     let mut o = Raw::to(&ours).await;

@@ -193,3 +193,33 @@ async fn require_ttl_refuses_removing_a_ttl() {
     assert_eq!(c.cmd(&["PTTL", "k"]).await, int(1000));
     h.shutdown().await;
 }
+
+/// A sorted-set STORE with an empty result only deletes its destination (one with a
+/// result is refused: unit test in src/fence.rs, as no sorted set can be made here).
+#[tokio::test]
+async fn require_ttl_lets_empty_sorted_set_stores_delete() {
+    let h = start_require_ttl().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "a"]).await, err(REQUIRE_TTL));
+    for cmd in ["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"] {
+        assert_eq!(c.cmd(&["SET", "d", "v", "PX", "1000"]).await, OK);
+        assert_eq!(c.cmd(&[cmd, "d", "1", "nokey"]).await, int(0), "{cmd}");
+        assert_eq!(c.cmd(&["EXISTS", "d"]).await, int(0));
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_fence_refuses_sorted_set_stores() {
+    let h = start_fenced().await;
+    let mut c = Raw::to(&h).await;
+    for cmd in ["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"] {
+        assert_eq!(
+            c.cmd(&[cmd, "d", "1", "nokey"]).await,
+            tryagain(31_000),
+            "{cmd}"
+        );
+    }
+    assert_eq!(c.cmd(&["ZUNION", "1", "nokey"]).await, "*0\r\n");
+    h.shutdown().await;
+}

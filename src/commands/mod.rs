@@ -32,6 +32,7 @@ pub mod multi;
 pub mod pubsub;
 mod scan;
 pub mod sets;
+pub mod zalgebra;
 pub mod zranges;
 pub mod zsets;
 

@@ -3,7 +3,7 @@
 
 use super::{
     acl, cas, connection, debug, expire, fencing, functions, hashes, keys, lists, memory, multi, ops, pubsub,
-    scripting, server, sets, strings, zranges, zsets, CmdResult, Ctx,
+    scripting, server, sets, strings, zalgebra, zranges, zsets, CmdResult, Ctx,
 };
 use bytes::Bytes;
 use std::sync::LazyLock;
@@ -400,6 +400,15 @@ const ROWS: &[Row] = &[
     ("bzpopmax", -3, WRITE | FAST | BLOCKING | NOSCRIPT, C_WRITE | C_SORTEDSET | C_FAST | C_BLOCKING, 1, -2, 1, zsets::bzpopmax),
     ("zrandmember", -2, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zsets::zrandmember),
     ("zscan", -3, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zsets::zscan),
+    // sorted-set algebra: several keys, so the gate is held exclusively (atomic); the
+    // inputs follow a numkeys argument, after the STORE forms' destination
+    ("zunionstore", -4, WRITE | FENCED | DENYOOM | EXCLUSIVE | NUMKEYS_AT_2, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zalgebra::zunionstore),
+    ("zinterstore", -4, WRITE | FENCED | DENYOOM | EXCLUSIVE | NUMKEYS_AT_2, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zalgebra::zinterstore),
+    ("zdiffstore", -4, WRITE | FENCED | DENYOOM | EXCLUSIVE | NUMKEYS_AT_2, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zalgebra::zdiffstore),
+    ("zunion", -3, READONLY | EXCLUSIVE | NUMKEYS_AT_1, C_READ | C_SORTEDSET | C_SLOW, 0, 0, 0, zalgebra::zunion),
+    ("zinter", -3, READONLY | EXCLUSIVE | NUMKEYS_AT_1, C_READ | C_SORTEDSET | C_SLOW, 0, 0, 0, zalgebra::zinter),
+    ("zdiff", -3, READONLY | EXCLUSIVE | NUMKEYS_AT_1, C_READ | C_SORTEDSET | C_SLOW, 0, 0, 0, zalgebra::zdiff),
+    ("zintercard", -3, READONLY | EXCLUSIVE | NUMKEYS_AT_1, C_READ | C_SORTEDSET | C_SLOW, 0, 0, 0, zalgebra::zintercard),
     // sets; commands over several keys hold the gate exclusively (atomic)
     ("sadd", -3, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_SET | C_FAST, 1, 1, 1, sets::sadd),
     ("srem", -3, WRITE | FAST, C_WRITE | C_SET | C_FAST, 1, 1, 1, sets::srem),
