@@ -1,6 +1,7 @@
 //! Differential test for sorted sets, sets and the queue-style list commands: a seeded
 //! random sequence (valid and invalid forms: ties, infinities, exclusive bounds, lex
-//! ranges, empty results, every type mix) is sent to a real redis-server and to
+//! ranges, the sorted-set algebra's weights and aggregates, empty results, every type
+//! mix) is sent to a real redis-server and to
 //! redlockd, and the replies must be equal. Replies whose order Redis leaves
 //! unspecified (a hashtable set's members) are compared sorted.
 //!
@@ -136,10 +137,71 @@ impl Gen {
         a
     }
 
+    /// ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD over sorted sets and
+    /// sets (any type now and then), with weights, aggregates and bad forms.
+    fn zalgebra(&mut self) -> Vec<String> {
+        let name = self.pick(&[
+            "ZUNIONSTORE",
+            "ZINTERSTORE",
+            "ZDIFFSTORE",
+            "ZUNION",
+            "ZINTER",
+            "ZDIFF",
+            "ZINTERCARD",
+        ]);
+        let mut a = vec![name.to_string()];
+        let store = name.ends_with("STORE");
+        if store {
+            a.push(self.key(ZKEYS));
+        }
+        let inputs: Vec<String> = (0..self.rng.random_range(1..4))
+            .map(|_| {
+                let from = self.pick(&[ZKEYS, SKEYS]);
+                self.key(from)
+            })
+            .collect();
+        a.push(if self.chance(0.06) {
+            self.pick(&["0", "-1", "x", "9"]).into()
+        } else {
+            inputs.len().to_string()
+        });
+        a.extend(inputs.iter().cloned());
+        let weighs = !matches!(name, "ZDIFF" | "ZDIFFSTORE" | "ZINTERCARD");
+        if (weighs || self.chance(0.05)) && self.chance(0.4) {
+            a.push(self.pick(&["WEIGHTS", "weights"]).into());
+            let n = if self.chance(0.1) {
+                inputs.len() - 1
+            } else {
+                inputs.len()
+            };
+            for _ in 0..n {
+                let w = self.pick(&[
+                    "1", "2", "0", "-1", "0.5", "inf", "-inf", "1e308", "nan", "x", " 1", "0x10",
+                ]);
+                a.push(w.into());
+            }
+        }
+        if (weighs || self.chance(0.05)) && self.chance(0.4) {
+            a.push("AGGREGATE".into());
+            a.push(self.pick(&["SUM", "MIN", "MAX", "max", "avg"]).into());
+        }
+        if name == "ZINTERCARD" && self.chance(0.5) {
+            a.push("LIMIT".into());
+            a.push(self.pick(&["0", "1", "2", "-1", "x"]).into());
+        }
+        if (!store || self.chance(0.05)) && self.chance(0.5) {
+            a.push("WITHSCORES".into());
+        }
+        if self.chance(0.03) {
+            a.push(self.pick(&["BOGUS", "LIMIT", "WEIGHTS"]).into());
+        }
+        a
+    }
+
     fn zset_cmd(&mut self) -> Vec<String> {
         let k = self.key(ZKEYS);
         let m = self.pick(MEMBERS).to_string();
-        match self.rng.random_range(0..20) {
+        match self.rng.random_range(0..24) {
             0..=4 => self.zadd(),
             5..=8 => self.zrange(),
             9 => vec!["ZINCRBY".into(), k, self.pick(SCORES).into(), m],
@@ -173,7 +235,8 @@ impl Gen {
                 }
                 a
             }
-            _ => vec![self.pick(&["ZSCAN", "OBJECT"]).into(), k, "0".into()],
+            19 => vec![self.pick(&["ZSCAN", "OBJECT"]).into(), k, "0".into()],
+            _ => self.zalgebra(),
         }
     }
 
