@@ -141,3 +141,27 @@ async fn a_transaction_wakes_blocked_pops_after_exec_in_fifo_order() {
     c.check(&["LRANGE", "d", "0", "-1"], "*1\r\n$1\r\nx\r\n")
         .await;
 }
+
+/// A STORE that creates its destination wakes a waiter on it (Redis's dbAdd signals
+/// the new key), as ZADD does; replies as redis-server 7.0.15 gave them.
+#[tokio::test]
+async fn a_zunionstore_destination_wakes_its_waiter() {
+    let h = start().await;
+    let mut w = Raw::to(&h).await;
+    w.send_cmd(&["BZPOPMIN", "d", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut c = Raw::to(&h).await;
+    c.check(&["ZADD", "z", "1", "a", "2", "b"], ":2\r\n").await;
+    c.check(&["SADD", "s", "a"], ":1\r\n").await;
+    c.check(
+        &["ZUNIONSTORE", "d", "2", "z", "s", "WEIGHTS", "3", "1"],
+        ":2\r\n",
+    )
+    .await;
+    w.expect("*3\r\n$1\r\nd\r\n$1\r\na\r\n$1\r\n4\r\n").await;
+    c.check(
+        &["ZRANGE", "d", "0", "-1", "WITHSCORES"],
+        "*2\r\n$1\r\nb\r\n$1\r\n6\r\n",
+    )
+    .await;
+}
