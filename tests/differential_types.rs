@@ -244,7 +244,7 @@ impl Gen {
         let k = self.key(SKEYS);
         let k2 = self.key(SKEYS);
         let m = self.pick(SET_MEMBERS).to_string();
-        match self.rng.random_range(0..16) {
+        match self.rng.random_range(0..17) {
             0..=3 => {
                 let mut a = vec!["SADD".into(), k, m];
                 for _ in 0..self.rng.random_range(0..3) {
@@ -273,6 +273,14 @@ impl Gen {
                 self.pick(&["100", "0", "x"]).into(),
             ],
             14 => vec!["OBJECT".into(), "ENCODING".into(), k],
+            15 => {
+                let n = self.pick(&["2", "1", "0", "3", "x"]);
+                let mut a = vec!["SINTERCARD".into(), n.into(), k, k2];
+                if self.chance(0.4) {
+                    a.extend(["LIMIT".into(), self.pick(&["1", "0", "-1", "x"]).into()]);
+                }
+                a
+            }
             _ => vec!["SSCAN".into(), k, "0".into()],
         }
     }

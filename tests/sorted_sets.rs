@@ -405,3 +405,65 @@ async fn random_member_counts_beyond_the_set_are_bounded() {
     );
     assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
 }
+
+#[tokio::test]
+async fn sintercard_counts_the_intersection_up_to_a_limit() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SADD", "a", "1", "2", "3", "x"]).await;
+    c.cmd(&["SADD", "b", "2", "3", "x", "y"]).await;
+    assert_eq!(c.cmd(&["SINTERCARD", "2", "a", "b"]).await, int(3));
+    assert_eq!(
+        c.cmd(&["SINTERCARD", "2", "a", "b", "LIMIT", "2"]).await,
+        int(2)
+    );
+    assert_eq!(
+        c.cmd(&["SINTERCARD", "2", "a", "b", "LIMIT", "0"]).await,
+        int(3)
+    );
+    assert_eq!(c.cmd(&["SINTERCARD", "1", "a"]).await, int(4));
+    assert_eq!(c.cmd(&["SINTERCARD", "2", "a", "missing"]).await, int(0));
+    c.cmd(&["SET", "str", "v"]).await;
+    // Every key is type-checked, even after a missing one.
+    assert_eq!(
+        c.cmd(&["SINTERCARD", "2", "missing", "str"]).await,
+        err("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    for (args, want) in [
+        (
+            &["SINTERCARD", "0", "a"][..],
+            "ERR numkeys should be greater than 0",
+        ),
+        (
+            &["SINTERCARD", "x", "a"],
+            "ERR numkeys should be greater than 0",
+        ),
+        (
+            &["SINTERCARD", "3", "a", "b"],
+            "ERR Number of keys can't be greater than number of args",
+        ),
+        (
+            &["SINTERCARD", "1", "a", "LIMIT", "-1"],
+            "ERR LIMIT can't be negative",
+        ),
+        (&["SINTERCARD", "1", "a", "LIMIT"], "ERR syntax error"),
+        (&["SINTERCARD", "1", "a", "b"], "ERR syntax error"),
+    ] {
+        assert_eq!(c.cmd(args).await, err(want), "{args:?}");
+    }
+    assert_eq!(
+        c.cmd(&[
+            "COMMAND",
+            "GETKEYS",
+            "SINTERCARD",
+            "2",
+            "a",
+            "b",
+            "LIMIT",
+            "1"
+        ])
+        .await,
+        "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+    );
+    h.shutdown().await;
+}

@@ -3,7 +3,7 @@
 //! Redis 7's t_set.c replies. Like Redis, an empty set is never kept.
 
 use super::typed;
-use super::{int_arg, parse_i64, random_repeats, CmdResult, Ctx};
+use super::{eq_ignore_case, int_arg, parse_i64, random_repeats, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Set, Value};
 use bytes::Bytes;
@@ -248,6 +248,36 @@ fn combine_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
 
 pub fn sinter(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     combine_reply(ctx, args, Op::Inter)
+}
+
+/// SINTERCARD numkeys key... [LIMIT limit]: the intersection's size, counting no
+/// further than a non-zero limit. Every key is type-checked, as in SINTER.
+pub fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let numkeys = parse_i64(&args[1])
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| Reply::error("ERR numkeys should be greater than 0"))?;
+    if numkeys as u64 > (args.len() - 2) as u64 {
+        return Err(Reply::error(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    let end = 2 + numkeys as usize;
+    let mut limit = usize::MAX;
+    let mut i = end;
+    while i < args.len() {
+        if eq_ignore_case(&args[i], "limit") && i + 1 < args.len() {
+            limit = match parse_i64(&args[i + 1]) {
+                Some(0) => usize::MAX,
+                Some(n) if n > 0 => n as usize,
+                _ => return Err(Reply::error("ERR LIMIT can't be negative")),
+            };
+            i += 2;
+        } else {
+            return Err(errors::syntax());
+        }
+    }
+    let n = combine(ctx, &args[2..end], Op::Inter)?.len().min(limit);
+    Ok(Reply::Integer(n as i64))
 }
 
 pub fn sunion(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

@@ -421,6 +421,7 @@ const ROWS: &[Row] = &[
     ("smove", 4, WRITE | FENCED | FAST | EXCLUSIVE, C_WRITE | C_SET | C_FAST, 1, 2, 1, sets::smove),
     ("sscan", -3, READONLY, C_READ | C_SET | C_SLOW, 1, 1, 1, sets::sscan),
     ("sinter", -2, READONLY | EXCLUSIVE, C_READ | C_SET | C_SLOW, 1, -1, 1, sets::sinter),
+    ("sintercard", -3, READONLY | EXCLUSIVE | NUMKEYS_AT_1, C_READ | C_SET | C_SLOW, 0, 0, 0, sets::sintercard),
     ("sunion", -2, READONLY | EXCLUSIVE, C_READ | C_SET | C_SLOW, 1, -1, 1, sets::sunion),
     ("sdiff", -2, READONLY | EXCLUSIVE, C_READ | C_SET | C_SLOW, 1, -1, 1, sets::sdiff),
     ("sinterstore", -3, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_SET | C_SLOW, 1, -1, 1, sets::sinterstore),
