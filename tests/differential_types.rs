@@ -134,6 +134,11 @@ impl Gen {
         if self.chance(0.03) {
             a.push(self.pick(&["BYSCORE", "REV", "BOGUS"]).into());
         }
+        // ZRANGESTORE: ZRANGE's form with a destination first (WITHSCORES refused).
+        if a[0] == "ZRANGE" && self.chance(0.3) {
+            a[0] = "ZRANGESTORE".into();
+            a.insert(1, self.key(ZKEYS));
+        }
         a
     }
 

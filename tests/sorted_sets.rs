@@ -467,3 +467,58 @@ async fn sintercard_counts_the_intersection_up_to_a_limit() {
     );
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn zrangestore_stores_a_range_and_an_empty_one_deletes() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["ZADD", "z1", "1", "a", "2", "b", "3", "c", "4", "d"])
+        .await;
+    assert_eq!(c.cmd(&["ZRANGESTORE", "z2", "z1", "0", "-1"]).await, int(4));
+    assert_eq!(
+        c.cmd(&[
+            "ZRANGESTORE",
+            "z2",
+            "z1",
+            "5",
+            "0",
+            "BYSCORE",
+            "REV",
+            "LIMIT",
+            "0",
+            "2"
+        ])
+        .await,
+        int(2)
+    );
+    assert_eq!(
+        c.cmd(&["ZRANGE", "z2", "0", "-1", "WITHSCORES"]).await,
+        "*4\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nd\r\n$1\r\n4\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["ZRANGESTORE", "z2", "z1", "[b", "[c", "BYLEX"])
+            .await,
+        int(2)
+    );
+    assert_eq!(
+        c.cmd(&["ZRANGESTORE", "z2", "z1", "0", "-1", "WITHSCORES"])
+            .await,
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        c.cmd(&["ZRANGESTORE", "z2", "z1", "a", "1"]).await,
+        err("ERR value is not an integer or out of range")
+    );
+    c.cmd(&["SET", "s", "v"]).await;
+    assert_eq!(
+        c.cmd(&["ZRANGESTORE", "z2", "s", "0", "-1"]).await,
+        err("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    assert_eq!(c.cmd(&["EXISTS", "z2"]).await, int(1));
+    assert_eq!(
+        c.cmd(&["ZRANGESTORE", "z2", "missing", "0", "-1"]).await,
+        int(0)
+    );
+    assert_eq!(c.cmd(&["EXISTS", "z2"]).await, int(0));
+    h.shutdown().await;
+}

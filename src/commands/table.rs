@@ -391,6 +391,7 @@ const ROWS: &[Row] = &[
     ("zrevrangebyscore", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrevrangebyscore),
     ("zrangebylex", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrangebylex),
     ("zrevrangebylex", -4, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zrevrangebylex),
+    ("zrangestore", -5, WRITE | FENCED | DENYOOM | EXCLUSIVE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 2, 1, zranges::zrangestore),
     ("zremrangebyscore", 4, WRITE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zremrangebyscore),
     ("zremrangebyrank", 4, WRITE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zremrangebyrank),
     ("zremrangebylex", 4, WRITE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zremrangebylex),

@@ -1,6 +1,6 @@
 //! Sorted-set ranges: ZRANGE (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES) and its older
 //! forms ZRANGEBYSCORE, ZREVRANGE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX;
-//! ZCOUNT, ZLEXCOUNT; ZREMRANGEBYSCORE, ZREMRANGEBYRANK, ZREMRANGEBYLEX.
+//! ZRANGESTORE; ZCOUNT, ZLEXCOUNT; ZREMRANGEBYSCORE, ZREMRANGEBYRANK, ZREMRANGEBYLEX.
 //!
 //! One parser (Redis's zrangeGenericCommand) serves every range command, so their
 //! options, errors and checks come in the same order as in Redis 7.
@@ -9,7 +9,7 @@ use super::typed::index_range;
 use super::zsets::{modify, members_reply, read, strtod};
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{LexBound, ScoreBound, ZSet};
+use crate::store::{Entry, LexBound, ScoreBound, Value, ZSet};
 use bytes::Bytes;
 
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
@@ -120,6 +120,24 @@ fn select(z: &ZSet, r: &Range, min: &[u8], max: &[u8]) -> Result<Vec<(Vec<u8>, f
 /// Redis's zrangeGenericCommand: `args` is `key min max [options]`; `by` and `rev`
 /// are fixed by the older commands (which then refuse the keywords that set them).
 fn zrange_generic(ctx: &mut Ctx, args: &[Bytes], by: Option<By>, rev: Option<bool>) -> CmdResult {
+    range_generic(ctx, args, by, rev, None)
+}
+
+/// ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: stores the
+/// range (an empty one deletes dst) and answers its size. It is ZRANGE's parser over
+/// the arguments after dst (so args[1] is the source there), without WITHSCORES.
+pub fn zrangestore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    range_generic(ctx, &args[1..], None, None, Some(&args[1]))
+}
+
+/// ZRANGE and ZRANGESTORE: `store` is ZRANGESTORE's destination.
+fn range_generic(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    by: Option<By>,
+    rev: Option<bool>,
+    store: Option<&Bytes>,
+) -> CmdResult {
     let (mut by_opt, mut rev_opt) = (by, rev);
     let mut r = Range {
         by: By::Rank,
@@ -132,7 +150,7 @@ fn zrange_generic(ctx: &mut Ctx, args: &[Bytes], by: Option<By>, rev: Option<boo
     while i < args.len() {
         let a = &args[i];
         let left = args.len() - i - 1;
-        if eq_ignore_case(a, "withscores") {
+        if store.is_none() && eq_ignore_case(a, "withscores") {
             r.with_scores = true;
         } else if eq_ignore_case(a, "limit") && left >= 2 {
             r.offset = int_arg(&args[i + 1])?;
@@ -183,7 +201,20 @@ fn zrange_generic(ctx: &mut Ctx, args: &[Bytes], by: Option<By>, rev: Option<boo
     let picked = read(ctx, &args[1], |z| select(z, &r, min, max))?
         .transpose()?
         .unwrap_or_default();
-    Ok(members_reply(ctx, picked, r.with_scores))
+    let Some(dst) = store else {
+        return Ok(members_reply(ctx, picked, r.with_scores));
+    };
+    if picked.is_empty() {
+        ctx.db().remove(dst, ctx.now_ms);
+        return Ok(Reply::Integer(0));
+    }
+    ctx.shared.fence.check_has_ttl()?;
+    let z = ZSet::from_members(picked);
+    let n = z.len();
+    ctx.db().insert(dst, Entry::new(Value::ZSet(Box::new(z))));
+    // A BZPOPMIN waiting on the destination may now pop.
+    ctx.shared.blocking.signal(ctx.client.db, dst);
+    Ok(Reply::Integer(n as i64))
 }
 
 pub fn zrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
