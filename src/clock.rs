@@ -7,6 +7,7 @@
 //! together and `set_wall` / `jump_wall` move wall time alone. Clones share the reading.
 
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
@@ -23,6 +24,9 @@ struct Inner {
     moved: Notify,
     /// Called after every `advance`, in order, before it returns (e.g. expiry sweeps).
     on_advance: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// The real clock's wall-minus-monotonic milliseconds, as last kept
+    /// (`wall_offset_ms`); `i64::MIN` until first measured.
+    wall_offset_ms: AtomicI64,
 }
 
 enum Source {
@@ -83,6 +87,7 @@ impl Clock {
                 source,
                 moved: Notify::new(),
                 on_advance: Mutex::new(Vec::new()),
+                wall_offset_ms: AtomicI64::new(i64::MIN),
             }),
         }
     }
@@ -172,9 +177,37 @@ impl Clock {
         self.inner.on_advance.lock().push(Box::new(hook));
     }
 
-    /// Converts a monotonic deadline into Unix ms, at the current reading.
-    pub(crate) fn mono_to_wall(&self, deadline_ms: u64) -> i64 {
-        self.wall_ms() + (deadline_ms as i64 - self.now_ms() as i64)
+    /// The Unix ms a monotonic reading stands for (a deadline, or a command's `now_ms`),
+    /// at the current offset between the two clocks. Unix times given by clients (PXAT,
+    /// EXPIREAT) become deadlines through this offset and are read back (PEXPIRETIME)
+    /// through it, so `SET k v PXAT t` then `PEXPIRETIME k` answers `t` itself.
+    pub(crate) fn mono_to_wall(&self, mono_ms: u64) -> i64 {
+        mono_ms as i64 + self.wall_offset_ms()
+    }
+
+    /// Unix ms minus monotonic ms. The real clock measures it from one microsecond
+    /// reading of each and keeps it while new measurements stay within 2 ms: truncating
+    /// both clocks to milliseconds at each conversion made two conversions of the same
+    /// time differ by 1 ms now and then (a PXAT read back one less). A wall clock step
+    /// (NTP, an operator) is taken at once; slow drift, 2 ms at a time.
+    fn wall_offset_ms(&self) -> i64 {
+        let start_ns = match &self.inner.source {
+            Source::Manual(t) => {
+                let t = t.lock();
+                return t.wall_ms - t.mono_ms as i64;
+            }
+            Source::Real { start_ns } => *start_ns,
+        };
+        let mono_us = MANUAL_MONO_START_MS as i64 * 1000
+            + (mono_ns().saturating_sub(start_ns) / 1000) as i64;
+        let fresh_us = self.wall_us() - mono_us;
+        let kept = self.inner.wall_offset_ms.load(Relaxed);
+        if kept != i64::MIN && (fresh_us - kept * 1000).abs() <= 2000 {
+            return kept;
+        }
+        let ms = fresh_us.div_euclid(1000);
+        self.inner.wall_offset_ms.store(ms, Relaxed);
+        ms
     }
 
     /// Waits until the monotonic reading reaches `deadline_ms`.

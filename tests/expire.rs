@@ -310,3 +310,45 @@ async fn expireat_after_a_wall_jump_uses_the_new_wall_time() {
     );
     h.shutdown().await;
 }
+
+/// On the real clock, a Unix time given to PXAT, EXPIREAT or PEXPIREAT reads back
+/// exactly from PEXPIRETIME (Redis's unit/expire checks this): the deadline is kept on
+/// the monotonic clock, and both conversions use one offset between the clocks.
+#[tokio::test]
+async fn unix_times_read_back_exactly_on_the_real_clock() {
+    let h = start_with(|c| c.clock = Some(redlockd::Clock::real())).await;
+    let mut c = Raw::to(&h).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for i in 0..500 {
+        let at = now + 5_000 + i * 7;
+        let at_s = at.to_string();
+        c.cmd(&["SET", "k", "v", "PXAT", &at_s]).await;
+        assert_eq!(
+            c.cmd(&["PEXPIRETIME", "k"]).await,
+            int(at),
+            "SET PXAT, round {i}"
+        );
+        c.cmd(&["PEXPIREAT", "k", &(at + 3).to_string()]).await;
+        assert_eq!(
+            c.cmd(&["PEXPIRETIME", "k"]).await,
+            int(at + 3),
+            "PEXPIREAT, round {i}"
+        );
+        let secs = at / 1000 + 10;
+        c.cmd(&["EXPIREAT", "k", &secs.to_string()]).await;
+        assert_eq!(
+            c.cmd(&["EXPIRETIME", "k"]).await,
+            int(secs),
+            "EXPIREAT, round {i}"
+        );
+        assert_eq!(
+            c.cmd(&["PEXPIRETIME", "k"]).await,
+            int(secs * 1000),
+            "round {i}"
+        );
+    }
+    h.shutdown().await;
+}

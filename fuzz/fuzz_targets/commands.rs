@@ -2,7 +2,8 @@
 //! (IFEQ/IFNE/IFDEQ/IFDNE included), EXPIRE options, ZADD and ZRANGE grammars,
 //! everything in the table; never panics, and every command gets a reply. Seeds in
 //! fuzz/seeds/commands (`collections` for sorted sets, sets, lists and the native lock
-//! commands).
+//! commands, `strings_keys` for APPEND/SETRANGE/INCRBYFLOAT, COPY/MOVE and the
+//! sorted-set algebra).
 //!
 //! Input: lines (split on '\n'), each a command whose arguments are split on ' '. A line
 //! starting with 0xff moves the clock instead: the next byte is milliseconds x 100, the
@@ -36,6 +37,9 @@ fn new_session(fence: bool, require_ttl: bool, password: bool) -> Session {
     Session::new(Config {
         port: 0,
         databases: 2,
+        // SETRANGE and APPEND may build strings up to this: keep them small enough
+        // that an input cannot spend the fuzzer's memory and time on one string.
+        proto_max_bulk_len: 1 << 20,
         max_ttl: Duration::from_secs(30),
         restart_delay: Some(if fence {
             Duration::from_secs(31)

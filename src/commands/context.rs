@@ -74,7 +74,7 @@ impl<'a> Ctx<'a> {
     /// The monotonic deadline for a Unix-ms instant, after the max-ttl check. An
     /// instant in the past gives a deadline in the past (the key expires at once).
     pub fn deadline_at_wall(&self, unix_ms: i64) -> Result<u64, Reply> {
-        let ttl = unix_ms.saturating_sub(self.shared.clock.wall_ms());
+        let ttl = unix_ms.saturating_sub(self.shared.clock.mono_to_wall(self.now_ms));
         self.deadline_after(ttl.max(-(self.now_ms as i64)))
     }
 }

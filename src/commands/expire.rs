@@ -60,7 +60,9 @@ fn expire_generic(
         .checked_mul(unit_ms)
         .ok_or_else(|| errors::invalid_expire(cmd))?;
     let now = ctx.now_ms;
-    let wall = ctx.shared.clock.wall_ms();
+    // The command's time in Unix ms: converted back by PEXPIRETIME through the same
+    // offset (`Clock::mono_to_wall`).
+    let wall = ctx.shared.clock.mono_to_wall(now);
     // As Redis: the absolute time must fit in a signed 64-bit millisecond count.
     let unix_ms = if absolute {
         ms
