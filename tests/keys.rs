@@ -385,3 +385,59 @@ async fn rename_onto_itself_is_ok_and_changes_nothing() {
     assert_eq!(c.cmd(&["PTTL", "a"]).await, int(5000));
     h.shutdown().await;
 }
+
+/// DEBUG DIGEST-VALUE gives Redis's digests: these were read from redis-server 7.0.15
+/// for the same data (a sorted set of 200 is a skiplist there, the 2-member one a
+/// listpack; the digest does not depend on it).
+#[tokio::test]
+async fn debug_digest_value_matches_redis() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "s", "hello"]).await;
+    c.cmd(&["SET", "n", "123"]).await;
+    c.cmd(&["SET", "e", "v", "PX", "10000"]).await;
+    c.cmd(&["RPUSH", "l", "a", "b", "c"]).await;
+    c.cmd(&["SADD", "st", "x", "y", "1", "2"]).await;
+    c.cmd(&["ZADD", "z", "1.5", "a", "0.1", "b"]).await;
+    c.cmd(&["HSET", "h", "f", "v", "g", "w"]).await;
+    for i in 1..=200 {
+        c.cmd(&["ZADD", "zb", &i.to_string(), &format!("m{i}")])
+            .await;
+    }
+    let want = [
+        "36b23a1456b2dce2c3ed252c456761301dba8060",
+        "89f7f51b707418f666d5b45e053bd5bbbf82ac2b",
+        "311b17018163335616e089f6b951c82c477335ac",
+        "8bf72d812571eea9b927f3c11beb0c4165a6ff89",
+        "d9a5e496512416d64a1c5e6d33afd9f2f9c366c5",
+        "09248147a8d667e310816b5412a4796dae07d20c",
+        "d127864ed50239662bf61bafc9bda63c17da5b37",
+        "ea486ebaf3d988233e4c6f444aca7f8a24794919",
+        "0000000000000000000000000000000000000000",
+    ];
+    let mut expected = format!("*{}\r\n", want.len());
+    for d in want {
+        expected.push_str(&format!("+{d}\r\n"));
+    }
+    let got = c
+        .cmd(&[
+            "DEBUG",
+            "DIGEST-VALUE",
+            "s",
+            "n",
+            "e",
+            "l",
+            "st",
+            "z",
+            "h",
+            "zb",
+            "missing",
+        ])
+        .await;
+    assert_eq!(got, expected);
+    // A copy digests as its source.
+    assert_eq!(c.cmd(&["COPY", "zb", "zc"]).await, int(1));
+    let pair = c.cmd(&["DEBUG", "DIGEST-VALUE", "zb", "zc"]).await;
+    assert_eq!(pair, format!("*2\r\n+{}\r\n+{}\r\n", want[7], want[7]));
+    h.shutdown().await;
+}

@@ -1,8 +1,10 @@
-//! DEBUG: test controls over the wire, only with `--enable-debug-command`.
+//! DEBUG: test controls over the wire, only with `--enable-debug-command`; and
+//! DIGEST-VALUE, Redis's digest of a value.
 //! CLOCK ADVANCE / SET-WALL / JUMP-WALL need `--clock manual`.
 
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
+use crate::store::ValueRef;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -37,6 +39,12 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             std::thread::sleep(Duration::from_secs_f64(secs.min(3600.0)));
             Ok(Reply::Ok)
         }
+        ("digest-value", _) => Ok(Reply::Array(
+            args[2..]
+                .iter()
+                .map(|k| Reply::Status(Bytes::from(hex(&value_digest(ctx, k)))))
+                .collect(),
+        )),
         ("set-active-expire", 3) => {
             let on = int_arg(&args[2])?;
             ctx.shared.active_expire.store(on != 0, Ordering::Relaxed);
@@ -49,6 +57,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 "CLOCK SET-WALL <unix-ms>    Set the manual clock's wall time only.",
                 "CLOCK JUMP-WALL <+/-ms>    Step the manual clock's wall time only.",
                 "CRASH-RESTART    Drop the keyspace and start the restart fence, as a crash would.",
+                "DIGEST-VALUE <key> [<key> ...]    Redis's digest of each key's value (and whether it has a TTL).",
                 "SLEEP <seconds>    Stop answering for this long.",
                 "SET-ACTIVE-EXPIRE <0|1>    Turn the active expiry sweeper off or on.",
             ]
@@ -86,4 +95,65 @@ fn clock(ctx: &mut Ctx, what: &[u8], value: &[u8]) -> CmdResult {
     }
     ctx.now_ms = clock.now_ms();
     Ok(Reply::Ok)
+}
+
+/// Redis's DEBUG DIGEST-VALUE digest (debug.c's xorObjectDigest), so two values can be
+/// compared (COPY's tests do) and the digests match Redis's for the same data: SHA-1s
+/// mixed in order for strings and lists, XORed (order-free) for set, hash and
+/// sorted-set elements; all zeros for a missing key.
+fn value_digest(ctx: &Ctx, key: &[u8]) -> [u8; 20] {
+    let mut digest = [0u8; 20];
+    let Some(entry) = ctx.db().get(key, ctx.now_ms) else {
+        return digest;
+    };
+    let value = entry.value();
+    let type_code: u32 = match value {
+        ValueRef::Str(_) => 0,
+        ValueRef::List(_) => 1,
+        ValueRef::Set(_) => 2,
+        ValueRef::ZSet(_) => 3,
+        ValueRef::Hash(_) => 4,
+    };
+    mix_digest(&mut digest, &type_code.to_be_bytes());
+    match value {
+        ValueRef::Str(s) => mix_digest(&mut digest, s),
+        ValueRef::List(l) => l.iter().for_each(|e| mix_digest(&mut digest, e)),
+        ValueRef::Set(s) => s.iter().for_each(|m| xor_digest(&mut digest, m)),
+        ValueRef::ZSet(z) => {
+            for (m, score) in z.iter() {
+                let mut element = [0u8; 20];
+                mix_digest(&mut element, m);
+                mix_digest(&mut element, crate::protocol::numfmt::fmt_g(score, 17).as_bytes());
+                xor_digest(&mut digest, &element);
+            }
+        }
+        ValueRef::Hash(h) => {
+            for (f, v) in h {
+                let mut element = [0u8; 20];
+                mix_digest(&mut element, f);
+                mix_digest(&mut element, v);
+                xor_digest(&mut digest, &element);
+            }
+        }
+    }
+    if entry.deadline_ms().is_some() {
+        xor_digest(&mut digest, b"!!expire!!");
+    }
+    digest
+}
+
+/// digest ^= SHA-1(bytes)
+fn xor_digest(digest: &mut [u8; 20], bytes: &[u8]) {
+    let hash = sha1_smol::Sha1::from(bytes).digest().bytes();
+    digest.iter_mut().zip(hash).for_each(|(d, h)| *d ^= h);
+}
+
+/// digest = SHA-1(digest ^ SHA-1(bytes)): order matters.
+fn mix_digest(digest: &mut [u8; 20], bytes: &[u8]) {
+    xor_digest(digest, bytes);
+    *digest = sha1_smol::Sha1::from(&digest[..]).digest().bytes();
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
