@@ -203,10 +203,40 @@ impl Gen {
         a
     }
 
+    /// LMPOP / ZMPOP: numkeys (now and then wrong), keys of `mine` and others, the
+    /// end word (now and then a bad one), COUNT and bad option forms.
+    fn mpop(&mut self, name: &str, mine: &[&'static str], ends: &[&'static str]) -> Vec<String> {
+        let keys: Vec<String> = (0..self.rng.random_range(1..4))
+            .map(|_| self.key(mine))
+            .collect();
+        let mut a = vec![name.to_string()];
+        a.push(if self.chance(0.1) {
+            self.pick(&["0", "-1", "x", "9", "01"]).into()
+        } else {
+            keys.len().to_string()
+        });
+        a.extend(keys);
+        a.push(if self.chance(0.05) {
+            "MIDDLE".into()
+        } else {
+            self.pick(ends).into()
+        });
+        if self.chance(0.5) {
+            a.push(self.pick(&["COUNT", "count"]).into());
+            if self.chance(0.95) {
+                a.push(self.count());
+            }
+        }
+        if self.chance(0.05) {
+            a.extend(["COUNT".into(), "1".into()]);
+        }
+        a
+    }
+
     fn zset_cmd(&mut self) -> Vec<String> {
         let k = self.key(ZKEYS);
         let m = self.pick(MEMBERS).to_string();
-        match self.rng.random_range(0..24) {
+        match self.rng.random_range(0..25) {
             0..=4 => self.zadd(),
             5..=8 => self.zrange(),
             9 => vec!["ZINCRBY".into(), k, self.pick(SCORES).into(), m],
@@ -241,6 +271,7 @@ impl Gen {
                 a
             }
             19 => vec![self.pick(&["ZSCAN", "OBJECT"]).into(), k, "0".into()],
+            20 => self.mpop("ZMPOP", ZKEYS, &["MIN", "MAX", "min", "max"]),
             _ => self.zalgebra(),
         }
     }
@@ -295,7 +326,7 @@ impl Gen {
         let k2 = self.key(LKEYS);
         let v = self.pick(&["a", "b", "c"]).to_string();
         let side = |g: &mut Gen| g.pick(&["LEFT", "RIGHT"]).to_string();
-        match self.rng.random_range(0..12) {
+        match self.rng.random_range(0..13) {
             0..=2 => vec![
                 self.pick(&["LPUSH", "RPUSH"]).into(),
                 k,
@@ -344,7 +375,8 @@ impl Gen {
                 side(self),
                 "0.01".into(),
             ],
-            _ => vec!["BRPOPLPUSH".into(), k, k2, "0.01".into()],
+            11 => vec!["BRPOPLPUSH".into(), k, k2, "0.01".into()],
+            _ => self.mpop("LMPOP", LKEYS, &["LEFT", "RIGHT", "left"]),
         }
     }
 

@@ -91,6 +91,78 @@ async fn pop_replies_match_redis_in_resp3() {
     r.check(&["LPOP", "l", "3"], "*1\r\n$1\r\nx\r\n").await;
 }
 
+/// LMPOP, recorded from redis-server 7.0.15 running the same sequence: the first key
+/// that exists is popped (a key of another type before it is WRONGTYPE, none after it
+/// is looked at), errors in Redis's order (numkeys, the LEFT|RIGHT word, COUNT),
+/// COMMAND GETKEYS, RESP3, Lua and MULTI. "HELLO": not compared (the version differs).
+#[rustfmt::skip]
+const LMPOP: &[(&[&str], &str)] = &[
+        (&["flushall"], "+OK\r\n"),
+        (&["rpush", "l1", "a", "b", "c", "d", "e"], ":5\r\n"),
+        (&["rpush", "l2", "x", "y"], ":2\r\n"),
+        (&["set", "str", "v"], "+OK\r\n"),
+        (&["lmpop", "1", "l1", "left"], "*2\r\n$2\r\nl1\r\n*1\r\n$1\r\na\r\n"),
+        (&["lmpop", "1", "l1", "RIGHT"], "*2\r\n$2\r\nl1\r\n*1\r\n$1\r\ne\r\n"),
+        (&["lmpop", "2", "nokey", "l1", "left", "count", "2"], "*2\r\n$2\r\nl1\r\n*2\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+        (&["lmpop", "2", "l1", "l2", "right", "COUNT", "10"], "*2\r\n$2\r\nl1\r\n*1\r\n$1\r\nd\r\n"),
+        (&["exists", "l1"], ":0\r\n"),
+        (&["lmpop", "3", "nokey", "l2", "str", "left"], "*2\r\n$2\r\nl2\r\n*1\r\n$1\r\nx\r\n"),
+        (&["lmpop", "2", "nokey", "other", "right"], "*-1\r\n"),
+        (&["lmpop", "2", "nokey", "str", "left"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["lmpop", "1", "l2", "left", "count", "9223372036854775807"], "*2\r\n$2\r\nl2\r\n*1\r\n$1\r\ny\r\n"),
+        (&["lmpop", "1", "l2"], "-ERR wrong number of arguments for 'lmpop' command\r\n"),
+        (&["lmpop", "0", "l2", "left"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["lmpop", "-1", "l2", "left"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["lmpop", "x", "l2", "left"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["lmpop", "01", "l2", "left"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["lmpop", "9223372036854775808", "l2", "left"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["lmpop", "2", "l2", "left"], "-ERR syntax error\r\n"),
+        (&["lmpop", "9223372036854775807", "l2", "left"], "-ERR syntax error\r\n"),
+        (&["lmpop", "1", "l2", "middle"], "-ERR syntax error\r\n"),
+        (&["lmpop", "0", "str", "middle"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["lmpop", "1", "str", "middle"], "-ERR syntax error\r\n"),
+        (&["lmpop", "1", "l2", "left", "count"], "-ERR syntax error\r\n"),
+        (&["lmpop", "1", "l2", "left", "count", "0"], "-ERR count should be greater than 0\r\n"),
+        (&["lmpop", "1", "l2", "left", "count", "-1"], "-ERR count should be greater than 0\r\n"),
+        (&["lmpop", "1", "l2", "left", "count", "1.5"], "-ERR count should be greater than 0\r\n"),
+        (&["lmpop", "1", "str", "left", "count", "0"], "-ERR count should be greater than 0\r\n"),
+        (&["lmpop", "1", "l2", "left", "count", "1", "count", "1"], "-ERR syntax error\r\n"),
+        (&["lmpop", "1", "l2", "left", "bogus"], "-ERR syntax error\r\n"),
+        (&["lmpop", "1", "l2", "left", "count", "1", "bogus"], "-ERR syntax error\r\n"),
+        (&["lmpop", "1", "str", "left", "count", "1"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["command", "getkeys", "lmpop", "2", "a", "b", "left", "count", "1"], "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+        (&["command", "getkeys", "lmpop", "1x", "a", "b", "left"], "*1\r\n$1\r\na\r\n"),
+        (&["command", "getkeys", "lmpop", "3", "a", "b", "left"], "*3\r\n$1\r\na\r\n$1\r\nb\r\n$4\r\nleft\r\n"),
+        (&["command", "getkeys", "lmpop", "0", "a", "left"], "-ERR Invalid arguments specified for command\r\n"),
+        (&["rpush", "l3", "p", "q", "r"], ":3\r\n"),
+        (&["hello", "3"], "HELLO"),
+        (&["lmpop", "1", "l3", "right"], "*2\r\n$2\r\nl3\r\n*1\r\n$1\r\nr\r\n"),
+        (&["lmpop", "1", "nokey", "right"], "_\r\n"),
+        (&["eval", "return redis.call('lmpop', 2, KEYS[1], KEYS[2], 'left', 'count', 5)", "2", "nokey", "l3"], "*2\r\n$2\r\nl3\r\n*2\r\n$1\r\np\r\n$1\r\nq\r\n"),
+        (&["eval", "return redis.call('lmpop', 1, KEYS[1], 'left')", "1", "nokey"], "_\r\n"),
+        (&["hello", "2"], "HELLO"),
+        (&["rpush", "l3", "p", "q", "r"], ":3\r\n"),
+        (&["eval", "return redis.call('lmpop', 1, KEYS[1], 'left')", "1", "l3"], "*2\r\n$2\r\nl3\r\n*1\r\n$1\r\np\r\n"),
+        (&["eval", "return redis.pcall('lmpop', 0, KEYS[1], 'left')", "1", "l3"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["multi"], "+OK\r\n"),
+        (&["lmpop", "1", "l3", "left", "count", "5"], "+QUEUED\r\n"),
+        (&["lmpop", "1", "l3", "left"], "+QUEUED\r\n"),
+        (&["lmpop", "1", "l3", "sideways"], "+QUEUED\r\n"),
+        (&["exec"], "*3\r\n*2\r\n$2\r\nl3\r\n*2\r\n$1\r\nq\r\n$1\r\nr\r\n*-1\r\n-ERR syntax error\r\n"),
+];
+
+#[tokio::test]
+async fn lmpop_replies_as_redis_does() {
+    let h = start().await;
+    let mut r = Raw::to(&h).await;
+    for (args, expected) in LMPOP {
+        let got = r.cmd(args).await;
+        if *expected != "HELLO" {
+            assert_eq!(got, *expected, "{args:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn lrange_and_lindex_follow_redis_indexes() {
     let h = start().await;
@@ -289,8 +361,10 @@ async fn creating_a_list_is_fenced_but_popping_is_not() {
         q::<Option<String>>(&mut c, &["LPOP", "l"]).await.unwrap(),
         None
     );
-    // BLPOP is not fenced: it blocks, and times out on the node's clock.
+    // Nor is LMPOP (a pop); BLPOP is not fenced either: it blocks, and times out on
+    // the node's clock.
     let mut raw = Raw::to(&h).await;
+    raw.check(&["LMPOP", "1", "l", "LEFT"], "*-1\r\n").await;
     raw.send_cmd(&["BLPOP", "l", "0.001"]).await;
     wait_blocked(&h, 1).await;
     h.advance(Duration::from_millis(2));

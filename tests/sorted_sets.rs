@@ -332,6 +332,84 @@ async fn sorted_set_algebra_replies_as_redis_does() {
     }
 }
 
+/// ZMPOP, recorded from redis-server 7.0.15 as `RECORDED` is: the first key that
+/// exists is popped (WRONGTYPE only before it), errors in Redis's order (numkeys, the
+/// MIN|MAX word, COUNT), scores as ZPOPMIN prints them, pairs nested in RESP2, RESP3
+/// and Lua alike, COMMAND GETKEYS and MULTI.
+#[rustfmt::skip]
+const ZMPOP: &[(&[&str], &str)] = &[
+        (&["flushall"], "+OK\r\n"),
+        (&["zadd", "z1", "1", "a", "2", "b", "3", "c", "1.5", "d", "0.1", "e"], ":5\r\n"),
+        (&["zadd", "z2", "-inf", "x", "inf", "y", "3e2", "w"], ":3\r\n"),
+        (&["set", "str", "v"], "+OK\r\n"),
+        (&["rpush", "lst", "v"], ":1\r\n"),
+        (&["zmpop", "1", "z1", "min"], "*2\r\n$2\r\nz1\r\n*1\r\n*2\r\n$1\r\ne\r\n$19\r\n0.10000000000000001\r\n"),
+        (&["zmpop", "1", "z1", "MAX"], "*2\r\n$2\r\nz1\r\n*1\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n"),
+        (&["zmpop", "2", "nokey", "z1", "min", "count", "2"], "*2\r\n$2\r\nz1\r\n*2\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$1\r\nd\r\n$3\r\n1.5\r\n"),
+        (&["zmpop", "2", "z1", "z2", "max", "COUNT", "10"], "*2\r\n$2\r\nz1\r\n*1\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n"),
+        (&["exists", "z1"], ":0\r\n"),
+        (&["zmpop", "3", "nokey", "z2", "str", "max"], "*2\r\n$2\r\nz2\r\n*1\r\n*2\r\n$1\r\ny\r\n$3\r\ninf\r\n"),
+        (&["zmpop", "2", "nokey", "other", "min"], "*-1\r\n"),
+        (&["zmpop", "2", "nokey", "lst", "min"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["zmpop", "2", "nokey", "str", "min"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["zmpop", "1", "z2", "min", "count", "9223372036854775807"], "*2\r\n$2\r\nz2\r\n*2\r\n*2\r\n$1\r\nx\r\n$4\r\n-inf\r\n*2\r\n$1\r\nw\r\n$3\r\n300\r\n"),
+        (&["zmpop", "1", "z2"], "-ERR wrong number of arguments for 'zmpop' command\r\n"),
+        (&["zmpop", "0", "z2", "min"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["zmpop", "-1", "z2", "min"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["zmpop", "x", "z2", "min"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["zmpop", "2", "z2", "min"], "-ERR syntax error\r\n"),
+        (&["zmpop", "9223372036854775807", "z2", "min"], "-ERR syntax error\r\n"),
+        (&["zmpop", "1", "z2", "left"], "-ERR syntax error\r\n"),
+        (&["zmpop", "1", "str", "left"], "-ERR syntax error\r\n"),
+        (&["zmpop", "1", "z2", "min", "count"], "-ERR syntax error\r\n"),
+        (&["zmpop", "1", "z2", "min", "count", "0"], "-ERR count should be greater than 0\r\n"),
+        (&["zmpop", "1", "z2", "min", "count", "x"], "-ERR count should be greater than 0\r\n"),
+        (&["zmpop", "1", "str", "min", "count", "0"], "-ERR count should be greater than 0\r\n"),
+        (&["zmpop", "1", "z2", "min", "count", "1", "count", "1"], "-ERR syntax error\r\n"),
+        (&["zmpop", "1", "z2", "min", "bogus"], "-ERR syntax error\r\n"),
+        (&["zmpop", "1", "str", "max", "count", "1"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["command", "getkeys", "zmpop", "2", "a", "b", "min", "count", "1"], "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+        (&["command", "getkeys", "zmpop", "1x", "a", "b", "min"], "*1\r\n$1\r\na\r\n"),
+        (&["command", "getkeys", "zmpop", "3", "a", "b", "max"], "*3\r\n$1\r\na\r\n$1\r\nb\r\n$3\r\nmax\r\n"),
+        (&["command", "getkeys", "zmpop", "x", "a", "max"], "-ERR Invalid arguments specified for command\r\n"),
+        (&["zadd", "z3", "1", "p", "2.5", "q", "0.1", "r"], ":3\r\n"),
+        (&["zpopmin", "z3"], "*2\r\n$1\r\nr\r\n$19\r\n0.10000000000000001\r\n"),
+        (&["zadd", "z3", "1", "p"], ":0\r\n"),
+        (&["zpopmax", "z3", "2"], "*4\r\n$1\r\nq\r\n$3\r\n2.5\r\n$1\r\np\r\n$1\r\n1\r\n"),
+        (&["zadd", "z3", "1", "p", "2.5", "q"], ":2\r\n"),
+        (&["zmpop", "1", "z3", "max", "count", "1"], "*2\r\n$2\r\nz3\r\n*1\r\n*2\r\n$1\r\nq\r\n$3\r\n2.5\r\n"),
+        (&["hello", "3"], "HELLO"),
+        (&["zadd", "z3", "1", "p", "2.5", "q", "0.1", "r", "inf", "s"], ":3\r\n"),
+        (&["zmpop", "1", "z3", "min", "count", "2"], "*2\r\n$2\r\nz3\r\n*2\r\n*2\r\n$1\r\nr\r\n,0.10000000000000001\r\n*2\r\n$1\r\np\r\n,1\r\n"),
+        (&["zmpop", "1", "z3", "max"], "*2\r\n$2\r\nz3\r\n*1\r\n*2\r\n$1\r\ns\r\n,inf\r\n"),
+        (&["zpopmin", "z3"], "*2\r\n$1\r\nq\r\n,2.5\r\n"),
+        (&["zmpop", "1", "nokey", "max"], "_\r\n"),
+        (&["zadd", "z3", "7.5", "m"], ":1\r\n"),
+        (&["eval", "return redis.call('zmpop', 2, KEYS[1], KEYS[2], 'min', 'count', 5)", "2", "nokey", "z3"], "*2\r\n$2\r\nz3\r\n*1\r\n*2\r\n$1\r\nm\r\n$3\r\n7.5\r\n"),
+        (&["eval", "return redis.call('zmpop', 1, KEYS[1], 'min')", "1", "nokey"], "_\r\n"),
+        (&["hello", "2"], "HELLO"),
+        (&["zadd", "z3", "1", "p", "2.5", "q", "0.1", "r"], ":3\r\n"),
+        (&["eval", "return redis.call('zmpop', 1, KEYS[1], 'max', 'count', 2)", "1", "z3"], "*2\r\n$2\r\nz3\r\n*2\r\n*2\r\n$1\r\nq\r\n$3\r\n2.5\r\n*2\r\n$1\r\np\r\n$1\r\n1\r\n"),
+        (&["eval", "return redis.pcall('zmpop', 1, KEYS[1], 'max', 'count', 0)", "1", "z3"], "-ERR count should be greater than 0\r\n"),
+        (&["multi"], "+OK\r\n"),
+        (&["zmpop", "1", "z3", "min", "count", "5"], "+QUEUED\r\n"),
+        (&["zmpop", "1", "z3", "min"], "+QUEUED\r\n"),
+        (&["zmpop", "1", "z3", "sideways"], "+QUEUED\r\n"),
+        (&["exec"], "*3\r\n*2\r\n$2\r\nz3\r\n*1\r\n*2\r\n$1\r\nr\r\n$19\r\n0.10000000000000001\r\n*-1\r\n-ERR syntax error\r\n"),
+];
+
+#[tokio::test]
+async fn zmpop_replies_as_redis_does() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    for (args, expected) in ZMPOP {
+        let got = c.cmd(args).await;
+        if *expected != "HELLO" {
+            assert_eq!(got, *expected, "{args:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn scan_type_filter_and_type_know_the_new_types() {
     let h = start().await;

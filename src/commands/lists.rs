@@ -1,6 +1,6 @@
 //! List commands: LPUSH/RPUSH(X), LPOP/RPOP (with count), LLEN, LRANGE, LINDEX, LREM,
-//! LTRIM, LSET, LINSERT, LPOS, LMOVE, RPOPLPUSH, and the blocking BLPOP/BRPOP, BLMOVE and
-//! BRPOPLPUSH.
+//! LTRIM, LSET, LINSERT, LPOS, LMOVE, RPOPLPUSH, LMPOP, and the blocking BLPOP/BRPOP,
+//! BLMOVE and BRPOPLPUSH.
 //!
 //! python-redis-lock signals a release by pushing to a list that waiters BLPOP, so the
 //! blocking pops follow Redis exactly: FIFO among waiters, a push (also from a script)
@@ -8,7 +8,7 @@
 //! script they never block. Like Redis, an empty list is never kept.
 
 use super::blocking::{pop_or_block, Pop, Side};
-use super::typed::{self, copy, index_range};
+use super::typed::{self, copy, index_range, parse_multi_pop};
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueMut};
@@ -16,7 +16,6 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 
 type List = VecDeque<Bytes>;
-
 
 fn push_side(list: &mut List, side: Side, value: Bytes) {
     match side {
@@ -29,6 +28,27 @@ fn pop_side(list: &mut List, side: Side) -> Option<Bytes> {
     match side {
         Side::Left => list.pop_front(),
         Side::Right => list.pop_back(),
+    }
+}
+
+/// Pops up to `count` elements from `side`, in the order they come off.
+pub(super) fn pop_many(list: &mut List, side: Side, count: usize) -> Vec<Bytes> {
+    let n = count.min(list.len());
+    match side {
+        Side::Left => list.drain(..n).collect(),
+        Side::Right => list.drain(list.len() - n..).rev().collect(),
+    }
+}
+
+/// The reply of a pop from one of several keys: `[key, [element...]]` (LMPOP, BLMPOP)
+/// when `nested`, else `[key, element]` (BLPOP, BRPOP, which pop one).
+pub(super) fn keyed_reply(key: &Bytes, popped: Vec<Bytes>, nested: bool) -> Reply {
+    let key = Reply::Bulk(key.clone());
+    let elements = popped.into_iter().map(Reply::Bulk);
+    if nested {
+        Reply::Array(vec![key, Reply::Array(elements.collect())])
+    } else {
+        Reply::Array(std::iter::once(key).chain(elements).collect())
     }
 }
 
@@ -103,15 +123,7 @@ fn pop(ctx: &Ctx, args: &[Bytes], side: Side, name: &str) -> CmdResult {
     };
     let popped = modify(ctx, &args[1], |list| match count {
         None => pop_side(list, side).map_or(Reply::Null, Reply::Bulk),
-        Some(n) => {
-            let n = n.min(list.len());
-            Reply::Array(
-                (0..n)
-                    .filter_map(|_| pop_side(list, side))
-                    .map(Reply::Bulk)
-                    .collect(),
-            )
-        }
+        Some(n) => Reply::Array(pop_many(list, side, n).into_iter().map(Reply::Bulk).collect()),
     })?;
     Ok(popped.unwrap_or(if count.is_some() {
         Reply::NullArray
@@ -203,6 +215,18 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         None => list.clear(),
     })?;
     Ok(Reply::Ok)
+}
+
+/// LMPOP numkeys key... LEFT|RIGHT [COUNT count]: pops from the first key that exists
+/// (a key of another type before it is WRONGTYPE; keys after it are not looked at).
+pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let pop = parse_multi_pop(args, 1, |a| parse_side(a).ok())?;
+    for key in pop.keys {
+        if let Some(popped) = modify(ctx, key, |l| pop_many(l, pop.end, pop.count))? {
+            return Ok(keyed_reply(key, popped, true));
+        }
+    }
+    Ok(Reply::NullArray)
 }
 
 fn parse_side(arg: &[u8]) -> Result<Side, Reply> {

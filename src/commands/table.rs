@@ -372,6 +372,9 @@ const ROWS: &[Row] = &[
     ("lset", 4, WRITE | DENYOOM, C_WRITE | C_LIST | C_SLOW, 1, 1, 1, lists::lset),
     ("linsert", 5, WRITE | DENYOOM, C_WRITE | C_LIST | C_SLOW, 1, 1, 1, lists::linsert),
     ("lpos", -3, READONLY, C_READ | C_LIST | C_SLOW, 1, 1, 1, lists::lpos),
+    // LMPOP pops from the first of numkeys keys that exists: the gate is held
+    // exclusively, so no key before it is filled in between.
+    ("lmpop", -4, WRITE | EXCLUSIVE | NUMKEYS_AT_1, C_WRITE | C_LIST | C_SLOW, 0, 0, 0, lists::lmpop),
     ("blpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::blpop),
     ("brpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::brpop),
     // sorted sets (semaphores, fair locks)
@@ -397,6 +400,8 @@ const ROWS: &[Row] = &[
     ("zremrangebylex", 4, WRITE, C_WRITE | C_SORTEDSET | C_SLOW, 1, 1, 1, zranges::zremrangebylex),
     ("zpopmin", -2, WRITE | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zpopmin),
     ("zpopmax", -2, WRITE | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zpopmax),
+    // ZMPOP: as LMPOP
+    ("zmpop", -4, WRITE | EXCLUSIVE | NUMKEYS_AT_1, C_WRITE | C_SORTEDSET | C_SLOW, 0, 0, 0, zsets::zmpop),
     ("bzpopmin", -3, WRITE | FAST | BLOCKING | NOSCRIPT, C_WRITE | C_SORTEDSET | C_FAST | C_BLOCKING, 1, -2, 1, zsets::bzpopmin),
     ("bzpopmax", -3, WRITE | FAST | BLOCKING | NOSCRIPT, C_WRITE | C_SORTEDSET | C_FAST | C_BLOCKING, 1, -2, 1, zsets::bzpopmax),
     ("zrandmember", -2, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zsets::zrandmember),

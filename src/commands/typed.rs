@@ -3,7 +3,7 @@
 //! new key (a new key has no TTL, so `--require-ttl` is checked), and removing a key
 //! whose collection became empty (Redis never keeps an empty one).
 
-use super::Ctx;
+use super::{eq_ignore_case, parse_i64, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Set, Slot, Value, ValueMut, ValueRef, ZSet};
 use bytes::Bytes;
@@ -128,4 +128,50 @@ pub(super) fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, u
         stop.min(len - 1)
     };
     (start <= stop && start < len).then_some((start as usize, stop as usize))
+}
+
+/// The arguments of LMPOP / ZMPOP and their blocking forms, from `numkeys` on:
+/// `numkeys key... end [COUNT count]`.
+pub(super) struct MultiPop<'a, E> {
+    pub keys: &'a [Bytes],
+    /// Which end to pop from (LEFT|RIGHT, MIN|MAX).
+    pub end: E,
+    /// COUNT, 1 when not given.
+    pub count: usize,
+}
+
+/// Parses `args[at..]` as `numkeys key... end [COUNT count]` in Redis 7.0's order:
+/// numkeys, then the end word (`end` reads it; a numkeys past the arguments leaves no
+/// end word: a syntax error), then the options. Nothing is type-checked here.
+pub(super) fn parse_multi_pop<E>(
+    args: &[Bytes],
+    at: usize,
+    end: impl FnOnce(&[u8]) -> Option<E>,
+) -> Result<MultiPop<'_, E>, Reply> {
+    let numkeys = parse_i64(&args[at])
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Reply::error("ERR numkeys should be greater than 0"))?;
+    let end_at = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| n.checked_add(at + 1))
+        .filter(|&i| i < args.len())
+        .ok_or_else(errors::syntax)?;
+    let end = end(&args[end_at]).ok_or_else(errors::syntax)?;
+    let mut count = None;
+    let mut i = end_at + 1;
+    while i < args.len() {
+        if count.is_some() || !eq_ignore_case(&args[i], "count") || i + 1 == args.len() {
+            return Err(errors::syntax());
+        }
+        let n = parse_i64(&args[i + 1])
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Reply::error("ERR count should be greater than 0"))?;
+        count = Some(usize::try_from(n).unwrap_or(usize::MAX));
+        i += 2;
+    }
+    Ok(MultiPop {
+        keys: &args[at + 1..end_at],
+        end,
+        count: count.unwrap_or(1),
+    })
 }

@@ -1,5 +1,5 @@
 //! Sorted-set commands that add, remove and read single members: ZADD, ZINCRBY, ZREM,
-//! ZCARD, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, BZPOPMIN, BZPOPMAX,
+//! ZCARD, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZMPOP, BZPOPMIN, BZPOPMAX,
 //! ZRANDMEMBER, ZSCAN. Ranges live in zranges.rs.
 //!
 //! Semaphores (redis-semaphore, Redisson) and fair locks keep their holders and
@@ -7,7 +7,7 @@
 //! t_zset.c exactly. Like Redis, an empty sorted set is never kept.
 
 use super::blocking::{pop_or_block, Pop};
-use super::typed;
+use super::typed::{self, parse_multi_pop};
 use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::ZSet;
@@ -370,13 +370,52 @@ fn zpop(ctx: &mut Ctx, args: &[Bytes], max: bool) -> CmdResult {
             _ => return Err(Reply::error("ERR value is out of range, must be positive")),
         },
     };
-    let popped = modify(ctx, &args[1], |z| {
-        (0..count).map_while(|_| z.pop(max)).collect::<Vec<_>>()
-    })?
-    .unwrap_or_default();
+    let popped = modify(ctx, &args[1], |z| pop_many(z, max, count))?.unwrap_or_default();
     // RESP3 nests pairs only when a count was given.
     let nested = ctx.client.proto >= 3 && args.len() == 3 && !ctx.in_script;
     Ok(pairs_reply(popped, nested))
+}
+
+/// Pops up to `count` of the lowest (or, with `max`, highest) members, in that order.
+pub(super) fn pop_many(z: &mut ZSet, max: bool, count: usize) -> Vec<(Vec<u8>, f64)> {
+    (0..count).map_while(|_| z.pop(max)).collect()
+}
+
+/// The reply of a pop from one of several keys: `[key, [[member, score]...]]` (ZMPOP,
+/// BZMPOP, nested in every protocol and in scripts) when `nested`, else the flat
+/// `[key, member, score]` of BZPOPMIN / BZPOPMAX.
+pub(super) fn keyed_reply(key: &Bytes, popped: Vec<(Vec<u8>, f64)>, nested: bool) -> Reply {
+    let key = Reply::Bulk(key.clone());
+    if nested {
+        return Reply::Array(vec![key, pairs_reply(popped, true)]);
+    }
+    let pairs = popped
+        .into_iter()
+        .flat_map(|(m, s)| [Reply::Bulk(Bytes::from(m)), Reply::Double(s)]);
+    Reply::Array(std::iter::once(key).chain(pairs).collect())
+}
+
+/// MIN or MAX (any case): whether it is MAX.
+fn parse_min_max(arg: &[u8]) -> Option<bool> {
+    if eq_ignore_case(arg, "min") {
+        Some(false)
+    } else if eq_ignore_case(arg, "max") {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// ZMPOP numkeys key... MIN|MAX [COUNT count]: pops from the first key that exists (a
+/// key of another type before it is WRONGTYPE; keys after it are not looked at).
+pub fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let pop = parse_multi_pop(args, 1, parse_min_max)?;
+    for key in pop.keys {
+        if let Some(popped) = modify(ctx, key, |z| pop_many(z, pop.end, pop.count))? {
+            return Ok(keyed_reply(key, popped, true));
+        }
+    }
+    Ok(Reply::NullArray)
 }
 
 pub fn zpopmin(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
