@@ -565,6 +565,150 @@ async fn a_waiter_that_disconnects_is_forgotten_and_loses_nothing() {
     assert_eq!(q::<i64>(&mut c, &["LLEN", "r"]).await.unwrap(), 1);
 }
 
+/// BLMPOP's forms that answer at once, recorded from redis-server 7.0.15: the timeout
+/// is read after numkeys, LEFT|RIGHT and COUNT; inside Lua (Redis 7.0 lets scripts
+/// call it) and MULTI it never blocks and answers a null array.
+#[rustfmt::skip]
+const BLMPOP: &[(&[&str], &str)] = &[
+        (&["flushall"], "+OK\r\n"),
+        (&["rpush", "l1", "a", "b", "c", "d", "e"], ":5\r\n"),
+        (&["rpush", "l2", "x", "y"], ":2\r\n"),
+        (&["set", "str", "v"], "+OK\r\n"),
+        (&["zadd", "z1", "1", "a"], ":1\r\n"),
+        (&["blmpop", "0", "1", "l1", "left"], "*2\r\n$2\r\nl1\r\n*1\r\n$1\r\na\r\n"),
+        (&["blmpop", "0.5", "2", "nokey", "l1", "right", "count", "2"], "*2\r\n$2\r\nl1\r\n*2\r\n$1\r\ne\r\n$1\r\nd\r\n"),
+        (&["blmpop", "0", "3", "nokey", "str", "l1", "left"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["blmpop", "0", "3", "nokey", "l1", "str", "left", "count", "10"], "*2\r\n$2\r\nl1\r\n*2\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+        (&["blmpop", "0", "1", "l2"], "-ERR wrong number of arguments for 'blmpop' command\r\n"),
+        (&["blmpop", "x", "1", "l2", "left"], "-ERR timeout is not a float or out of range\r\n"),
+        (&["blmpop", "-1", "1", "l2", "left"], "-ERR timeout is negative\r\n"),
+        (&["blmpop", "nan", "1", "l2", "left"], "-ERR timeout is not a float or out of range\r\n"),
+        (&["blmpop", "1e30", "1", "l2", "left"], "-ERR timeout is negative\r\n"),
+        (&["blmpop", " 1", "1", "l2", "left"], "-ERR timeout is not a float or out of range\r\n"),
+        (&["blmpop", "-0.0001", "1", "l2", "left", "count", "1"], "*2\r\n$2\r\nl2\r\n*1\r\n$1\r\nx\r\n"),
+        (&["blmpop", "x", "0", "l2", "left"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["blmpop", "-1", "0", "l2", "left"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["blmpop", "x", "2", "l2", "left"], "-ERR syntax error\r\n"),
+        (&["blmpop", "x", "1", "l2", "middle"], "-ERR syntax error\r\n"),
+        (&["blmpop", "x", "1", "l2", "left", "count"], "-ERR syntax error\r\n"),
+        (&["blmpop", "x", "1", "l2", "left", "count", "0"], "-ERR count should be greater than 0\r\n"),
+        (&["blmpop", "x", "1", "l2", "left", "count", "1", "count", "1"], "-ERR syntax error\r\n"),
+        (&["blmpop", "x", "1", "str", "left"], "-ERR timeout is not a float or out of range\r\n"),
+        (&["blmpop", "-1", "1", "str", "left"], "-ERR timeout is negative\r\n"),
+        (&["blmpop", "0", "1", "str", "left"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["blmpop", "0", "1", "z1", "left"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["blmpop", "9223372036854775807", "1", "l2", "left"], "-ERR timeout is negative\r\n"),
+        (&["blmpop", "0", "9223372036854775807", "l2", "left"], "-ERR syntax error\r\n"),
+        (&["command", "getkeys", "blmpop", "0", "2", "a", "b", "left", "count", "1"], "*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+        (&["command", "getkeys", "blmpop", "5", "1x", "a", "b", "left"], "*1\r\n$1\r\na\r\n"),
+        (&["command", "getkeys", "blmpop", "0", "3", "a", "b", "left"], "*3\r\n$1\r\na\r\n$1\r\nb\r\n$4\r\nleft\r\n"),
+        (&["command", "getkeys", "blmpop", "0", "0", "a", "left"], "-ERR Invalid arguments specified for command\r\n"),
+        (&["command", "getkeys", "blmpop", "0", "x", "a", "left"], "-ERR Invalid arguments specified for command\r\n"),
+        (&["exists", "z1"], ":1\r\n"),
+        (&["hello", "3"], "HELLO"),
+        (&["blmpop", "0", "1", "l2", "left", "count", "5"], "*2\r\n$2\r\nl2\r\n*1\r\n$1\r\ny\r\n"),
+        (&["eval", "return redis.call('blmpop', 0, 1, KEYS[1], 'left')", "1", "nokey"], "_\r\n"),
+        (&["hello", "2"], "HELLO"),
+        (&["rpush", "l2", "x", "y"], ":2\r\n"),
+        (&["eval", "return redis.call('blmpop', 0, 2, KEYS[1], KEYS[2], 'left', 'count', 5)", "2", "nokey", "l2"], "*2\r\n$2\r\nl2\r\n*2\r\n$1\r\nx\r\n$1\r\ny\r\n"),
+        (&["eval", "return redis.call('blmpop', 0, 1, KEYS[1], 'left')", "1", "nokey"], "$-1\r\n"),
+        (&["eval", "return redis.pcall('blmpop', 0, 0, KEYS[1], 'left')", "1", "nokey"], "-ERR numkeys should be greater than 0\r\n"),
+        (&["eval", "return redis.pcall('blmpop', 0, 1, KEYS[1], 'left')", "1", "str"], "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+        (&["rpush", "l2", "x"], ":1\r\n"),
+        (&["multi"], "+OK\r\n"),
+        (&["blmpop", "0", "1", "nokey", "left"], "+QUEUED\r\n"),
+        (&["blmpop", "0", "1", "l2", "left", "count", "3"], "+QUEUED\r\n"),
+        (&["blmpop", "-1", "1", "nokey", "left"], "+QUEUED\r\n"),
+        (&["exec"], "*3\r\n*-1\r\n*2\r\n$2\r\nl2\r\n*1\r\n$1\r\nx\r\n-ERR timeout is negative\r\n"),
+];
+
+#[tokio::test]
+async fn blmpop_replies_at_once_as_redis_does() {
+    let h = start().await;
+    let mut r = Raw::to(&h).await;
+    for (args, expected) in BLMPOP {
+        let got = r.cmd(args).await;
+        if *expected != "HELLO" {
+            assert_eq!(got, *expected, "{args:?}");
+        }
+    }
+    assert_eq!(h.blocked_clients(), 0);
+}
+
+/// Waiters are served in the order they blocked, whatever their command: each BLMPOP
+/// takes up to its count from the pushed list (as redis-server 7.0.15 serves them).
+#[tokio::test]
+async fn blmpop_waiters_take_up_to_their_count_in_fifo_order() {
+    let h = start().await;
+    let mut first = Raw::to(&h).await;
+    first.send_cmd(&["BLPOP", "q", "0"]).await;
+    wait_blocked(&h, 1).await;
+    let mut second = Raw::to(&h).await;
+    second
+        .send_cmd(&["BLMPOP", "0", "2", "a", "q", "LEFT", "COUNT", "2"])
+        .await;
+    wait_blocked(&h, 2).await;
+    let mut third = Raw::to(&h).await;
+    third
+        .send_cmd(&["BLMPOP", "0", "1", "q", "RIGHT", "COUNT", "5"])
+        .await;
+    wait_blocked(&h, 3).await;
+    let mut c = Raw::to(&h).await;
+    c.check(&["RPUSH", "q", "1", "2", "3", "4", "5"], ":5\r\n")
+        .await;
+    first.expect("*2\r\n$1\r\nq\r\n$1\r\n1\r\n").await;
+    second
+        .expect("*2\r\n$1\r\nq\r\n*2\r\n$1\r\n2\r\n$1\r\n3\r\n")
+        .await;
+    third
+        .expect("*2\r\n$1\r\nq\r\n*2\r\n$1\r\n5\r\n$1\r\n4\r\n")
+        .await;
+    c.check(&["EXISTS", "q"], ":0\r\n").await;
+    assert_eq!(h.blocked_clients(), 0);
+}
+
+/// BLMPOP on several keys wakes on whichever is pushed to first, once the transaction
+/// that pushes has ended; a sorted set on its key does not wake it.
+#[tokio::test]
+async fn blmpop_wakes_on_any_of_its_keys_after_exec() {
+    let h = start().await;
+    let mut w = Raw::to(&h).await;
+    w.send_cmd(&["BLMPOP", "0", "2", "k1", "k2", "RIGHT", "COUNT", "5"])
+        .await;
+    wait_blocked(&h, 1).await;
+    let mut c = Raw::to(&h).await;
+    c.check(&["ZADD", "k1", "1", "m"], ":1\r\n").await;
+    w.expect_silence(20).await;
+    c.check(&["MULTI"], "+OK\r\n").await;
+    c.check(&["RPUSH", "k2", "x", "y"], "+QUEUED\r\n").await;
+    c.check(&["LLEN", "k2"], "+QUEUED\r\n").await;
+    c.check(&["EXEC"], "*2\r\n:2\r\n:2\r\n").await;
+    w.expect("*2\r\n$2\r\nk2\r\n*2\r\n$1\r\ny\r\n$1\r\nx\r\n")
+        .await;
+    c.check(&["EXISTS", "k2"], ":0\r\n").await;
+}
+
+/// The timeout runs on the server clock; Redis 7.0 answers it with a null array (a
+/// RESP3 null).
+#[tokio::test]
+async fn blmpop_times_out_on_the_server_clock() {
+    let h = start().await;
+    let mut r = Raw::to(&h).await;
+    r.send_cmd(&["BLMPOP", "1.5", "1", "q", "LEFT"]).await;
+    wait_blocked(&h, 1).await;
+    let mut r3 = Raw::to(&h).await;
+    r3.hello3().await;
+    r3.send_cmd(&["BLMPOP", "1.5", "1", "q", "LEFT", "COUNT", "2"])
+        .await;
+    wait_blocked(&h, 2).await;
+    h.clock().advance(Duration::from_millis(1499));
+    r.expect_silence(20).await;
+    h.clock().advance(Duration::from_millis(1));
+    r.expect("*-1\r\n").await;
+    r3.expect("_\r\n").await;
+    assert_eq!(h.blocked_clients(), 0);
+}
+
 #[tokio::test]
 async fn client_kill_ends_a_blocked_client() {
     let h = start().await;

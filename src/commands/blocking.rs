@@ -1,5 +1,5 @@
-//! Clients blocked in BLPOP / BRPOP / BLMOVE / BZPOPMIN / BZPOPMAX, and how a write
-//! reaches them.
+//! Clients blocked in BLPOP / BRPOP / BLMPOP / BLMOVE / BZPOPMIN / BZPOPMAX / BZMPOP,
+//! and how a write reaches them.
 //!
 //! As in Redis, a push never hands an element over itself: it marks its key "ready"
 //! (only when someone waits on that key), and once the command (or the whole script)
@@ -15,7 +15,7 @@
 //! the registry. `signal` runs after the writing command has released the key's shard
 //! lock.
 
-use super::{CmdResult, Ctx, Shared};
+use super::{lists, zsets, CmdResult, Ctx, Shared};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueMut, ValueRef};
 use bytes::Bytes;
@@ -35,10 +35,13 @@ pub enum Side {
 /// What a blocked command takes once its key has something.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Pop {
-    /// BLPOP / BRPOP: an element from this end of a list.
-    List(Side),
-    /// BZPOPMIN / BZPOPMAX: the lowest (or highest) member of a sorted set.
-    ZSet { max: bool },
+    /// BLPOP / BRPOP (`count` None: one element, replied `[key, element]`) or BLMPOP
+    /// (up to `count`, replied `[key, [element...]]`), from this end of a list.
+    List { side: Side, count: Option<usize> },
+    /// BZPOPMIN / BZPOPMAX (`count` None: `[key, member, score]`) or BZMPOP (up to
+    /// `count`, `[key, [[member, score]...]]`): the lowest (or highest) members of a
+    /// sorted set.
+    ZSet { max: bool, count: Option<usize> },
     /// BLMOVE / BRPOPLPUSH: an element from `from` of the list, pushed at `to` of `dst`.
     Move { from: Side, to: Side, dst: Bytes },
 }
@@ -48,7 +51,7 @@ impl Pop {
     fn serves(&self, value: ValueRef<'_>) -> bool {
         matches!(
             (self, value),
-            (Pop::List(_) | Pop::Move { .. }, ValueRef::List(_))
+            (Pop::List { .. } | Pop::Move { .. }, ValueRef::List(_))
                 | (Pop::ZSet { .. }, ValueRef::ZSet(_))
         )
     }
@@ -261,22 +264,42 @@ impl Blocking {
 /// Puts an element back (or removes a moved one) when its waiter has gone.
 type Undo = Box<dyn FnOnce(&crate::store::Db, u64)>;
 
-/// Pops `side` of the list at `key`, removing the key when it empties.
-fn pop_list(db: &crate::store::Db, key: &[u8], side: Side, now: u64) -> Option<Bytes> {
+/// Pops up to `count` elements from `side` of the list at `key` (none when it is not a
+/// list), removing the key when it empties.
+fn pop_list(db: &crate::store::Db, key: &[u8], side: Side, count: usize, now: u64) -> Vec<Bytes> {
     let Slot::Occupied(mut e) = db.entry(key, now) else {
-        return None;
+        return Vec::new();
     };
     let ValueMut::List(list) = e.value_mut() else {
-        return None;
+        return Vec::new();
     };
-    let value = match side {
-        Side::Left => list.pop_front(),
-        Side::Right => list.pop_back(),
-    };
+    let popped = lists::pop_many(list, side, count);
     if list.is_empty() {
         e.remove();
     }
-    value
+    popped
+}
+
+/// Pops up to `count` of the lowest (or highest) members of the sorted set at `key`
+/// (none when it is not a sorted set), removing the key when it empties.
+fn pop_zset(
+    db: &crate::store::Db,
+    key: &[u8],
+    max: bool,
+    count: usize,
+    now: u64,
+) -> Vec<(Vec<u8>, f64)> {
+    let Slot::Occupied(mut e) = db.entry(key, now) else {
+        return Vec::new();
+    };
+    let ValueMut::ZSet(z) = e.value_mut() else {
+        return Vec::new();
+    };
+    let popped = zsets::pop_many(z, max, count);
+    if z.is_empty() {
+        e.remove();
+    }
+    popped
 }
 
 /// Pushes `value` at `side` of the list at `key`, creating it; false (nothing done)
@@ -303,42 +326,42 @@ fn push_list(db: &crate::store::Db, key: &[u8], side: Side, value: Bytes, now: u
 /// reply and how to undo it. `None` when the key has nothing for it.
 fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(Reply, Undo)> {
     match pop {
-        Pop::List(side) => {
+        Pop::List { side, count } => {
             let side = *side;
-            let value = pop_list(db, key, side, now)?;
-            let reply = Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value.clone())]);
+            let popped = pop_list(db, key, side, count.unwrap_or(1), now);
+            if popped.is_empty() {
+                return None;
+            }
+            let reply = lists::keyed_reply(key, popped.clone(), count.is_some());
             let key = key.clone();
+            // Back in the order they were: the last one popped goes back first.
             let undo: Undo = Box::new(move |db, now| {
-                push_list(db, &key, side, value, now);
+                for value in popped.into_iter().rev() {
+                    push_list(db, &key, side, value, now);
+                }
             });
             Some((reply, undo))
         }
-        Pop::ZSet { max } => {
-            let Slot::Occupied(mut e) = db.entry(key, now) else {
+        Pop::ZSet { max, count } => {
+            let popped = pop_zset(db, key, *max, count.unwrap_or(1), now);
+            if popped.is_empty() {
                 return None;
-            };
-            let ValueMut::ZSet(z) = e.value_mut() else {
-                return None;
-            };
-            let (member, score) = z.pop(*max)?;
-            if z.is_empty() {
-                e.remove();
             }
-            let reply = Reply::Array(vec![
-                Reply::Bulk(key.clone()),
-                Reply::Bulk(Bytes::copy_from_slice(&member)),
-                Reply::Double(score),
-            ]);
+            let reply = zsets::keyed_reply(key, popped.clone(), count.is_some());
             let key = key.clone();
             let undo: Undo = Box::new(move |db, now| match db.entry(&key, now) {
                 Slot::Occupied(mut e) => {
                     if let ValueMut::ZSet(z) = e.value_mut() {
-                        z.insert(&member, score);
+                        for (member, score) in &popped {
+                            z.insert(member, *score);
+                        }
                     }
                 }
                 Slot::Vacant(v) => {
                     let mut z = crate::store::ZSet::new();
-                    z.insert(&member, score);
+                    for (member, score) in &popped {
+                        z.insert(member, *score);
+                    }
                     v.insert(Entry::new(Value::ZSet(Box::new(z))));
                 }
             });
@@ -353,11 +376,11 @@ fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(
                 // As Redis: the waiter gets WRONGTYPE and the element stays.
                 return Some((errors::wrongtype(), noop));
             }
-            let value = pop_list(db, key, *from, now)?;
+            let value = pop_list(db, key, *from, 1, now).pop()?;
             push_list(db, dst, *to, value.clone(), now);
             let (src, dst, from, to) = (key.clone(), dst.clone(), *from, *to);
             let undo: Undo = Box::new(move |db, now| {
-                if let Some(v) = pop_list(db, &dst, to, now) {
+                if let Some(v) = pop_list(db, &dst, to, 1, now).pop() {
                     push_list(db, &src, from, v, now);
                 }
             });
@@ -400,4 +423,70 @@ pub fn pop_or_block(
     ctx.client.blocked = Some(blocked);
     // Not sent: the connection replies when the wait ends.
     Ok(Reply::NullArray)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Db, ZSet};
+
+    fn list(db: &Db, key: &[u8]) -> Vec<Bytes> {
+        match db.get(key, 0).as_ref().map(|e| e.value()) {
+            Some(ValueRef::List(l)) => l.iter().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn zset(db: &Db, key: &[u8]) -> Vec<(Vec<u8>, f64)> {
+        match db.get(key, 0).as_ref().map(|e| e.value()) {
+            Some(ValueRef::ZSet(z)) => z.iter().map(|(m, s)| (m.to_vec(), s)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A served waiter whose connection has gone gets its elements put back where
+    /// they were, in their order (BLMPOP's several at either end).
+    #[test]
+    fn undoing_a_counted_list_pop_restores_the_list() {
+        let db = Db::new(1);
+        let items: Vec<Bytes> = [&b"a"[..], b"b", b"c", b"d"].map(Bytes::from_static).to_vec();
+        db.insert(b"q", Entry::new(Value::List(items.iter().cloned().collect())));
+        let key = Bytes::from_static(b"q");
+        for side in [Side::Left, Side::Right] {
+            let pop = Pop::List { side, count: Some(3) };
+            let (reply, undo) = take_for(&db, &key, &pop, 0).expect("elements");
+            let taken = if side == Side::Left { ["a", "b", "c"] } else { ["d", "c", "b"] };
+            let taken = taken.map(|v| Reply::Bulk(Bytes::from_static(v.as_bytes())));
+            let want = Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Array(taken.to_vec())]);
+            assert_eq!(reply, want);
+            assert_eq!(list(&db, b"q").len(), 1);
+            undo(&db, 0);
+            assert_eq!(list(&db, b"q"), items);
+        }
+        // All of it taken: the key goes, and comes back whole.
+        let pop = Pop::List { side: Side::Right, count: Some(9) };
+        let (_, undo) = take_for(&db, &key, &pop, 0).expect("elements");
+        assert!(db.get(b"q", 0).is_none());
+        undo(&db, 0);
+        assert_eq!(list(&db, b"q"), items);
+    }
+
+    #[test]
+    fn undoing_a_counted_zset_pop_restores_the_set() {
+        let db = Db::new(1);
+        let mut z = ZSet::new();
+        for (m, s) in [("a", 1.0), ("b", 2.0), ("c", 3.0)] {
+            z.insert(m.as_bytes(), s);
+        }
+        db.insert(b"z", Entry::new(Value::ZSet(Box::new(z))));
+        let before = zset(&db, b"z");
+        let key = Bytes::from_static(b"z");
+        for count in [Some(2), Some(5), None] {
+            let pop = Pop::ZSet { max: true, count };
+            let (_, undo) = take_for(&db, &key, &pop, 0).expect("members");
+            assert_ne!(zset(&db, b"z"), before);
+            undo(&db, 0);
+            assert_eq!(zset(&db, b"z"), before);
+        }
+    }
 }

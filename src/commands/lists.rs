@@ -1,6 +1,6 @@
 //! List commands: LPUSH/RPUSH(X), LPOP/RPOP (with count), LLEN, LRANGE, LINDEX, LREM,
 //! LTRIM, LSET, LINSERT, LPOS, LMOVE, RPOPLPUSH, LMPOP, and the blocking BLPOP/BRPOP,
-//! BLMOVE and BRPOPLPUSH.
+//! BLMPOP, BLMOVE and BRPOPLPUSH.
 //!
 //! python-redis-lock signals a release by pushing to a list that waiters BLPOP, so the
 //! blocking pops follow Redis exactly: FIFO among waiters, a push (also from a script)
@@ -455,34 +455,52 @@ pub(super) fn parse_timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
     Ok(ms as u64)
 }
 
-/// BLPOP / BRPOP key... timeout. Pops from the first non-empty key, else blocks (see
-/// blocking.rs).
-fn bpop(ctx: &mut Ctx, args: &[Bytes], side: Side) -> CmdResult {
-    let timeout_ms = parse_timeout_ms(&args[args.len() - 1])?;
-    let keys = &args[1..args.len() - 1];
+/// The blocking pops (BLPOP, BRPOP, BLMPOP): pops from the first key that exists,
+/// else blocks (see blocking.rs); in a transaction or script, or on timeout, a null
+/// array. `count` None pops one element, replied `[key, element]`.
+fn bpop(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    side: Side,
+    count: Option<usize>,
+    timeout_ms: u64,
+) -> CmdResult {
     pop_or_block(
         ctx,
         keys,
-        Pop::List(side),
+        Pop::List { side, count },
         timeout_ms,
         Reply::NullArray,
         |ctx, key, take| {
             if !take {
                 return read(ctx, key, |_| ()).map(|_| None);
             }
-            Ok(modify(ctx, key, |l| pop_side(l, side))?
-                .flatten()
-                .map(|value| Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)])))
+            let popped = modify(ctx, key, |l| pop_many(l, side, count.unwrap_or(1)))?;
+            Ok(popped.map(|popped| keyed_reply(key, popped, count.is_some())))
         },
     )
 }
 
+/// BLPOP / BRPOP key... timeout
+fn bpop_one(ctx: &mut Ctx, args: &[Bytes], side: Side) -> CmdResult {
+    let timeout_ms = parse_timeout_ms(&args[args.len() - 1])?;
+    bpop(ctx, &args[1..args.len() - 1], side, None, timeout_ms)
+}
+
 pub fn blpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    bpop(ctx, args, Side::Left)
+    bpop_one(ctx, args, Side::Left)
 }
 
 pub fn brpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    bpop(ctx, args, Side::Right)
+    bpop_one(ctx, args, Side::Right)
+}
+
+/// BLMPOP timeout numkeys key... LEFT|RIGHT [COUNT count]. As Redis 7.0, the timeout
+/// is read after the other arguments.
+pub fn blmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let pop = parse_multi_pop(args, 2, |a| parse_side(a).ok())?;
+    let timeout_ms = parse_timeout_ms(&args[1])?;
+    bpop(ctx, pop.keys, pop.end, Some(pop.count), timeout_ms)
 }
 
 /// A float argument as Redis's string2ld accepts it: no surrounding spaces, no NaN.

@@ -375,6 +375,9 @@ const ROWS: &[Row] = &[
     // LMPOP pops from the first of numkeys keys that exists: the gate is held
     // exclusively, so no key before it is filled in between.
     ("lmpop", -4, WRITE | EXCLUSIVE | NUMKEYS_AT_1, C_WRITE | C_LIST | C_SLOW, 0, 0, 0, lists::lmpop),
+    // BLMPOP: not NOSCRIPT, unlike BLPOP's neighbours in Redis 7.0: a script may call
+    // it, and there it never blocks.
+    ("blmpop", -5, WRITE | BLOCKING | EXCLUSIVE | NUMKEYS_AT_2, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 0, 0, 0, lists::blmpop),
     ("blpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::blpop),
     ("brpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::brpop),
     // sorted sets (semaphores, fair locks)
@@ -404,6 +407,8 @@ const ROWS: &[Row] = &[
     ("zmpop", -4, WRITE | EXCLUSIVE | NUMKEYS_AT_1, C_WRITE | C_SORTEDSET | C_SLOW, 0, 0, 0, zsets::zmpop),
     ("bzpopmin", -3, WRITE | FAST | BLOCKING | NOSCRIPT, C_WRITE | C_SORTEDSET | C_FAST | C_BLOCKING, 1, -2, 1, zsets::bzpopmin),
     ("bzpopmax", -3, WRITE | FAST | BLOCKING | NOSCRIPT, C_WRITE | C_SORTEDSET | C_FAST | C_BLOCKING, 1, -2, 1, zsets::bzpopmax),
+    // BZMPOP: as BLMPOP (scripts may call it, unlike BZPOPMIN)
+    ("bzmpop", -5, WRITE | BLOCKING | EXCLUSIVE | NUMKEYS_AT_2, C_WRITE | C_SORTEDSET | C_SLOW | C_BLOCKING, 0, 0, 0, zsets::bzmpop),
     ("zrandmember", -2, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zsets::zrandmember),
     ("zscan", -3, READONLY, C_READ | C_SORTEDSET | C_SLOW, 1, 1, 1, zsets::zscan),
     // sorted-set algebra: several keys, so the gate is held exclusively (atomic); the

@@ -1,6 +1,6 @@
 //! Sorted-set commands that add, remove and read single members: ZADD, ZINCRBY, ZREM,
 //! ZCARD, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZPOPMIN, ZPOPMAX, ZMPOP, BZPOPMIN, BZPOPMAX,
-//! ZRANDMEMBER, ZSCAN. Ranges live in zranges.rs.
+//! BZMPOP, ZRANDMEMBER, ZSCAN. Ranges live in zranges.rs.
 //!
 //! Semaphores (redis-semaphore, Redisson) and fair locks keep their holders and
 //! waiters in a sorted set scored by time, inside Lua, so replies follow Redis 7's
@@ -426,39 +426,53 @@ pub fn zpopmax(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zpop(ctx, args, true)
 }
 
-/// BZPOPMIN / BZPOPMAX key... timeout -> [key, member, score], or a null array on
-/// timeout. Waits in FIFO order with BLPOP's machinery (blocking.rs).
-fn bzpop(ctx: &mut Ctx, args: &[Bytes], max: bool) -> CmdResult {
-    let timeout_ms = super::lists::parse_timeout_ms(&args[args.len() - 1])?;
-    let keys = &args[1..args.len() - 1];
-    let pop = Pop::ZSet { max };
+/// The blocking pops (BZPOPMIN, BZPOPMAX, BZMPOP): pops from the first key that
+/// exists, else waits in FIFO order with BLPOP's machinery (blocking.rs); in a
+/// transaction or script, or on timeout, a null array. `count` None pops one member,
+/// replied `[key, member, score]`.
+fn bzpop(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    max: bool,
+    count: Option<usize>,
+    timeout_ms: u64,
+) -> CmdResult {
     pop_or_block(
         ctx,
         keys,
-        pop,
+        Pop::ZSet { max, count },
         timeout_ms,
         Reply::NullArray,
         |ctx, key, take| {
             if !take {
                 return read(ctx, key, |_| ()).map(|_| None);
             }
-            Ok(modify(ctx, key, |z| z.pop(max))?.flatten().map(|(m, s)| {
-                Reply::Array(vec![
-                    Reply::Bulk(key.clone()),
-                    Reply::Bulk(Bytes::from(m)),
-                    Reply::Double(s),
-                ])
-            }))
+            let popped = modify(ctx, key, |z| pop_many(z, max, count.unwrap_or(1)))?;
+            Ok(popped.map(|popped| keyed_reply(key, popped, count.is_some())))
         },
     )
 }
 
+/// BZPOPMIN / BZPOPMAX key... timeout
+fn bzpop_one(ctx: &mut Ctx, args: &[Bytes], max: bool) -> CmdResult {
+    let timeout_ms = super::lists::parse_timeout_ms(&args[args.len() - 1])?;
+    bzpop(ctx, &args[1..args.len() - 1], max, None, timeout_ms)
+}
+
 pub fn bzpopmin(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    bzpop(ctx, args, false)
+    bzpop_one(ctx, args, false)
 }
 
 pub fn bzpopmax(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    bzpop(ctx, args, true)
+    bzpop_one(ctx, args, true)
+}
+
+/// BZMPOP timeout numkeys key... MIN|MAX [COUNT count]. As Redis 7.0, the timeout is
+/// read after the other arguments.
+pub fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let pop = parse_multi_pop(args, 2, parse_min_max)?;
+    let timeout_ms = super::lists::parse_timeout_ms(&args[1])?;
+    bzpop(ctx, pop.keys, pop.end, Some(pop.count), timeout_ms)
 }
 
 /// ZRANDMEMBER key [count [WITHSCORES]]
