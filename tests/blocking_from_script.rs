@@ -27,33 +27,30 @@ async fn push_from_a_script_wakes_the_waiter_after_the_script() {
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "signal"]).await.unwrap(), 0);
 }
 
+/// BLPOP and BRPOP are refused inside a script, as Redis 7.0 refuses them (its
+/// `noscript` flag); BLMPOP is allowed there and answers at once.
 #[tokio::test]
-async fn blpop_inside_a_script_does_not_block() {
+async fn blpop_inside_a_script_is_refused_as_in_redis_7() {
     let h = start().await;
-    let mut c = conn(&h).await;
-    let got: Option<Vec<String>> = q(
-        &mut c,
-        &[
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["RPUSH", "full", "v"]).await;
+    for cmd in ["blpop", "brpop"] {
+        let script = format!("return redis.call('{cmd}', KEYS[1], 0)");
+        let reply = c.cmd(&["EVAL", &script, "1", "full"]).await;
+        assert!(
+            reply.starts_with("-ERR This Redis command is not allowed from script"),
+            "{cmd}: {reply}"
+        );
+    }
+    assert_eq!(c.cmd(&["LLEN", "full"]).await, int(1));
+    assert_eq!(
+        c.cmd(&[
             "EVAL",
-            "return redis.call('blpop', KEYS[1], 0)",
+            "return redis.call('blmpop', 0, 1, KEYS[1], 'left')",
             "1",
-            "empty",
-        ],
-    )
-    .await
-    .unwrap();
-    assert_eq!(got, None);
-    q::<i64>(&mut c, &["RPUSH", "full", "v"]).await.unwrap();
-    let got: Vec<String> = q(
-        &mut c,
-        &[
-            "EVAL",
-            "return redis.call('blpop', KEYS[1], 0)",
-            "1",
-            "full",
-        ],
-    )
-    .await
-    .unwrap();
-    assert_eq!(got, ["full", "v"]);
+            "full"
+        ])
+        .await,
+        "*2\r\n$4\r\nfull\r\n*1\r\n$1\r\nv\r\n"
+    );
 }

@@ -378,8 +378,8 @@ const ROWS: &[Row] = &[
     // BLMPOP: not NOSCRIPT, unlike BLPOP's neighbours in Redis 7.0: a script may call
     // it, and there it never blocks.
     ("blmpop", -5, WRITE | BLOCKING | EXCLUSIVE | NUMKEYS_AT_2, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 0, 0, 0, lists::blmpop),
-    ("blpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::blpop),
-    ("brpop", -3, WRITE | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::brpop),
+    ("blpop", -3, WRITE | NOSCRIPT | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::blpop),
+    ("brpop", -3, WRITE | NOSCRIPT | BLOCKING, C_WRITE | C_LIST | C_SLOW | C_BLOCKING, 1, -2, 1, lists::brpop),
     // sorted sets (semaphores, fair locks)
     ("zadd", -4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zadd),
     ("zincrby", 4, WRITE | FENCED | DENYOOM | FAST, C_WRITE | C_SORTEDSET | C_FAST, 1, 1, 1, zsets::zincrby),
