@@ -680,6 +680,70 @@ async fn categories_match_redis() {
     }
 }
 
+/// Every command's arity, flags (in Redis's order) and key positions are Redis 7's
+/// (COMMAND INFO), but for the flags about replicas, loading and the monitor, which
+/// redlockd has none of, and ZRANK/ZREVRANK's arity (they take 7.2's WITHSCORE).
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_info_matches_redis() {
+    let redis = RedisNode::start(None);
+    let ours = start().await;
+    let mut r = conn(&redis).await;
+    let mut o = conn(&ours).await;
+    let names: Vec<String> = q(&mut o, &["COMMAND", "LIST"]).await.unwrap();
+    let mut compared = 0;
+    for name in &names {
+        let theirs: redis::Value = q(&mut r, &["COMMAND", "INFO", name]).await.unwrap();
+        let mine: redis::Value = q(&mut o, &["COMMAND", "INFO", name]).await.unwrap();
+        let Some(mut theirs) = info_summary(&theirs) else {
+            continue; // redlockd's own (DELEX, FENCING.*...)
+        };
+        let mine = info_summary(&mine).expect("our COMMAND INFO entry");
+        if name == "zrank" || name == "zrevrank" {
+            assert_eq!((theirs.0, mine.0), (3, -3), "{name}");
+            theirs.0 = -3;
+        }
+        assert_eq!(mine, theirs, "{name}");
+        compared += 1;
+    }
+    assert!(compared > 150, "{compared}");
+}
+
+/// (arity, flags less the ones redlockd does not model, first key, last key, step)
+fn info_summary(info: &redis::Value) -> Option<(i64, Vec<String>, i64, i64, i64)> {
+    use redis::Value;
+    let Value::Array(entries) = info else {
+        panic!("{info:?}")
+    };
+    let Value::Array(e) = entries.first()? else {
+        return None;
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => *n,
+        other => panic!("{other:?}"),
+    };
+    let unmodelled = [
+        "loading",
+        "stale",
+        "skip_monitor",
+        "skip_slowlog",
+        "no_async_loading",
+        "asking",
+    ];
+    let Value::Array(flags) = &e[2] else {
+        panic!("{e:?}")
+    };
+    let flags = flags
+        .iter()
+        .map(|f| match f {
+            Value::SimpleString(s) => s.clone(),
+            other => panic!("{other:?}"),
+        })
+        .filter(|f| !unmodelled.contains(&f.as_str()))
+        .collect();
+    Some((int(&e[1]), flags, int(&e[3]), int(&e[4]), int(&e[5])))
+}
+
 /// The categories of a COMMAND INFO reply for one command (its 7th element: the set
 /// after arity, flags and the three key positions), sorted.
 fn categories(info: &str) -> Vec<String> {

@@ -1051,6 +1051,13 @@ async fn busy_script_gets_killed_by_script_kill() {
         cmd(&mut con, &["EVAL", "return 1", "0"]).await,
         Err(busy.into())
     );
+    // The handshake is answered, as in Redis (HELLO and AUTH are allow_busy): a client
+    // connecting now gets BUSY on its first data command, not on connecting.
+    assert!(cmd(&mut con, &["HELLO", "2"]).await.is_ok());
+    assert_eq!(
+        cmd(&mut con, &["AUTH", "default", "any"]).await,
+        Ok(Value::Okay)
+    );
     assert_eq!(cmd(&mut con, &["SCRIPT", "KILL"]).await, Ok(Value::Okay));
     let result = looping.await.unwrap();
     assert_eq!(

@@ -300,18 +300,27 @@ fn info_keyspace(ctx: &Ctx, out: &mut String) {
 
 /// COMMAND INFO's 10-element entry for a command.
 fn command_entry(spec: &Spec) -> Reply {
+    // A container command (CONFIG, OBJECT...) has no flags or keys of its own in Redis
+    // 7: its subcommands do. Ours keep them on the container for our own checks.
+    let container = !spec.subcommands.is_empty();
+    let flags = if container { Vec::new() } else { spec.flag_names() };
+    let (first, last, step) = if container {
+        (0, 0, 0)
+    } else {
+        (spec.first_key, spec.last_key, spec.step)
+    };
     Reply::Array(vec![
         Reply::bulk_str(spec.name),
         Reply::Integer(spec.arity as i64),
         Reply::Set(
-            spec.flag_names()
+            flags
                 .into_iter()
                 .map(|f| Reply::Status(Bytes::from_static(f.as_bytes())))
                 .collect(),
         ),
-        Reply::Integer(spec.first_key as i64),
-        Reply::Integer(spec.last_key as i64),
-        Reply::Integer(spec.step as i64),
+        Reply::Integer(first as i64),
+        Reply::Integer(last as i64),
+        Reply::Integer(step as i64),
         Reply::Set(
             super::table::cats::names(spec.cats)
                 .map(|c| Reply::Status(Bytes::from(format!("@{c}"))))

@@ -151,20 +151,24 @@ impl Spec {
     /// Flag names as COMMAND INFO lists them.
     pub fn flag_names(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
+        // Redis 7's order. Its `pubsub` flag marks the @pubsub commands (SUBSCRIBE,
+        // PUBLISH...), not what our PUBSUB flag means (allowed while subscribed: PING,
+        // QUIT, RESET too).
+        let pubsub = if self.cats & cats::C_PUBSUB != 0 { u32::MAX } else { 0 };
         let names = [
             (WRITE, "write"),
             (READONLY, "readonly"),
             (DENYOOM, "denyoom"),
-            (NOSCRIPT, "noscript"),
-            (NO_AUTH, "no_auth"),
-            (PUBSUB, "pubsub"),
-            (FAST, "fast"),
             (ADMIN, "admin"),
+            (pubsub, "pubsub"),
+            (NOSCRIPT, "noscript"),
             (BLOCKING, "blocking"),
-            (ALLOW_BUSY, "allow_busy"),
-            (NO_MULTI, "no_multi"),
+            (FAST, "fast"),
+            (NO_AUTH, "no_auth"),
             (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+            (NO_MULTI, "no_multi"),
             (NUMKEYS_AT_1 | NUMKEYS_AT_2, "movablekeys"),
+            (ALLOW_BUSY, "allow_busy"),
         ];
         for (bits, name) in names {
             if self.flags & bits != 0 {
@@ -264,8 +268,8 @@ const ROWS: &[Row] = &[
     // connection
     ("ping", -1, FAST | PUBSUB, C_FAST | C_CONNECTION, 0, 0, 0, connection::ping),
     ("echo", 2, FAST, C_FAST | C_CONNECTION, 0, 0, 0, connection::echo),
-    ("hello", -1, FAST | NO_AUTH | NOSCRIPT, C_FAST | C_CONNECTION, 0, 0, 0, connection::hello),
-    ("auth", -2, FAST | NO_AUTH | NOSCRIPT, C_FAST | C_CONNECTION, 0, 0, 0, connection::auth),
+    ("hello", -1, FAST | NO_AUTH | NOSCRIPT | ALLOW_BUSY, C_FAST | C_CONNECTION, 0, 0, 0, connection::hello),
+    ("auth", -2, FAST | NO_AUTH | NOSCRIPT | ALLOW_BUSY, C_FAST | C_CONNECTION, 0, 0, 0, connection::auth),
     ("select", 2, FAST, C_FAST | C_CONNECTION, 0, 0, 0, connection::select),
     ("quit", -1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, C_FAST | C_CONNECTION, 0, 0, 0, connection::quit),
     ("reset", 1, FAST | NO_AUTH | PUBSUB | NOSCRIPT | ALLOW_BUSY, C_FAST | C_CONNECTION, 0, 0, 0, connection::reset),
