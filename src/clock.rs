@@ -185,11 +185,13 @@ impl Clock {
         mono_ms as i64 + self.wall_offset_ms()
     }
 
-    /// Unix ms minus monotonic ms. The real clock measures it from one microsecond
-    /// reading of each and keeps it while new measurements stay within 2 ms: truncating
-    /// both clocks to milliseconds at each conversion made two conversions of the same
-    /// time differ by 1 ms now and then (a PXAT read back one less). A wall clock step
-    /// (NTP, an operator) is taken at once; slow drift, 2 ms at a time.
+    /// Unix ms minus monotonic ms. The real clock measures it in microseconds and
+    /// rounds up, so a Unix time converted to a deadline is never later than asked (a
+    /// PXAT's PTTL never exceeds the time left), and keeps it while new measurements
+    /// stay within 2 ms below it: two conversions at different times then use the same
+    /// offset, where truncating both clocks to milliseconds at each conversion made a
+    /// PXAT read back 1 ms less now and then. A wall clock step (NTP, an operator) is
+    /// taken at once; slow drift, 2 ms at a time.
     fn wall_offset_ms(&self) -> i64 {
         let start_ns = match &self.inner.source {
             Source::Manual(t) => {
@@ -198,14 +200,16 @@ impl Clock {
             }
             Source::Real { start_ns } => *start_ns,
         };
+        // Monotonic first: a delay between the two readings makes the offset larger,
+        // and deadlines earlier, never later.
         let mono_us = MANUAL_MONO_START_MS as i64 * 1000
             + (mono_ns().saturating_sub(start_ns) / 1000) as i64;
         let fresh_us = self.wall_us() - mono_us;
         let kept = self.inner.wall_offset_ms.load(Relaxed);
-        if kept != i64::MIN && (fresh_us - kept * 1000).abs() <= 2000 {
+        if kept != i64::MIN && fresh_us <= kept * 1000 && fresh_us > kept * 1000 - 2000 {
             return kept;
         }
-        let ms = fresh_us.div_euclid(1000);
+        let ms = fresh_us.div_euclid(1000) + i64::from(fresh_us.rem_euclid(1000) != 0);
         self.inner.wall_offset_ms.store(ms, Relaxed);
         ms
     }

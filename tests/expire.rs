@@ -312,16 +312,20 @@ async fn expireat_after_a_wall_jump_uses_the_new_wall_time() {
 }
 
 /// On the real clock, a Unix time given to PXAT, EXPIREAT or PEXPIREAT reads back
-/// exactly from PEXPIRETIME (Redis's unit/expire checks this): the deadline is kept on
-/// the monotonic clock, and both conversions use one offset between the clocks.
+/// exactly from PEXPIRETIME (Redis's unit/expire checks this), and PTTL never exceeds
+/// the time left to it (unit/type/string): the deadline is kept on the monotonic clock,
+/// and both conversions use one offset between the clocks, rounded up.
 #[tokio::test]
 async fn unix_times_read_back_exactly_on_the_real_clock() {
     let h = start_with(|c| c.clock = Some(redlockd::Clock::real())).await;
     let mut c = Raw::to(&h).await;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let wall_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let now = wall_now();
     for i in 0..500 {
         let at = now + 5_000 + i * 7;
         let at_s = at.to_string();
@@ -336,6 +340,14 @@ async fn unix_times_read_back_exactly_on_the_real_clock() {
             c.cmd(&["PEXPIRETIME", "k"]).await,
             int(at + 3),
             "PEXPIREAT, round {i}"
+        );
+        // Never longer than asked: PTTL is at most the time left to `at`.
+        c.cmd(&["GETEX", "k", "PXAT", &(at + 1).to_string()]).await;
+        let left = at + 1 - wall_now();
+        let pttl: i64 = c.cmd(&["PTTL", "k"]).await[1..].trim_end().parse().unwrap();
+        assert!(
+            pttl <= left && pttl > left - 1000,
+            "PTTL {pttl}, {left} left, round {i}"
         );
         let secs = at / 1000 + 10;
         c.cmd(&["EXPIREAT", "k", &secs.to_string()]).await;
