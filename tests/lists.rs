@@ -804,3 +804,37 @@ async fn concurrent_pushes_and_waiters_lose_and_duplicate_nothing() {
     );
     assert_eq!(h.blocked_clients(), 0);
 }
+
+/// A list renamed, copied or moved into place serves a BLPOP waiting on its new name,
+/// as in Redis (Redis's unit/type/list hung on the RENAME case: nothing woke the
+/// waiter). A sorted set copied into place serves BZPOPMIN the same way.
+#[tokio::test]
+async fn keys_moved_into_place_serve_their_waiters() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    let mut w = Raw::to(&h).await;
+    w.send_cmd(&["BLPOP", "foo", "0"]).await;
+    wait_blocked(&h, 1).await;
+    c.cmd(&["LPUSH", "bob", "abc", "def", "hij"]).await;
+    assert_eq!(c.cmd(&["RENAME", "bob", "foo"]).await, OK);
+    w.expect("*2\r\n$3\r\nfoo\r\n$3\r\nhij\r\n").await;
+
+    w.send_cmd(&["BLPOP", "copied", "0"]).await;
+    wait_blocked(&h, 1).await;
+    assert_eq!(c.cmd(&["COPY", "foo", "copied"]).await, int(1));
+    w.expect("*2\r\n$6\r\ncopied\r\n$3\r\ndef\r\n").await;
+
+    w.send_cmd(&["BZPOPMIN", "z2", "0"]).await;
+    wait_blocked(&h, 1).await;
+    c.cmd(&["ZADD", "z1", "1", "a"]).await;
+    assert_eq!(c.cmd(&["RENAMENX", "z1", "z2"]).await, int(1));
+    w.expect("*3\r\n$2\r\nz2\r\n$1\r\na\r\n$1\r\n1\r\n").await;
+
+    // MOVE serves a waiter in the target database.
+    assert_eq!(w.cmd(&["SELECT", "1"]).await, OK);
+    w.send_cmd(&["BLPOP", "foo", "0"]).await;
+    wait_blocked(&h, 1).await;
+    assert_eq!(c.cmd(&["MOVE", "foo", "1"]).await, int(1));
+    w.expect("*2\r\n$3\r\nfoo\r\n$3\r\ndef\r\n").await;
+    h.shutdown().await;
+}

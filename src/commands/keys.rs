@@ -120,6 +120,9 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> CmdResult {
         .take(&args[1], now)
         .ok_or_else(|| Reply::error(errors::NO_SUCH_KEY))?;
     db.insert(&args[2], entry);
+    // A list or sorted set moved into place serves a BLPOP / BZPOPMIN waiting on it,
+    // as in Redis (each key a command creates is signalled).
+    ctx.shared.blocking.signal(ctx.client.db, &args[2]);
     Ok(done(true))
 }
 
@@ -180,6 +183,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Ok(Reply::Integer(0));
     }
     dst.insert(&args[2], entry);
+    ctx.shared.blocking.signal(target, &args[2]);
     Ok(Reply::Integer(1))
 }
 
@@ -198,6 +202,7 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let entry = src.take(&args[1], now).expect("checked above, under the gate");
     dst.insert(&args[1], entry);
+    ctx.shared.blocking.signal(target, &args[1]);
     Ok(Reply::Integer(1))
 }
 

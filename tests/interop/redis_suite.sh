@@ -35,7 +35,9 @@ SKIPS=(
   "MOVE basic usage"                     # with the FLUSHDB these two count on
   "MOVE against key existing in the target DB"
   "PEXPIREAT with big"                   # past --max-ttl: the fence's bound (unit/expire)
-  "loadaof" "AOF" "propagate"            # AOF and replication (unit/expire)
+  "loadaof" "AOF" "propagate"            # AOF and replication (unit/expire, list)
+  "Lazy-expire should not be wrapped"    # the replication stream (unit/expire)
+  "MULTI \+ LPUSH \+ EXPIRE \+ DEBUG SLEEP" # the replication stream (unit/type/list)
   "plain node" "LSET with packed"        # DEBUG QUICKLIST-PACKED-THRESHOLD (unit/type/list)
   "SRANDMEMBER with a dict containing long chain" # DEBUG HTSTATS-KEY (unit/type/set)
 )
