@@ -838,3 +838,49 @@ async fn keys_moved_into_place_serve_their_waiters() {
     w.expect("*2\r\n$3\r\nfoo\r\n$3\r\ndef\r\n").await;
     h.shutdown().await;
 }
+
+/// CLIENT UNBLOCK ends a client's BLPOP as its timeout would (or with Redis's
+/// UNBLOCKED error); the element pushed afterwards stays in the list.
+#[tokio::test]
+async fn client_unblock_ends_a_blocking_wait() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    let mut w = Raw::to(&h).await;
+    let id = w.cmd(&["CLIENT", "ID"]).await[1..].trim_end().to_string();
+    assert_eq!(c.cmd(&["CLIENT", "UNBLOCK", &id]).await, int(0));
+    for (reason, answer) in [
+        (None, "*-1\r\n"),
+        (Some("TIMEOUT"), "*-1\r\n"),
+        (
+            Some("error"),
+            "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n",
+        ),
+    ] {
+        w.send_cmd(&["BLPOP", "l", "0"]).await;
+        wait_blocked(&h, 1).await;
+        let list = c.cmd(&["CLIENT", "LIST", "ID", &id]).await;
+        assert!(list.contains(" flags=b "), "{list}");
+        let mut args = vec!["CLIENT", "UNBLOCK", id.as_str()];
+        args.extend(reason);
+        assert_eq!(c.cmd(&args).await, int(1));
+        w.expect(answer).await;
+    }
+    assert_eq!(c.cmd(&["RPUSH", "l", "x"]).await, int(1));
+    assert_eq!(c.cmd(&["LLEN", "l"]).await, int(1));
+    assert!(c
+        .cmd(&["CLIENT", "LIST", "ID", &id])
+        .await
+        .contains(" flags=N "));
+    assert_eq!(
+        c.cmd(&["CLIENT", "UNBLOCK", &id, "later"]).await,
+        err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+    );
+    assert_eq!(
+        c.cmd(&["CLIENT", "UNBLOCK", "x"]).await,
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(c.cmd(&["CLIENT", "UNBLOCK", "424242"]).await, int(0));
+    // The connection goes on normally.
+    assert_eq!(w.cmd(&["LPOP", "l"]).await, bulk("x"));
+    h.shutdown().await;
+}

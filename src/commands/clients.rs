@@ -31,6 +31,9 @@ pub struct ClientInfo {
     pub resp: AtomicU8,
     /// Set to disconnect the client (CLIENT KILL, crash-restart, output limit).
     pub killed: AtomicBool,
+    /// Whether the client waits in a blocking command, and whether CLIENT UNBLOCK
+    /// asked it to stop (`Blocking`).
+    blocking: AtomicU8,
     /// The connection task's waker, for what other threads tell it (a kill, a change
     /// of the node's network state). With the socket and its pub/sub queue, it is all
     /// the connection waits on: one task wake-up, no future built per turn.
@@ -55,6 +58,7 @@ impl ClientInfo {
             db: AtomicUsize::new(0),
             resp: AtomicU8::new(2),
             killed: AtomicBool::new(false),
+            blocking: AtomicU8::new(Blocking::No as u8),
             wake: WakeSlot::default(),
             fault: Default::default(),
         }
@@ -108,6 +112,64 @@ impl ClientInfo {
     pub async fn until_killed(&self) {
         std::future::poll_fn(|cx| self.poll_killed(cx)).await
     }
+
+    /// The connection marks its wait in a blocking command (BLPOP...): `true` when it
+    /// starts, `false` when it ends.
+    pub fn set_blocked(&self, blocked: bool) {
+        let state = if blocked { Blocking::Yes } else { Blocking::No };
+        self.blocking.store(state as u8, Ordering::SeqCst);
+    }
+
+    /// Waits in a blocking command (CLIENT LIST's flag `b`).
+    pub fn is_blocked(&self) -> bool {
+        self.blocking.load(Ordering::Relaxed) != Blocking::No as u8
+    }
+
+    /// CLIENT UNBLOCK: asks a client that waits in a blocking command to stop, as if
+    /// its timeout had passed (or with an error). False when it does not wait.
+    pub fn unblock(&self, with_error: bool) -> bool {
+        let to = if with_error {
+            Blocking::UnblockError
+        } else {
+            Blocking::UnblockTimeout
+        };
+        let asked = self
+            .blocking
+            .compare_exchange(Blocking::Yes as u8, to as u8, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if asked {
+            self.wake.wake();
+        }
+        asked
+    }
+
+    /// Resolves once CLIENT UNBLOCK asked this client to stop waiting: `true` when it
+    /// asked for an error. Registers with the same wake slot as a kill.
+    pub async fn until_unblocked(&self) -> bool {
+        let asked = || match self.blocking.load(Ordering::SeqCst) {
+            s if s == Blocking::UnblockTimeout as u8 => Some(false),
+            s if s == Blocking::UnblockError as u8 => Some(true),
+            _ => None,
+        };
+        std::future::poll_fn(|cx| {
+            if let Some(e) = asked() {
+                return Poll::Ready(e);
+            }
+            self.wake.register(cx.waker());
+            asked().map_or(Poll::Pending, Poll::Ready)
+        })
+        .await
+    }
+}
+
+/// `ClientInfo::blocking`'s states.
+#[repr(u8)]
+#[derive(Clone, Copy)]
+enum Blocking {
+    No,
+    Yes,
+    UnblockTimeout,
+    UnblockError,
 }
 
 /// A connection task's waker, registered while it waits, woken from other threads.

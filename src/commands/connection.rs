@@ -258,6 +258,24 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let text: String = clients.iter().map(|c| client_line(ctx, c) + "\n").collect();
             Ok(Reply::Verbatim("txt", Bytes::from(text)))
         }
+        "unblock" if args.len() == 3 || args.len() == 4 => {
+            let with_error = match args.get(3) {
+                None => false,
+                Some(a) if eq_ignore_case(a, "timeout") => false,
+                Some(a) if eq_ignore_case(a, "error") => true,
+                Some(_) => {
+                    return Err(Reply::error(
+                        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                    ))
+                }
+            };
+            let id = parse_i64(&args[2]).ok_or_else(errors::not_integer)?;
+            let target = u64::try_from(id)
+                .ok()
+                .and_then(|id| ctx.shared.clients.get(&id).map(|c| c.value().clone()));
+            let unblocked = target.is_some_and(|c| c.unblock(with_error));
+            Ok(Reply::Integer(unblocked as i64))
+        }
         "kill" if args.len() >= 3 => {
             // CLIENT KILL ID n (the modern form); the old addr form is accepted too.
             let target: Vec<_> = if args.len() == 4 && eq_ignore_case(&args[2], "id") {
@@ -313,6 +331,8 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 "    Return information about client connections.",
                 "KILL ID <id>",
                 "    Kill the connection with the given id.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "    Unblock the specified blocked client.",
                 "NO-EVICT (ON|OFF)",
                 "    Accepted; redlockd never evicts.",
                 "NO-TOUCH (ON|OFF)",
@@ -322,7 +342,8 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .map(|s| Reply::status(s))
             .collect(),
         )),
-        "id" | "setname" | "getname" | "setinfo" | "info" | "kill" | "no-evict" | "no-touch" => {
+        "id" | "setname" | "getname" | "setinfo" | "info" | "kill" | "no-evict" | "no-touch"
+        | "unblock" => {
             Err(arity_err())
         }
         _ => Err(errors::unknown_subcommand("client", &args[1])),
@@ -338,13 +359,14 @@ pub(super) fn client_line(ctx: &Ctx, c: &super::ClientInfo) -> String {
             .unwrap_or_default()
     };
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
         text(&c.name.lock()),
         now.saturating_sub(c.created_ms) / 1000,
         now.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000,
+        if c.is_blocked() { "b" } else { "N" },
         c.db.load(Ordering::Relaxed),
         c.last_cmd(),
         String::from_utf8_lossy(&c.user.lock()),

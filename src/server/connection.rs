@@ -444,6 +444,15 @@ impl Drop for WaitGuard<'_> {
 /// Waits for a blocked command (BLPOP, BZPOPMIN...): its reply when served, its timeout on the server
 /// clock (a null array), or the end of the connection (`None`). Pipelined requests
 /// are read but not run until the wait ends, as in Redis.
+/// Clears the client's blocked mark when its wait ends, however it ends.
+struct Unmark<'a>(&'a ClientInfo);
+
+impl Drop for Unmark<'_> {
+    fn drop(&mut self) {
+        self.0.set_blocked(false);
+    }
+}
+
 async fn wait_blocked<S: Stream>(
     shared: &Shared,
     stream: &mut S,
@@ -457,6 +466,8 @@ async fn wait_blocked<S: Stream>(
         deadline_ms,
     } = blocked;
     let guard = WaitGuard { shared, waiter };
+    info.set_blocked(true);
+    let _unmark = Unmark(info);
     let timeout = async {
         match deadline_ms {
             Some(d) => shared.clock.sleep_until(d).await,
@@ -483,6 +494,18 @@ async fn wait_blocked<S: Stream>(
                 return Ok(Some(rx.try_recv().unwrap_or(Reply::NullArray)));
             }
             _ = info.until_killed() => return Ok(None),
+            with_error = info.until_unblocked() => {
+                // CLIENT UNBLOCK: answered as a timeout (or an error), unless an
+                // element was handed over at the same moment.
+                if shared.blocking.unblock(&guard.waiter) {
+                    return Ok(Some(if with_error {
+                        Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+                    } else {
+                        Reply::NullArray
+                    }));
+                }
+                return Ok(Some(rx.try_recv().unwrap_or(Reply::NullArray)));
+            }
             n = stream.read_buf(rbuf), if rbuf.len() < BLOCKED_READ_LIMIT => {
                 if n? == 0 {
                     return Ok(None);
