@@ -41,6 +41,11 @@ SKIPS=(
   "plain node" "LSET with packed"        # DEBUG QUICKLIST-PACKED-THRESHOLD (unit/type/list)
   "Crash due to"                         # the same, and CONFIG SET list-compress-depth
   "when result key is created by SORT"   # SORT ... STORE (unit/type/list)
+  "ziplist of various encodings"         # DUMP / RESTORE (unit/type/list, hash)
+  "Is a ziplist encoded Hash promoted"   # DEBUG OBJECT's encoding (unit/type/hash)
+  "Set encoding after DEBUG RELOAD"      # DEBUG RELOAD (unit/type/set)
+  "INCR uses shared objects" "INCR can modify objects in-place" # DEBUG OBJECT and
+                                         # OBJECT REFCOUNT's sharing (unit/type/incr)
   "SRANDMEMBER with a dict containing long chain" # DEBUG HTSTATS-KEY (unit/type/set)
 )
 set -euo pipefail
