@@ -441,9 +441,6 @@ impl Drop for WaitGuard<'_> {
     }
 }
 
-/// Waits for a blocked command (BLPOP, BZPOPMIN...): its reply when served, its timeout on the server
-/// clock (a null array), or the end of the connection (`None`). Pipelined requests
-/// are read but not run until the wait ends, as in Redis.
 /// Clears the client's blocked mark when its wait ends, however it ends.
 struct Unmark<'a>(&'a ClientInfo);
 
@@ -453,6 +450,9 @@ impl Drop for Unmark<'_> {
     }
 }
 
+/// Waits for a blocked command (BLPOP, BZPOPMIN...): its reply when served, its timeout
+/// on the server clock (a null array) or CLIENT UNBLOCK, or the end of the connection
+/// (`None`). Pipelined requests are read but not run until the wait ends, as in Redis.
 async fn wait_blocked<S: Stream>(
     shared: &Shared,
     stream: &mut S,
