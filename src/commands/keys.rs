@@ -200,7 +200,9 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !src.contains(&args[1], now) || dst.contains(&args[1], now) {
         return Ok(Reply::Integer(0));
     }
-    let entry = src.take(&args[1], now).expect("checked above, under the gate");
+    let Some(entry) = src.take(&args[1], now) else {
+        return Ok(Reply::Integer(0));
+    };
     dst.insert(&args[1], entry);
     ctx.shared.blocking.signal(target, &args[1]);
     Ok(Reply::Integer(1))
