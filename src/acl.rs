@@ -11,10 +11,10 @@
 
 use crate::commands::table::{self, cats, Spec, COMMANDS, SUBCOMMANDS};
 use crate::glob;
+use crate::protocol::numfmt::hex;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -449,14 +449,6 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 pub fn sha256(data: &[u8]) -> [u8; 32] {
     let d = ring::digest::digest(&ring::digest::SHA256, data);
     d.as_ref().try_into().expect("SHA-256 is 32 bytes")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 fn parse_hash(text: &[u8]) -> Result<[u8; 32], RuleError> {

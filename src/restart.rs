@@ -13,6 +13,7 @@
 //! last crash is refused with a log line saying why, and the fence applies.
 
 use crate::commands::Shared;
+use crate::protocol::numfmt::hex;
 use crate::durable::{NodeDir, NodeState};
 use crate::store::snapshot::{self, Snapshot};
 use std::io;
@@ -151,10 +152,6 @@ fn check(snap: Snapshot, state: &NodeState, max_ttl_ms: u64) -> Result<Snapshot,
         }
     }
     Ok(snap)
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Writes the clean-shutdown snapshot. Call only once no command can run any more

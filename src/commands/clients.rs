@@ -32,7 +32,7 @@ pub struct ClientInfo {
     /// Set to disconnect the client (CLIENT KILL, crash-restart, output limit).
     pub killed: AtomicBool,
     /// Whether the client waits in a blocking command, and whether CLIENT UNBLOCK
-    /// asked it to stop (`Blocking`).
+    /// asked it to stop (`WaitState`).
     blocking: AtomicU8,
     /// The connection task's waker, for what other threads tell it (a kill, a change
     /// of the node's network state). With the socket and its pub/sub queue, it is all
@@ -58,7 +58,7 @@ impl ClientInfo {
             db: AtomicUsize::new(0),
             resp: AtomicU8::new(2),
             killed: AtomicBool::new(false),
-            blocking: AtomicU8::new(Blocking::No as u8),
+            blocking: AtomicU8::new(WaitState::No as u8),
             wake: WakeSlot::default(),
             fault: Default::default(),
         }
@@ -116,26 +116,26 @@ impl ClientInfo {
     /// The connection marks its wait in a blocking command (BLPOP...): `true` when it
     /// starts, `false` when it ends.
     pub fn set_blocked(&self, blocked: bool) {
-        let state = if blocked { Blocking::Yes } else { Blocking::No };
+        let state = if blocked { WaitState::Yes } else { WaitState::No };
         self.blocking.store(state as u8, Ordering::SeqCst);
     }
 
     /// Waits in a blocking command (CLIENT LIST's flag `b`).
     pub fn is_blocked(&self) -> bool {
-        self.blocking.load(Ordering::Relaxed) != Blocking::No as u8
+        self.blocking.load(Ordering::Relaxed) != WaitState::No as u8
     }
 
     /// CLIENT UNBLOCK: asks a client that waits in a blocking command to stop, as if
     /// its timeout had passed (or with an error). False when it does not wait.
     pub fn unblock(&self, with_error: bool) -> bool {
         let to = if with_error {
-            Blocking::UnblockError
+            WaitState::UnblockError
         } else {
-            Blocking::UnblockTimeout
+            WaitState::UnblockTimeout
         };
         let asked = self
             .blocking
-            .compare_exchange(Blocking::Yes as u8, to as u8, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(WaitState::Yes as u8, to as u8, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         if asked {
             self.wake.wake();
@@ -147,8 +147,8 @@ impl ClientInfo {
     /// asked for an error. Registers with the same wake slot as a kill.
     pub async fn until_unblocked(&self) -> bool {
         let asked = || match self.blocking.load(Ordering::SeqCst) {
-            s if s == Blocking::UnblockTimeout as u8 => Some(false),
-            s if s == Blocking::UnblockError as u8 => Some(true),
+            s if s == WaitState::UnblockTimeout as u8 => Some(false),
+            s if s == WaitState::UnblockError as u8 => Some(true),
             _ => None,
         };
         std::future::poll_fn(|cx| {
@@ -165,7 +165,7 @@ impl ClientInfo {
 /// `ClientInfo::blocking`'s states.
 #[repr(u8)]
 #[derive(Clone, Copy)]
-enum Blocking {
+enum WaitState {
     No,
     Yes,
     UnblockTimeout,

@@ -3,6 +3,7 @@
 //! CLOCK ADVANCE / SET-WALL / JUMP-WALL need `--clock manual`.
 
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
+use crate::protocol::numfmt::hex;
 use crate::protocol::{errors, Reply};
 use crate::store::ValueRef;
 use bytes::Bytes;
@@ -152,8 +153,4 @@ fn xor_digest(digest: &mut [u8; 20], bytes: &[u8]) {
 fn mix_digest(digest: &mut [u8; 20], bytes: &[u8]) {
     xor_digest(digest, bytes);
     *digest = sha1_smol::Sha1::from(&digest[..]).digest().bytes();
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

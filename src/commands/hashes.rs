@@ -7,7 +7,7 @@
 
 use super::long_double::LongDouble;
 use super::typed::{self, copy};
-use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
+use super::{int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Slot, ValueMut};
 use bytes::Bytes;
@@ -175,46 +175,20 @@ pub fn hscan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// fields (a negative count: that many, repeats allowed), as ZRANDMEMBER picks
 /// members. With values: [field, value] pairs in RESP3, a flat array in RESP2.
 pub fn hrandfield(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    use rand::seq::{IndexedRandom, IteratorRandom};
-    if args.len() > 4 {
-        return Err(errors::syntax());
-    }
-    let with_values = match args.get(3) {
-        None => false,
-        Some(a) if eq_ignore_case(a, "withvalues") => true,
-        Some(_) => return Err(errors::syntax()),
-    };
-    let Some(count_arg) = args.get(2) else {
+    use rand::seq::IteratorRandom;
+    let Some((count, with_values)) = super::random_count(args, "withvalues")? else {
         let picked = read(ctx, &args[1], |h| {
             h.keys().choose(&mut rand::rng()).cloned()
         })?
         .flatten();
         return Ok(picked.map_or(Reply::Null, Reply::Bulk));
     };
-    let count = int_arg(count_arg)?;
-    if with_values && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-        return Err(Reply::error("ERR value is out of range"));
-    }
-    let repeats = if count < 0 {
-        super::random_repeats(count)?
-    } else {
-        0
-    };
     let picked = read(ctx, &args[1], |h| {
         let all: Vec<(&Bytes, &Bytes)> = h.iter().collect();
-        let mut rng = rand::rng();
-        let own = |&(f, v): &(&Bytes, &Bytes)| (f.clone(), v.clone());
-        if count >= 0 {
-            let n = (count as usize).min(all.len());
-            rand::seq::index::sample(&mut rng, all.len(), n)
-                .into_iter()
-                .map(|i| own(&all[i]))
-                .collect()
-        } else {
-            (0..repeats)
-                .filter_map(|_| all.choose(&mut rng).map(own))
-                .collect::<Vec<_>>()
-        }
+        super::random_picks(&all, count)
+            .into_iter()
+            .map(|(f, v)| (f.clone(), v.clone()))
+            .collect::<Vec<_>>()
     })?
     .unwrap_or_default();
     if !with_values {

@@ -204,6 +204,48 @@ pub fn random_repeats(count: i64) -> Result<usize, Reply> {
     Ok(n as usize)
 }
 
+/// ZRANDMEMBER's and HRANDFIELD's arguments after the key, checked in Redis's order:
+/// `None` for no count (one pick), else the count and whether `with_word`
+/// (WITHSCORES / WITHVALUES) follows it.
+pub fn random_count(args: &[Bytes], with_word: &str) -> Result<Option<(i64, bool)>, Reply> {
+    if args.len() > 4 {
+        return Err(errors::syntax());
+    }
+    let with = match args.get(3) {
+        None => false,
+        Some(a) if eq_ignore_case(a, with_word) => true,
+        Some(_) => return Err(errors::syntax()),
+    };
+    let Some(count_arg) = args.get(2) else {
+        return Ok(None);
+    };
+    let count = int_arg(count_arg)?;
+    if with && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+        return Err(Reply::error("ERR value is out of range"));
+    }
+    if count < 0 {
+        random_repeats(count)?;
+    }
+    Ok(Some((count, with)))
+}
+
+/// `count` random picks of `all` (as `random_count` read it): distinct ones in `all`'s
+/// order for a positive count, that many with repeats for a negative one.
+pub fn random_picks<T: Copy>(all: &[T], count: i64) -> Vec<T> {
+    use rand::seq::IndexedRandom;
+    let mut rng = rand::rng();
+    if count >= 0 {
+        let n = (count as usize).min(all.len());
+        let mut idx = rand::seq::index::sample(&mut rng, all.len(), n).into_vec();
+        idx.sort_unstable();
+        idx.into_iter().map(|i| all[i]).collect()
+    } else {
+        (0..count.unsigned_abs())
+            .filter_map(|_| all.choose(&mut rng).copied())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

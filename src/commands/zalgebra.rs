@@ -6,10 +6,10 @@
 //! `ZINTERSTORE czset 2 czset sem WEIGHTS 1 0`. Every command here reads several keys
 //! and runs holding the keyspace gate exclusively (table flag).
 
-use super::zsets::members_reply;
+use super::zsets::{members_reply, store_members};
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, Set, Value, ValueRef, ZSet};
+use crate::store::{Set, ValueRef, ZSet};
 use bytes::Bytes;
 use std::cmp::Ordering;
 use std::collections::hash_map::Entry as Slot;
@@ -286,18 +286,7 @@ fn reply(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
 fn store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
     let request = parse(ctx, args, 2, op, Output::Store)?;
     let members = combine(request, op);
-    let dst = &args[1];
-    if members.is_empty() {
-        ctx.db().remove(dst, ctx.now_ms);
-        return Ok(Reply::Integer(0));
-    }
-    ctx.shared.fence.check_has_ttl()?;
-    let z = ZSet::from_members(members);
-    let n = z.len();
-    ctx.db().insert(dst, Entry::new(Value::ZSet(Box::new(z))));
-    // A BZPOPMIN waiting on the destination may now pop.
-    ctx.shared.blocking.signal(ctx.client.db, dst);
-    Ok(Reply::Integer(n as i64))
+    store_members(ctx, &args[1], members)
 }
 
 pub fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

@@ -6,10 +6,10 @@
 //! options, errors and checks come in the same order as in Redis 7.
 
 use super::typed::index_range;
-use super::zsets::{modify, members_reply, read, strtod};
+use super::zsets::{members_reply, modify, read, store_members, strtod};
 use super::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Entry, LexBound, ScoreBound, Value, ZSet};
+use crate::store::{LexBound, ScoreBound, ZSet};
 use bytes::Bytes;
 
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
@@ -201,20 +201,10 @@ fn range_generic(
     let picked = read(ctx, &args[1], |z| select(z, &r, min, max))?
         .transpose()?
         .unwrap_or_default();
-    let Some(dst) = store else {
-        return Ok(members_reply(ctx, picked, r.with_scores));
-    };
-    if picked.is_empty() {
-        ctx.db().remove(dst, ctx.now_ms);
-        return Ok(Reply::Integer(0));
+    match store {
+        Some(dst) => store_members(ctx, dst, picked),
+        None => Ok(members_reply(ctx, picked, r.with_scores)),
     }
-    ctx.shared.fence.check_has_ttl()?;
-    let z = ZSet::from_members(picked);
-    let n = z.len();
-    ctx.db().insert(dst, Entry::new(Value::ZSet(Box::new(z))));
-    // A BZPOPMIN waiting on the destination may now pop.
-    ctx.shared.blocking.signal(ctx.client.db, dst);
-    Ok(Reply::Integer(n as i64))
 }
 
 pub fn zrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

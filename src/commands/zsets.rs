@@ -8,9 +8,9 @@
 
 use super::blocking::{pop_or_block, Pop};
 use super::typed::{self, parse_multi_pop};
-use super::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
+use super::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::ZSet;
+use crate::store::{Entry, Value, ZSet};
 use bytes::Bytes;
 
 /// The sorted set at `key` for a read (see `typed::read`).
@@ -328,6 +328,22 @@ pub fn zrevrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// RESP3 nested [[m, s], ...] when `nested`.
 /// A range's members, with their scores when asked (RESP3 nests each pair, except
 /// inside scripts, which see RESP2 shapes).
+/// The STORE commands' end (ZUNIONSTORE..., ZRANGESTORE): `members` replace `dst`,
+/// whatever it held and its TTL; none delete it. Answers how many were stored, and
+/// wakes a BZPOPMIN waiting on `dst`.
+pub(super) fn store_members(ctx: &mut Ctx, dst: &[u8], members: Vec<(Vec<u8>, f64)>) -> CmdResult {
+    if members.is_empty() {
+        ctx.db().remove(dst, ctx.now_ms);
+        return Ok(Reply::Integer(0));
+    }
+    ctx.shared.fence.check_has_ttl()?;
+    let z = ZSet::from_members(members);
+    let n = z.len();
+    ctx.db().insert(dst, Entry::new(Value::ZSet(Box::new(z))));
+    ctx.shared.blocking.signal(ctx.client.db, dst);
+    Ok(Reply::Integer(n as i64))
+}
+
 pub(super) fn members_reply(ctx: &Ctx, picked: Vec<(Vec<u8>, f64)>, with_scores: bool) -> Reply {
     if with_scores {
         return pairs_reply(picked, ctx.client.proto >= 3 && !ctx.in_script);
@@ -477,48 +493,19 @@ pub fn bzmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// ZRANDMEMBER key [count [WITHSCORES]]
 pub fn zrandmember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    use rand::seq::IndexedRandom;
-    if args.len() > 4 {
-        return Err(errors::syntax());
-    }
-    let with_scores = match args.get(3) {
-        None => false,
-        Some(a) if eq_ignore_case(a, "withscores") => true,
-        Some(_) => return Err(errors::syntax()),
-    };
-    let Some(count_arg) = args.get(2) else {
+    use rand::seq::IteratorRandom;
+    let Some((count, with_scores)) = super::random_count(args, "withscores")? else {
         let picked = read(ctx, &args[1], |z| {
-            let all: Vec<_> = z.iter().collect();
-            all.choose(&mut rand::rng())
+            z.iter()
+                .choose(&mut rand::rng())
                 .map(|(m, _)| Bytes::copy_from_slice(m))
         })?
         .flatten();
         return Ok(picked.map_or(Reply::Null, Reply::Bulk));
     };
-    let count = int_arg(count_arg)?;
-    if with_scores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
-        return Err(Reply::error("ERR value is out of range"));
-    }
-    let repeats = if count < 0 {
-        super::random_repeats(count)?
-    } else {
-        0
-    };
     let picked = read(ctx, &args[1], |z| {
         let all: Vec<(&[u8], f64)> = z.iter().collect();
-        let mut rng = rand::rng();
-        let chosen: Vec<(&[u8], f64)> = if count >= 0 {
-            let mut idx =
-                rand::seq::index::sample(&mut rng, all.len(), (count as usize).min(all.len()))
-                    .into_vec();
-            idx.sort_unstable();
-            idx.into_iter().map(|i| all[i]).collect()
-        } else {
-            (0..repeats)
-                .filter_map(|_| all.choose(&mut rng).copied())
-                .collect()
-        };
-        chosen
+        super::random_picks(&all, count)
             .into_iter()
             .map(|(m, s)| (m.to_vec(), s))
             .collect::<Vec<_>>()

@@ -1,7 +1,7 @@
 //! C's `%.Ng` number formatting, which Redis uses and Rust lacks: Redis 7.0 prints a
 //! double reply (a sorted-set score, a RESP3 double) with `%.17g`, and turns a Lua
 //! number argument of redis.call into text the same way ("15000", "0.1" as
-//! "0.10000000000000001").
+//! "0.10000000000000001"). Also `hex`: bytes as lowercase hex (digests, node ids).
 
 /// Formats like C's `printf("%.{precision}g", x)`.
 pub fn fmt_g(x: f64, precision: usize) -> String {
@@ -36,6 +36,17 @@ fn strip_zeros(s: &str) -> &str {
     } else {
         s
     }
+}
+
+
+/// `bytes` as lowercase hex, two digits each (digests, node ids, password hashes).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
 #[cfg(test)]

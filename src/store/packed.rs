@@ -222,35 +222,18 @@ impl Packed {
             *self = Packed::new_str(self.key(), value, self.deadline_ms());
             return;
         }
-        let old = self.size();
-        let klen = self.klen();
-        let size = STR_KEY + klen + value.len();
-        if size != old {
-            // SAFETY: the block was allocated with layout(old); size > 0.
-            let base = unsafe { realloc(self.0.as_ptr(), layout(old), size) };
-            let Some(base) = NonNull::new(base) else {
-                handle_alloc_error(layout(size))
-            };
-            self.0 = base;
-        }
-        // SAFETY: the block is `size` bytes now.
-        unsafe {
-            let base = self.0.as_ptr();
-            ptr::write_unaligned(base.add(PAYLOAD).cast::<u32>(), len_u32(value.len()));
-            ptr::copy_nonoverlapping(value.as_ptr(), base.add(STR_KEY + klen), value.len());
-        }
+        let at = self.set_str_len(value.len());
+        // SAFETY: `set_str_len` made the value `value.len()` bytes at `at`.
+        unsafe { ptr::copy_nonoverlapping(value.as_ptr(), at, value.len()) };
     }
 
-    /// Resizes a string value to `len` bytes, keeping its first bytes (bytes added are
-    /// zero, the padding SETRANGE writes), and returns it for writing: APPEND and
-    /// SETRANGE change a string in place, with no copy of the bytes they keep.
-    /// Panics on a collection block (callers check the kind first).
-    pub fn str_resize(&mut self, len: usize) -> &mut [u8] {
-        assert_eq!(self.kind(), KIND_STR, "str_resize of a collection");
+    /// Makes a string block's value `len` bytes long (realloc, in place while the size
+    /// class holds; the first bytes are kept, any added ones are uninitialised) and
+    /// returns where the value starts.
+    fn set_str_len(&mut self, len: usize) -> *mut u8 {
         let len32 = len_u32(len);
         let at = STR_KEY + self.klen();
-        let old_len = self.read_u32(PAYLOAD);
-        let (old, size) = (at + old_len, at + len);
+        let (old, size) = (self.size(), at + len);
         if size != old {
             // SAFETY: the block was allocated with layout(old); size > 0 (the header).
             let base = unsafe { realloc(self.0.as_ptr(), layout(old), size) };
@@ -263,10 +246,25 @@ impl Packed {
         unsafe {
             let base = self.0.as_ptr();
             ptr::write_unaligned(base.add(PAYLOAD).cast::<u32>(), len32);
+            base.add(at)
+        }
+    }
+
+    /// Resizes a string value to `len` bytes, keeping its first bytes (bytes added are
+    /// zero, the padding SETRANGE writes), and returns it for writing: APPEND and
+    /// SETRANGE change a string in place, with no copy of the bytes they keep.
+    /// Panics on a collection block (callers check the kind first).
+    pub fn str_resize(&mut self, len: usize) -> &mut [u8] {
+        assert_eq!(self.kind(), KIND_STR, "str_resize of a collection");
+        let old_len = self.read_u32(PAYLOAD);
+        let at = self.set_str_len(len);
+        // SAFETY: the value is `len` bytes at `at`; bytes past the old length are
+        // zeroed before the slice is made.
+        unsafe {
             if len > old_len {
-                ptr::write_bytes(base.add(old), 0, len - old_len);
+                ptr::write_bytes(at.add(old_len), 0, len - old_len);
             }
-            std::slice::from_raw_parts_mut(base.add(at), len)
+            std::slice::from_raw_parts_mut(at, len)
         }
     }
 
@@ -339,6 +337,17 @@ mod tests {
         assert!(matches!(p.value(), ValueRef::Str(b"0123456789abcdefghijkl")));
         assert_eq!(p.deadline_ms(), Some(7));
         assert!(p.is_expired(8) && !p.is_expired(7));
+    }
+
+    #[test]
+    fn str_resize_keeps_the_prefix_zero_fills_growth_and_shrinks() {
+        let mut p = Packed::new_str(b"key", b"abc", Some(9));
+        p.str_resize(6)[3..5].copy_from_slice(b"de");
+        assert!(matches!(p.value(), ValueRef::Str(b"abcde\0")));
+        assert_eq!(p.str_resize(2), b"ab");
+        assert!(matches!(p.value(), ValueRef::Str(b"ab")));
+        assert_eq!((p.key(), p.deadline_ms()), (&b"key"[..], Some(9)));
+        assert_eq!(p.block_size(), 17 + 3 + 2);
     }
 
     #[test]
