@@ -9,7 +9,7 @@
 //! Left out (refused with an error naming the rule): selectors `(...)`, read/write-only
 //! key patterns `%R~` / `%W~`, first-argument rules on plain commands (`+select|0`).
 
-use crate::commands::table::{self, cats, Spec, COMMANDS, SUBCOMMANDS};
+use crate::commands::command_table::{self, cats, Spec, COMMANDS, SUBCOMMANDS};
 use crate::glob;
 use crate::protocol::numfmt::hex;
 use bytes::Bytes;
@@ -39,7 +39,7 @@ pub struct User {
     sanitize: Option<bool>,
     /// SHA-256 of each password, in the order they were added.
     passwords: Vec<[u8; 32]>,
-    /// One bit per ACL id (commands, then subcommands: `table::acl_ids`).
+    /// One bit per ACL id (commands, then subcommands: `command_table::acl_ids`).
     allowed: Vec<u64>,
     /// The command rules start from +@all (else -@all).
     all_commands: bool,
@@ -70,7 +70,7 @@ impl User {
             nopass: false,
             sanitize: None,
             passwords: Vec::new(),
-            allowed: vec![0; table::acl_ids().div_ceil(64)],
+            allowed: vec![0; command_table::acl_ids().div_ceil(64)],
             all_commands: false,
             rules: Vec::new(),
             allkeys: false,
@@ -137,7 +137,7 @@ impl User {
         if self.unrestricted {
             return Ok(());
         }
-        if spec.flags & table::flags::NO_AUTH == 0 {
+        if spec.flags & command_table::flags::NO_AUTH == 0 {
             let id = spec.subcommand(args).map_or(spec.index, |s| s.id);
             if !self.bit(id) {
                 return Err(Denied::Command);
@@ -267,7 +267,7 @@ impl User {
         }
         self.unrestricted = self.allkeys
             && self.allchannels
-            && (0..table::acl_ids()).all(|id| self.bit(id));
+            && (0..command_table::acl_ids()).all(|id| self.bit(id));
         Ok(())
     }
 
@@ -314,7 +314,7 @@ impl User {
             return Ok(());
         }
         if let Some((parent, _)) = what.split_once('|') {
-            let spec = table::lookup(parent.as_bytes()).ok_or(UNKNOWN)?;
+            let spec = command_table::lookup(parent.as_bytes()).ok_or(UNKNOWN)?;
             if spec.subcommands.is_empty() {
                 return Err(RuleError(
                     "redlockd does not support first-argument rules on commands without subcommands",
@@ -329,7 +329,7 @@ impl User {
             self.note_rule(allow, what, false);
             return Ok(());
         }
-        let spec = table::lookup(what.as_bytes()).ok_or(UNKNOWN)?;
+        let spec = command_table::lookup(what.as_bytes()).ok_or(UNKNOWN)?;
         self.set_bit(spec.index, allow);
         for sub in spec.subcommands {
             self.set_bit(sub.id, allow);

@@ -14,7 +14,9 @@
 //! assert_eq!(&out[..], b"$-1\r\n+PONG\r\n");
 //! ```
 
-use crate::commands::{dispatch, ClientInfo, ClientState, Ctx, Shared};
+use crate::commands::{dispatch, Ctx};
+
+use crate::node::{ClientInfo, ClientState, Shared};
 use crate::config::Config;
 use crate::protocol::{encode, Reply};
 use crate::Clock;
@@ -121,7 +123,7 @@ impl Session {
                 std::task::Poll::Pending => unreachable!("a lone session waited for the gate"),
             }
         };
-        crate::commands::atomic::try_serve_blocked(&self.shared);
+        crate::commands::exec::gate::try_serve_blocked(&self.shared);
         // Nothing else runs while this session waits: a blocking command that would
         // wait answers as if its timeout had passed at once.
         if let Some(mut blocked) = self.client.blocked.take() {

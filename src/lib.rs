@@ -31,22 +31,20 @@ server! {
     pub mod clock;
     pub(crate) mod commands;
     pub mod config;
-    pub(crate) mod durable;
-    pub(crate) mod fence;
+    pub(crate) mod durability;
     pub(crate) mod glob;
     pub mod inmem;
-    pub(crate) mod memory;
+    pub(crate) mod alloc;
+    pub(crate) mod node;
     pub(crate) mod protocol;
-    pub(crate) mod restart;
     pub(crate) mod scripting;
     mod server;
     pub(crate) mod store;
     pub mod testing;
-    pub(crate) mod tokens;
 
     pub use clock::Clock;
     pub use config::{AuthClients, Config, ConfigError, DurationError, TlsConfig};
-    pub use server::{Server, ServerHandle};
+    pub use server::{Server, ServerHandle, StartError};
 }
 
 #[cfg(feature = "client")]

@@ -986,10 +986,10 @@ async fn the_redlock_client_authenticates_as_a_user() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlockd_lock_takes_a_user() {
-    use redlockd::redlock::flock::{run_lock_command, LockArgs};
+    use redlockd::redlock::flock::{run_lock_command, LockCommand};
     use std::time::Duration;
     let nodes = lock_nodes().await;
-    let args = |user: Option<&str>, nodes: Vec<String>| LockArgs {
+    let args = |user: Option<&str>, nodes: Vec<String>| LockCommand {
         nodes,
         tls_ca_cert_file: None,
         tls_cert_file: None,

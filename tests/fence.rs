@@ -24,7 +24,7 @@ async fn start_fenced() -> TestServer {
 }
 
 // Writes refused and reads allowed on keys that exist during the fence: unit tests
-// in src/fence.rs (they put keys in behind the fence's back).
+// in src/durability/fence.rs (they put keys in behind the fence's back).
 
 #[tokio::test]
 async fn the_fence_lifts_once_the_restart_delay_has_passed() {
@@ -195,7 +195,7 @@ async fn require_ttl_refuses_removing_a_ttl() {
 }
 
 /// A sorted-set STORE with an empty result only deletes its destination (one with a
-/// result is refused: unit test in src/fence.rs, as no sorted set can be made here).
+/// result is refused: unit test in src/durability/fence.rs, as no sorted set can be made here).
 #[tokio::test]
 async fn require_ttl_lets_empty_sorted_set_stores_delete() {
     let h = start_require_ttl().await;

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use redlockd::redlock::flock::{
-    run_lock_command, LockArgs, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_NOT_FOUND,
+    run_lock_command, LockCommand, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_NOT_FOUND,
     EXIT_UNAVAILABLE, EXIT_USAGE,
 };
 use redlockd::redlock::{Redlock, RedlockOptions};
@@ -14,8 +14,8 @@ use support::redis_server::{addrs, cluster, RedisNode};
 use support::TempPath;
 use tokio::time::{timeout, Instant};
 
-fn args(nodes: &[String], name: &str, command: &[&str]) -> LockArgs {
-    LockArgs {
+fn args(nodes: &[String], name: &str, command: &[&str]) -> LockCommand {
+    LockCommand {
         nodes: nodes.to_vec(),
         tls_ca_cert_file: None,
         tls_cert_file: None,

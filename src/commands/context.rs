@@ -1,8 +1,8 @@
 //! `Ctx`: one command's view of the server, the calling client and the time of the
 //! call.
 
-use super::clients::ClientState;
-use super::shared::Shared;
+use crate::node::clients::ClientState;
+use crate::node::shared::Shared;
 use crate::protocol::Reply;
 use crate::store::Db;
 use std::sync::atomic::Ordering;

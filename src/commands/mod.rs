@@ -2,49 +2,18 @@
 //! The network, Lua's redis.call and the in-memory door all reach a command through
 //! `run`: one implementation of every command.
 
-pub mod acl;
-pub mod atomic;
-pub mod cas;
-pub mod clients;
-pub mod connection;
+pub mod admin;
+pub mod command_table;
 pub mod context;
-pub mod debug;
-pub mod expire;
-pub mod faults;
-pub mod fencing;
-pub mod functions;
-pub mod keys;
-mod long_double;
-pub mod memory;
-pub mod ops;
-pub mod scripting;
-pub mod server;
-pub mod shared;
-pub mod stats;
-pub mod strings;
-pub mod table;
-mod typed;
+pub mod exec;
+pub mod families;
 
-pub mod blocking;
-pub mod hashes;
-pub mod lists;
-pub mod multi;
-pub mod pubsub;
-mod scan;
-pub mod sets;
-pub mod zalgebra;
-pub mod zranges;
-pub mod zsets;
-
-pub use clients::{ClientInfo, ClientState};
 pub use context::Ctx;
-pub use faults::NetState;
-pub use shared::Shared;
-pub use table::{lookup, Spec};
+pub use command_table::{lookup, Spec};
 
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
-use table::flags;
+use command_table::flags;
 
 /// What a handler returns: `Err` carries an error reply, so handlers can use `?`.
 pub type CmdResult = Result<Reply, Reply>;
@@ -61,20 +30,20 @@ pub async fn dispatch(ctx: &mut Ctx<'_>, args: &mut Vec<Bytes>) -> Reply {
         Err(e) => {
             // A refused EXEC still ends the transaction (Redis's execCommandAbort).
             if lookup(&args[0]).is_some_and(|s| s.name == "exec") {
-                return multi::exec_refused(ctx, e);
+                return exec::multi::exec_refused(ctx, e);
             }
-            multi::flag_failed(ctx);
+            exec::multi::flag_failed(ctx);
             return e;
         }
     };
-    if multi::queues(spec) {
-        if let Some(reply) = multi::queue(ctx, spec, args) {
+    if exec::multi::queues(spec) {
+        if let Some(reply) = exec::multi::queue(ctx, spec, args) {
             return reply;
         }
     }
-    match atomic::run(ctx, spec, &args[..]).await {
+    match exec::gate::run(ctx, spec, &args[..]).await {
         Ok(reply) => reply,
-        Err(busy) if spec.name == "exec" => multi::exec_refused(ctx, busy),
+        Err(busy) if spec.name == "exec" => exec::multi::exec_refused(ctx, busy),
         Err(busy) => busy,
     }
 }
@@ -90,7 +59,7 @@ fn check(ctx: &mut Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
     if !ctx.client.authed && spec.flags & flags::NO_AUTH == 0 {
         return Err(Reply::error(errors::NOAUTH));
     }
-    acl::check(ctx, spec, args, acl::Context::Toplevel)?;
+    admin::acl_command::check(ctx, spec, args, admin::acl_command::Context::Toplevel)?;
     if ctx.client.resp2_subscribed() && spec.flags & flags::PUBSUB == 0 {
         return Err(Reply::error(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -98,7 +67,7 @@ fn check(ctx: &mut Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
         )));
     }
     if may_grow_memory(ctx, spec) && ctx.shared.over_maxmemory() {
-        (ctx.shared.stats).record_rejected(spec.index, stats::Refusal::Oom);
+        (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::Oom);
         return Err(Reply::error(errors::OOM));
     }
     Ok(spec)
@@ -143,7 +112,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         if let Err(e) = ctx.shared.fence.check_write(ctx.now_ms) {
             ctx.shared
                 .stats
-                .record_rejected(spec.index, stats::Refusal::Fence);
+                .record_rejected(spec.index, crate::node::stats::Refusal::Fence);
             return e;
         }
     }

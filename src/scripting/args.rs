@@ -3,7 +3,7 @@
 //! got no value)`, raised at the caller's line as `luaL_error` does.
 
 use super::lua_errors::raise_lua;
-use super::numfmt;
+use super::lua_numfmt;
 use mlua::{Lua, Value};
 
 /// The type name Lua's argument errors use: "no value" past the last argument.
@@ -43,7 +43,7 @@ pub(super) fn check_number(lua: &Lua, args: &[Value], i: usize, f: &str) -> mlua
 
 /// `luaL_checkinteger`: a number truncated as C's cast does.
 pub(super) fn check_integer(lua: &Lua, args: &[Value], i: usize, f: &str) -> mlua::Result<i64> {
-    check_number(lua, args, i, f).map(numfmt::c_trunc)
+    check_number(lua, args, i, f).map(lua_numfmt::c_trunc)
 }
 
 /// `luaL_optinteger`: nil or absent gives `default`.
@@ -64,8 +64,8 @@ pub(super) fn opt_integer(
 pub(super) fn check_bytes(lua: &Lua, args: &[Value], i: usize, f: &str) -> mlua::Result<Vec<u8>> {
     match args.get(i) {
         Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
-        Some(Value::Integer(n)) => Ok(numfmt::lua_number(*n as f64).into_bytes()),
-        Some(Value::Number(n)) => Ok(numfmt::lua_number(*n).into_bytes()),
+        Some(Value::Integer(n)) => Ok(lua_numfmt::lua_number(*n as f64).into_bytes()),
+        Some(Value::Number(n)) => Ok(lua_numfmt::lua_number(*n).into_bytes()),
         _ => Err(type_error(lua, args, i, f, "string")),
     }
 }

@@ -12,7 +12,7 @@
 use super::args::{arg_error, check_integer};
 use super::cjson_decode;
 use super::lua_errors::raise_lua;
-use super::numfmt;
+use super::lua_numfmt;
 use mlua::{Function, LightUserData, Lua, MultiValue, Table, Value};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -239,8 +239,8 @@ fn enum_option(
         Some(v) => {
             let text = match v {
                 Value::String(s) => s.as_bytes().to_vec(),
-                Value::Integer(n) => numfmt::lua_number(*n as f64).into_bytes(),
-                Value::Number(n) => numfmt::lua_number(*n).into_bytes(),
+                Value::Integer(n) => lua_numfmt::lua_number(*n as f64).into_bytes(),
+                Value::Number(n) => lua_numfmt::lua_number(*n).into_bytes(),
                 other => {
                     let msg = format!("string expected, got {}", other.type_name());
                     return Err(arg_error(lua, i + 1, name, &msg));
@@ -422,7 +422,7 @@ fn array_length(lua: &Lua, cfg: &Config, t: &Table, v: &Value) -> mlua::Result<O
         }
         // C keeps the max in an int.
         if k > max as f64 {
-            max = numfmt::c_trunc(k) as i32 as i64;
+            max = lua_numfmt::c_trunc(k) as i32 as i64;
         }
         items += 1;
     }
@@ -454,7 +454,7 @@ fn encode_number(
         }
         _ => {}
     }
-    out.extend_from_slice(numfmt::fmt_g(n, cfg.number_precision as usize).as_bytes());
+    out.extend_from_slice(lua_numfmt::fmt_g(n, cfg.number_precision as usize).as_bytes());
     Ok(())
 }
 

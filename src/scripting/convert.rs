@@ -7,7 +7,7 @@
 //! `{map=}`, `{set=}`, `{double=}` become RESP3 types (the encoder downgrades them for
 //! RESP2 callers).
 
-use super::numfmt;
+use super::lua_numfmt;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use mlua::{ffi, Table, Value};
@@ -123,7 +123,7 @@ pub unsafe fn push_reply(state: *mut ffi::lua_State, r: &Reply, resp3: bool) {
                 ffi::lua_pushnumber(state, *d);
                 ffi::lua_setfield(state, -2, c"double".as_ptr());
             } else {
-                push_bytes(state, numfmt::fmt_g(*d, 17).as_bytes())
+                push_bytes(state, lua_numfmt::fmt_g(*d, 17).as_bytes())
             }
         }
         Reply::Bool(b) => {
@@ -228,7 +228,7 @@ fn scalar(v: Scalar, resp3: bool) -> Reply {
         Scalar::Bool(b) if resp3 => Reply::Bool(b),
         Scalar::Bool(true) => Reply::Integer(1),
         Scalar::Bool(false) => Reply::Null,
-        Scalar::Number(n) => Reply::Integer(numfmt::c_trunc(n)),
+        Scalar::Number(n) => Reply::Integer(lua_numfmt::c_trunc(n)),
         Scalar::Str(s) => Reply::Bulk(Bytes::copy_from_slice(s)),
     }
 }

@@ -47,7 +47,7 @@ pub(super) const USER_SCRIPT: &str = "@user_script";
 pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
 /// The version scripts see in redis.REDIS_VERSION (same as INFO).
-pub(super) const VERSION: &str = crate::commands::connection::REDIS_VERSION;
+pub(super) const VERSION: &str = crate::commands::admin::session::REDIS_VERSION;
 
 pub struct Vm {
     lua: Lua,

@@ -89,7 +89,7 @@ pub(super) fn tick(slot: &RunSlot) {
     // on its thread; only the shared server state is read.
     let shared = unsafe { (*slot.ctx).shared };
     if run.check_slow(&shared.clock) {
-        without_core(|| crate::commands::atomic::script_turned_busy(shared));
+        without_core(|| crate::commands::exec::gate::script_turned_busy(shared));
     }
 }
 
@@ -145,7 +145,7 @@ fn leave_worker(leaving: &Leaving) {
 /// nudge to wake: the script holds the only one, and the hook's `tick` is what hands
 /// the core over. The watcher would only cost a wake-up a millisecond (measured: ~1% of
 /// the server's CPU under EVALSHA load, and the context switches it forces).
-pub(crate) fn spawn_watch(shared: &Arc<crate::commands::Shared>) -> std::io::Result<()> {
+pub(crate) fn spawn_watch(shared: &Arc<crate::node::Shared>) -> std::io::Result<()> {
     let Some(runtime) = multi_thread() else {
         return Ok(());
     };
@@ -163,7 +163,7 @@ pub(crate) fn spawn_watch(shared: &Arc<crate::commands::Shared>) -> std::io::Res
 /// for a second), if one script run has lasted past `LEAVE_AFTER`, spawns an empty task
 /// from outside the runtime so that a parked worker wakes and drives I/O (cause 1 in
 /// the module comment). Ends with the server.
-fn watch(shared: std::sync::Weak<crate::commands::Shared>, runtime: tokio::runtime::Handle) {
+fn watch(shared: std::sync::Weak<crate::node::Shared>, runtime: tokio::runtime::Handle) {
     let mut idle_polls = 0u32;
     let mut last_tick = u64::MAX;
     // The run (`Running::run`) nudged last.

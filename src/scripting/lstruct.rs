@@ -219,7 +219,7 @@ fn pack(lua: &Lua, args: &[Value]) -> mlua::Result<mlua::String> {
 /// straight to `unsigned long`; bytes past the eighth are zero.
 fn put_integer(n: f64, endian: Endian, size: usize, out: &mut Vec<u8>) {
     let mut value: u64 = if n < 0.0 {
-        super::numfmt::c_trunc(n) as u64
+        super::lua_numfmt::c_trunc(n) as u64
     } else {
         c_to_u64(n)
     };
@@ -245,7 +245,7 @@ fn c_to_u64(x: f64) -> u64 {
     if x < TWO_63 {
         x as u64
     } else {
-        let low = super::numfmt::c_trunc(x - TWO_63) as u64;
+        let low = super::lua_numfmt::c_trunc(x - TWO_63) as u64;
         low ^ (1 << 63)
     }
 }
@@ -324,7 +324,7 @@ fn unpack(lua: &Lua, args: &[Value]) -> mlua::Result<MultiValue> {
                         return Err(raise_lua(lua, "format 'c0' needs a previous size"));
                     };
                     out.pop();
-                    size = super::numfmt::c_trunc(n) as u64 as usize;
+                    size = super::lua_numfmt::c_trunc(n) as u64 as usize;
                     if !(size <= ld && pos <= ld - size) {
                         return Err(too_short(lua));
                     }

@@ -22,7 +22,7 @@ mod limit;
 mod long_run;
 pub(crate) use long_run::spawn_watch as spawn_long_run_watch;
 mod lstruct;
-mod numfmt;
+mod lua_numfmt;
 mod redis_api;
 mod sandbox;
 

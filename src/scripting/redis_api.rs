@@ -5,8 +5,8 @@ use super::convert;
 use super::engine::RunSlot;
 use super::limit::unlimited_raw;
 use super::lua_errors::raise_reply;
-use super::numfmt;
-use crate::commands::{self, table::flags};
+use super::lua_numfmt;
+use crate::commands::{self, command_table::flags};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use mlua::{ffi, Function, Lua, Value, Variadic};
@@ -195,7 +195,7 @@ fn number_arg(n: f64) -> Bytes {
     if n.fract() == 0.0 && n.abs() < 1e17 && !(n == 0.0 && n.is_sign_negative()) {
         Bytes::from(itoa::Buffer::new().format(n as i64).to_owned())
     } else {
-        Bytes::from(numfmt::fmt_g(n, 17))
+        Bytes::from(lua_numfmt::fmt_g(n, 17))
     }
 }
 
@@ -218,7 +218,7 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
         let ctx = unsafe { &mut *slot.ctx };
         // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
         if let Err(Reply::Error(e)) =
-            commands::acl::check(ctx, spec, argv, commands::acl::Context::Script)
+            commands::admin::acl_command::check(ctx, spec, argv, commands::admin::acl_command::Context::Script)
         {
             return Err(String::from_utf8_lossy(&e).into_owned());
         }
@@ -242,7 +242,7 @@ pub(super) fn sha1hex(lua: &Lua, args: Variadic<Value>) -> mlua::Result<Value> {
     let text = match args.first() {
         Some(Value::String(s)) if args.len() == 1 => s.as_bytes().to_vec(),
         Some(Value::Integer(i)) if args.len() == 1 => i.to_string().into_bytes(),
-        Some(Value::Number(n)) if args.len() == 1 => numfmt::lua_number(*n).into_bytes(),
+        Some(Value::Number(n)) if args.len() == 1 => lua_numfmt::lua_number(*n).into_bytes(),
         _ => return Err(raise_reply("ERR wrong number of arguments")),
     };
     Ok(Value::String(lua.create_string(super::sha1hex(&text))?))
@@ -264,7 +264,7 @@ pub(super) fn log(_: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
         let part = match v {
             Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
             Value::Integer(i) => i.to_string(),
-            Value::Number(n) => numfmt::lua_number(*n),
+            Value::Number(n) => lua_numfmt::lua_number(*n),
             _ => continue,
         };
         if !msg.is_empty() {

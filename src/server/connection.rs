@@ -3,9 +3,10 @@
 //! Generic over the byte stream: a plain TCP connection and a TLS one (already past
 //! its handshake) run the same loop.
 
-use crate::commands::blocking::{Blocked, Waiter};
-use crate::commands::pubsub::{Message, Subscriber};
-use crate::commands::{dispatch, table, ClientInfo, ClientState, Ctx, NetState, Shared};
+use crate::commands::exec::blocking::{Blocked, Waiter};
+use crate::commands::families::pubsub::{Message, Subscriber};
+use crate::commands::{dispatch, command_table, Ctx};
+use crate::node::{ClientInfo, ClientState, NetState, Shared};
 use crate::protocol::{encode, errors, parse_request_into, Limits, Reply};
 use bytes::BytesMut;
 use std::future::Future;
@@ -60,7 +61,7 @@ pub(super) async fn serve<S: Stream>(
         tracing::debug!(client = id, "connection ended: {e}");
     }
     shared.pubsub.forget(id, &mut client.pubsub);
-    crate::commands::multi::forget(&shared, &mut client);
+    crate::commands::exec::multi::forget(&shared, &mut client);
     shared.clients.remove(&id);
     shared.connections.fetch_sub(1, Ordering::Relaxed);
     shared.faults.connection_gone(&info);
@@ -140,7 +141,7 @@ async fn run<S: Stream>(
                         // Wake BLPOP waiters on keys this command pushed to, queue
                         // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
                         // to oneself), and wait here if the command blocked.
-                        crate::commands::atomic::serve_blocked(shared).await;
+                        crate::commands::exec::gate::serve_blocked(shared).await;
                         take_messages(&mut messages, &subscriber, client.proto, &mut wbuf);
                         if let Some(blocked) = client.blocked.take() {
                             // Waiting is not executing (`set_net` must not wait for it).
@@ -308,7 +309,7 @@ fn prefetch_keys(shared: &Shared, client: &ClientState, rbuf: &[u8], limits: &Li
     let mut hashes = [0u64; PREFETCH_AHEAD];
     let mut keyed = 0;
     for &(cmd, key) in &batch[..n] {
-        if !key.is_empty() && table::lookup(cmd).is_some_and(|s| s.first_key == 1) {
+        if !key.is_empty() && command_table::lookup(cmd).is_some_and(|s| s.first_key == 1) {
             hashes[keyed] = db.prefetch_slots(key);
             keyed += 1;
         }

@@ -2,8 +2,9 @@
 //! of a lock service asks first. A tiny HTTP/1.0-style responder: one request per
 //! connection, bounded in size and time, so a scraper can never hold resources.
 
-use crate::commands::stats::CommandTotals;
-use crate::commands::{table, Shared};
+use crate::node::stats::CommandTotals;
+use crate::commands::command_table;
+use crate::node::Shared;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -111,7 +112,7 @@ pub(crate) fn render(shared: &Shared) -> String {
     let mut out = Exposition(String::with_capacity(16 * 1024));
     let stats = &shared.stats;
     let locks = &stats.locks;
-    let commands = || table::COMMANDS.iter().map(|s| (s, stats.command(s.index)));
+    let commands = || command_table::COMMANDS.iter().map(|s| (s, stats.command(s.index)));
 
     out.single(
         "redlockd_lock_grants_total",
@@ -164,7 +165,7 @@ pub(crate) fn render(shared: &Shared) -> String {
         "redlockd_used_memory_bytes",
         "gauge",
         "Bytes allocated (INFO used_memory).",
-        crate::memory::used_memory(),
+        crate::alloc::used_memory(),
     );
     out.single(
         "redlockd_maxmemory_bytes",

@@ -1,51 +1,77 @@
-//! The network side: the listener, one task per connection, the expiry sweeper, and
+//! The network side: the listener, one task per connection, and
 //! shutdown. `Server::start` is the library's entry point.
 
 mod connection;
 mod metrics;
-mod tls;
+mod tls_accept;
 
-use crate::commands::{NetState, Shared};
+use crate::node::{NetState, Shared};
 use crate::config::{Config, ConfigError};
 use crate::Clock;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use std::task::Poll;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 
-/// How often the real-clock sweeper looks for due deadlines. With a manual clock the
-/// sweep runs inside every `advance` instead. A key goes at most this plus one slot of
-/// the expiry index (16 ms) after its deadline.
-const SWEEP_INTERVAL: Duration = Duration::from_millis(50);
-
-/// Due index entries handled per hold of the keyspace gate: a script or EXEC waiting
-/// for the gate waits for one slice (a few ms), not for a whole mass expiry.
-const SWEEP_SLICE: usize = 20_000;
-
-/// Keys reclaimed by a burst of expiry after which freed heap is handed back to the
-/// kernel (glibc keeps small freed chunks otherwise).
-const TRIM_AFTER_KEYS: usize = 10_000;
-
 pub struct Server;
+
+/// Why [`Server::start`] did not start a node.
+#[derive(Debug)]
+pub enum StartError {
+    /// A setting that cannot work: a flag, a certificate or the ACL file. Fix the
+    /// configuration.
+    Config(ConfigError),
+    /// Anything else: the port is taken, the data directory is in use or unreadable...
+    Io(io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => e.fmt(f),
+            StartError::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Config(e) => Some(e),
+            StartError::Io(e) => Some(e),
+        }
+    }
+}
+
+impl From<ConfigError> for StartError {
+    fn from(e: ConfigError) -> StartError {
+        StartError::Config(e)
+    }
+}
+
+impl From<io::Error> for StartError {
+    fn from(e: io::Error) -> StartError {
+        StartError::Io(e)
+    }
+}
 
 impl Server {
     /// Binds, starts serving in the background on the current tokio runtime, and
     /// returns a handle with the bound address (port 0 picks a free port).
-    pub async fn start(mut config: Config) -> io::Result<ServerHandle> {
-        let bad = |e: ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e);
-        config.validate().map_err(bad)?;
+    pub async fn start(mut config: Config) -> Result<ServerHandle, StartError> {
+        config.validate()?;
         // The certificates are read before anything listens: a bad file stops the start.
-        let tls = config.tls.as_ref().map(tls::load).transpose().map_err(bad)?;
+        let tls = config.tls.as_ref().map(tls_accept::load).transpose()?;
         // So are the ACL users: a bad line stops the start, naming the line.
         let acl_users = match &config.aclfile {
             Some(path) => Some(
                 crate::acl::read_file(path)
                     .and_then(|users| crate::acl::check_file_with_requirepass(&config, users))
-                    .map_err(|e| bad(ConfigError::Acl(e)))?,
+                    .map_err(ConfigError::Acl)?,
             ),
             None => None,
         };
@@ -67,13 +93,13 @@ impl Server {
             tracing::info!(users = users.len(), "ACL users loaded");
             shared.acl.load(users);
         }
-        crate::memory::mark_startup();
+        crate::alloc::mark_startup();
         log_fence(&shared, addr);
         if let Some(at) = tls_addr {
             tracing::info!(addr = %at, "listening for TLS");
         }
         announce_fence_end(&shared);
-        install_manual_sweep(&shared);
+        crate::node::sweeper::install_manual_sweep(&shared);
         let metrics_addr = match shared.config.metrics_addr {
             Some(at) => {
                 let metrics = TcpListener::bind(at).await?;
@@ -85,7 +111,7 @@ impl Server {
             None => None,
         };
         let accept = tokio::spawn(accept_loop(listeners, shared.clone()));
-        spawn_sweeper(&shared)?;
+        crate::node::sweeper::spawn_sweeper(&shared)?;
         crate::scripting::spawn_long_run_watch(&shared)?;
         Ok(ServerHandle {
             addr,
@@ -101,7 +127,7 @@ fn log_fence(shared: &Shared, addr: SocketAddr) {
     let fence = &shared.fence;
     let now = shared.clock.now_ms();
     let left = fence.remaining_ms(now);
-    if left == 0 && *shared.last_boot.lock() == crate::restart::BootKind::Snapshot {
+    if left == 0 && *shared.last_boot.lock() == crate::durability::restart::BootKind::Snapshot {
         tracing::info!(%addr, max_ttl_ms = fence.max_ttl_ms(), "listening; clean restart: no restart fence");
     } else if left == 0 {
         tracing::info!(
@@ -140,94 +166,6 @@ fn announce_fence_end(shared: &Arc<Shared>) {
     });
 }
 
-/// With a manual clock, expired keys are reclaimed inside every `advance`, so a test
-/// sees them gone (DBSIZE, INFO keyspace) as soon as `advance` returns.
-fn install_manual_sweep(shared: &Arc<Shared>) {
-    if !shared.clock.is_manual() {
-        return;
-    }
-    let weak = Arc::downgrade(shared);
-    shared.clock.on_advance(move || {
-        if let Some(shared) = weak.upgrade() {
-            sweep(&shared);
-        }
-    });
-}
-
-/// One active-expiry pass: files the deadlines written since the last pass, then
-/// removes the keys whose deadlines are due, in slices (`SWEEP_SLICE`). Returns how
-/// many keys went.
-fn sweep(shared: &Shared) -> usize {
-    let dbs = shared.keyspace.dbs();
-    // Filed even while active expiry is off, so the pending lists stay short.
-    dbs.iter().for_each(|db| db.file_pending());
-    if !shared.active_expire.load(Ordering::Relaxed) {
-        return 0;
-    }
-    let mut total = 0;
-    for db in dbs {
-        loop {
-            // A script holds the gate exclusively and sees time frozen at its start:
-            // keys must not vanish under it, so the sweep waits for the next pass.
-            let Some(gate) = crate::commands::atomic::try_shared(shared) else {
-                return total;
-            };
-            let (n, more) = db.reclaim_due(shared.clock.now_ms(), SWEEP_SLICE);
-            drop(gate);
-            total += n;
-            shared
-                .stats
-                .expired_keys
-                .fetch_add(n as u64, Ordering::Relaxed);
-            if !more {
-                break;
-            }
-        }
-    }
-    total
-}
-
-/// The real-clock sweeper: a thread of its own, so a mass expiry never runs on an
-/// async worker (a full scan there stalled every connection of that worker). Idle, it
-/// wakes every `SWEEP_INTERVAL` to find nothing due: no work per key.
-fn spawn_sweeper(shared: &Arc<Shared>) -> io::Result<()> {
-    if shared.clock.is_manual() {
-        return Ok(());
-    }
-    let weak = Arc::downgrade(shared);
-    std::thread::Builder::new()
-        .name("redlockd-expiry".into())
-        .spawn(move || sweeper(weak))?;
-    Ok(())
-}
-
-fn sweeper(shared: Weak<Shared>) {
-    let mut round = 0usize;
-    let mut freed = 0usize;
-    loop {
-        std::thread::sleep(SWEEP_INTERVAL);
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        if shared.shutting_down.load(Ordering::SeqCst) {
-            return;
-        }
-        let n = sweep(&shared);
-        // Tables emptied by DEL rather than expiry: one database's shards per tick.
-        let dbs = shared.keyspace.dbs();
-        if !dbs.is_empty() {
-            freed += dbs[round % dbs.len()].shrink_sparse_shards();
-            round = round.wrapping_add(1);
-        }
-        freed += n;
-        if n == 0 && freed >= TRIM_AFTER_KEYS {
-            crate::memory::trim();
-            freed = 0;
-        }
-        crate::memory::used_memory(); // keeps the peak current
-    }
-}
-
 /// The listen backlog. The kernel caps it at net.core.somaxconn (4096 on current
 /// Linux, 128 on old ones).
 ///
@@ -261,11 +199,11 @@ struct Listener {
     addr: SocketAddr,
     /// `None` while a fault control has the node off the network.
     socket: Option<TcpListener>,
-    tls: Option<tls::Tls>,
+    tls: Option<tls_accept::Tls>,
 }
 
 impl Listener {
-    fn bind(addr: SocketAddr, tls: Option<tls::Tls>) -> io::Result<Listener> {
+    fn bind(addr: SocketAddr, tls: Option<tls_accept::Tls>) -> io::Result<Listener> {
         let socket = listen(addr)?;
         Ok(Listener {
             addr: socket.local_addr()?,
@@ -287,7 +225,7 @@ impl Listener {
         let laddr = stream.local_addr().unwrap_or(peer);
         match &self.tls {
             None => connections.spawn(connection::serve(shared.clone(), stream, peer, laddr)),
-            Some(tls) => connections.spawn(tls::serve(
+            Some(tls) => connections.spawn(tls_accept::serve(
                 shared.clone(),
                 tls.clone(),
                 stream,
@@ -415,7 +353,7 @@ fn save_snapshot(shared: &Shared, drained: bool) {
         );
         return;
     }
-    if let Err(e) = crate::restart::save(shared) {
+    if let Err(e) = crate::durability::restart::save(shared) {
         tracing::error!(
             "cannot write the shutdown snapshot: {e}; the next boot raises the restart fence"
         );

@@ -1,7 +1,7 @@
 use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::packed::Packed;
 use super::siphash::siphash;
-use super::table::Table;
+use super::shard_table::Table;
 use super::watch::{WatchFlag, Watched};
 use super::{Entry, ValueRef};
 use bytes::Bytes;
@@ -677,7 +677,7 @@ impl Keyspace {
     /// freed heap handed back to the kernel.
     pub fn flush_all(&self) {
         self.dbs.iter().for_each(Db::clear);
-        crate::memory::trim_soon();
+        crate::alloc::trim_soon();
     }
 }
 

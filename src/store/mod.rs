@@ -7,9 +7,8 @@ mod expiry;
 mod packed;
 mod set;
 mod siphash;
-mod table;
-pub mod snapshot;
-mod value;
+mod shard_table;
+pub(crate) mod value;
 mod watch;
 mod zset;
 

@@ -13,7 +13,7 @@
 //! - a string: `[13..17)` the value's length, then the key, then the value bytes;
 //!   a collection: `[13..21)` a pointer to its boxed collection, then the key.
 
-use super::value::{Entry, Value, ValueMut, ValueRef};
+use super::value::{tag, Entry, Value, ValueMut, ValueRef};
 use super::{Set, ZSet};
 use bytes::Bytes;
 use std::alloc::{alloc, dealloc, handle_alloc_error, realloc, Layout};
@@ -26,11 +26,6 @@ const PAYLOAD: usize = 13;
 const STR_KEY: usize = 17;
 const COLL_KEY: usize = 21;
 
-const KIND_STR: u8 = 0;
-const KIND_HASH: u8 = 1;
-const KIND_LIST: u8 = 2;
-const KIND_SET: u8 = 3;
-const KIND_ZSET: u8 = 4;
 const KIND_MASK: u8 = 0x7;
 const HAS_DEADLINE: u8 = 0x80;
 
@@ -56,10 +51,10 @@ impl Packed {
     pub fn new(key: &[u8], value: Value, deadline_ms: Option<u64>) -> Packed {
         let (kind, coll): (u8, *mut u8) = match value {
             Value::Str(s) => return Packed::new_str(key, &s, deadline_ms),
-            Value::Hash(h) => (KIND_HASH, Box::into_raw(h).cast()),
-            Value::List(l) => (KIND_LIST, Box::into_raw(Box::new(l)).cast()),
-            Value::Set(s) => (KIND_SET, Box::into_raw(s).cast()),
-            Value::ZSet(z) => (KIND_ZSET, Box::into_raw(z).cast()),
+            Value::Hash(h) => (tag::HASH, Box::into_raw(h).cast()),
+            Value::List(l) => (tag::LIST, Box::into_raw(Box::new(l)).cast()),
+            Value::Set(s) => (tag::SET, Box::into_raw(s).cast()),
+            Value::ZSet(z) => (tag::ZSET, Box::into_raw(z).cast()),
         };
         let size = COLL_KEY + key.len();
         let p = Packed::alloc_header(size, kind, key.len(), deadline_ms);
@@ -73,7 +68,7 @@ impl Packed {
 
     pub fn new_str(key: &[u8], value: &[u8], deadline_ms: Option<u64>) -> Packed {
         let size = STR_KEY + key.len() + value.len();
-        let p = Packed::alloc_header(size, KIND_STR, key.len(), deadline_ms);
+        let p = Packed::alloc_header(size, tag::STR, key.len(), deadline_ms);
         // SAFETY: the block is `size` bytes: header, key, value.
         unsafe {
             let base = p.0.as_ptr();
@@ -121,7 +116,7 @@ impl Packed {
     }
 
     fn key_offset(&self) -> usize {
-        if self.kind() == KIND_STR {
+        if self.kind() == tag::STR {
             STR_KEY
         } else {
             COLL_KEY
@@ -130,7 +125,7 @@ impl Packed {
 
     /// The block's size, as allocated.
     fn size(&self) -> usize {
-        if self.kind() == KIND_STR {
+        if self.kind() == tag::STR {
             STR_KEY + self.klen() + self.read_u32(PAYLOAD)
         } else {
             COLL_KEY + self.klen()
@@ -140,14 +135,14 @@ impl Packed {
     /// The collection's pointer. Only for a collection block: a string block of a
     /// short key and value ends before the pointer's 8 bytes would.
     fn coll(&self) -> *mut u8 {
-        debug_assert_ne!(self.kind(), KIND_STR);
+        debug_assert_ne!(self.kind(), tag::STR);
         // SAFETY: a collection block holds its pointer at PAYLOAD.
         unsafe { ptr::read_unaligned(self.0.as_ptr().add(PAYLOAD).cast::<*mut u8>()) }
     }
 
     /// Starts loading the block (its header and the key's first bytes).
     pub fn prefetch(&self) {
-        super::table::prefetch(self.0.as_ptr());
+        super::shard_table::prefetch(self.0.as_ptr());
     }
 
     pub fn key(&self) -> &[u8] {
@@ -183,32 +178,32 @@ impl Packed {
         // Box::into_raw of that type and is owned by this block.
         unsafe {
             match self.kind() {
-                KIND_STR => {
+                tag::STR => {
                     let at = STR_KEY + self.klen();
                     ValueRef::Str(std::slice::from_raw_parts(
                         self.0.as_ptr().add(at),
                         self.read_u32(PAYLOAD),
                     ))
                 }
-                KIND_HASH => ValueRef::Hash(&*self.coll().cast::<HashMap<Bytes, Bytes>>()),
-                KIND_LIST => ValueRef::List(&*self.coll().cast::<VecDeque<Bytes>>()),
-                KIND_SET => ValueRef::Set(&*self.coll().cast::<Set>()),
+                tag::HASH => ValueRef::Hash(&*self.coll().cast::<HashMap<Bytes, Bytes>>()),
+                tag::LIST => ValueRef::List(&*self.coll().cast::<VecDeque<Bytes>>()),
+                tag::SET => ValueRef::Set(&*self.coll().cast::<Set>()),
                 _ => ValueRef::ZSet(&*self.coll().cast::<ZSet>()),
             }
         }
     }
 
     pub fn value_mut(&mut self) -> ValueMut<'_> {
-        if self.kind() == KIND_STR {
+        if self.kind() == tag::STR {
             return ValueMut::Str;
         }
         let c = self.coll();
         // SAFETY: as in `value`; `&mut self` makes the borrow exclusive.
         unsafe {
             match self.kind() {
-                KIND_HASH => ValueMut::Hash(&mut *c.cast::<HashMap<Bytes, Bytes>>()),
-                KIND_LIST => ValueMut::List(&mut *c.cast::<VecDeque<Bytes>>()),
-                KIND_SET => ValueMut::Set(&mut *c.cast::<Set>()),
+                tag::HASH => ValueMut::Hash(&mut *c.cast::<HashMap<Bytes, Bytes>>()),
+                tag::LIST => ValueMut::List(&mut *c.cast::<VecDeque<Bytes>>()),
+                tag::SET => ValueMut::Set(&mut *c.cast::<Set>()),
                 _ => ValueMut::ZSet(&mut *c.cast::<ZSet>()),
             }
         }
@@ -218,7 +213,7 @@ impl Packed {
     /// (a collection is dropped). A string replacing a string reuses the block
     /// (realloc, in place while the size class holds).
     pub fn set_str(&mut self, value: &[u8]) {
-        if self.kind() != KIND_STR {
+        if self.kind() != tag::STR {
             *self = Packed::new_str(self.key(), value, self.deadline_ms());
             return;
         }
@@ -255,7 +250,7 @@ impl Packed {
     /// SETRANGE change a string in place, with no copy of the bytes they keep.
     /// Panics on a collection block (callers check the kind first).
     pub fn str_resize(&mut self, len: usize) -> &mut [u8] {
-        assert_eq!(self.kind(), KIND_STR, "str_resize of a collection");
+        assert_eq!(self.kind(), tag::STR, "str_resize of a collection");
         let old_len = self.read_u32(PAYLOAD);
         let at = self.set_str_len(len);
         // SAFETY: the value is `len` bytes at `at`; bytes past the old length are
@@ -275,13 +270,13 @@ impl Packed {
         // and `self` is forgotten after its block is freed, so nothing drops twice.
         let value = unsafe {
             match self.kind() {
-                KIND_STR => match self.value() {
+                tag::STR => match self.value() {
                     ValueRef::Str(s) => Value::Str(Bytes::copy_from_slice(s)),
                     _ => unreachable!(),
                 },
-                KIND_HASH => Value::Hash(Box::from_raw(self.coll().cast())),
-                KIND_LIST => Value::List(*Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
-                KIND_SET => Value::Set(Box::from_raw(self.coll().cast())),
+                tag::HASH => Value::Hash(Box::from_raw(self.coll().cast())),
+                tag::LIST => Value::List(*Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
+                tag::SET => Value::Set(Box::from_raw(self.coll().cast())),
                 _ => Value::ZSet(Box::from_raw(self.coll().cast())),
             }
         };
@@ -303,10 +298,10 @@ impl Drop for Packed {
         // block was allocated with layout(size).
         unsafe {
             match self.kind() {
-                KIND_STR => {}
-                KIND_HASH => drop(Box::from_raw(self.coll().cast::<HashMap<Bytes, Bytes>>())),
-                KIND_LIST => drop(Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
-                KIND_SET => drop(Box::from_raw(self.coll().cast::<Set>())),
+                tag::STR => {}
+                tag::HASH => drop(Box::from_raw(self.coll().cast::<HashMap<Bytes, Bytes>>())),
+                tag::LIST => drop(Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
+                tag::SET => drop(Box::from_raw(self.coll().cast::<Set>())),
                 _ => drop(Box::from_raw(self.coll().cast::<ZSet>())),
             }
             dealloc(self.0.as_ptr(), layout(self.size()));

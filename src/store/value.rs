@@ -2,6 +2,17 @@ use super::{Set, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 
+/// The one-byte type tags of a value, shared by the in-memory entry (`packed.rs`, in
+/// its tag byte) and the snapshot file (`durability::snapshot`). The numbers are part
+/// of the snapshot format: never renumber them.
+pub mod tag {
+    pub const STR: u8 = 0;
+    pub const HASH: u8 = 1;
+    pub const LIST: u8 = 2;
+    pub const SET: u8 = 3;
+    pub const ZSET: u8 = 4;
+}
+
 /// What a key holds, owned: what commands build to store and what `Db::take` hands
 /// back. The store keeps it packed (`packed.rs`): a string's bytes inline in the
 /// entry's one heap block, a collection behind a pointer in it.

@@ -13,9 +13,9 @@
 //! # }
 //! ```
 
-use crate::commands::{NetState, Shared};
+use crate::node::{NetState, Shared};
 use crate::config::Config;
-use crate::restart::BootKind;
+use crate::durability::restart::BootKind;
 use crate::server::{Server, ServerHandle};
 use crate::Clock;
 use std::net::SocketAddr;
@@ -176,9 +176,9 @@ impl TestServer {
     pub fn restart_clean(&self) -> bool {
         let shared = self.shared();
         // Nothing may run between the save and the restore: it would be forgotten.
-        let _exclusive = crate::commands::atomic::hold_exclusive_for_test_control(shared);
+        let _exclusive = crate::commands::exec::gate::hold_exclusive_for_test_control(shared);
         shared.kill_clients();
-        if let Err(e) = crate::restart::save(shared) {
+        if let Err(e) = crate::durability::restart::save(shared) {
             tracing::error!("test restart_clean: cannot save: {e}");
         }
         let kind = shared.boot();

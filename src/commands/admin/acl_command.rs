@@ -1,0 +1,346 @@
+//! ACL: the command (WHOAMI, LIST, USERS, CAT, SETUSER, DELUSER, GETUSER, LOG, DRYRUN,
+//! LOAD, SAVE) and the one place a refusal is worded, counted and logged. The users and
+//! their rules are `crate::acl`.
+
+use crate::commands::command_table::{cats, COMMANDS, SUBCOMMANDS};
+use crate::commands::{eq_ignore_case, CmdResult, Ctx, Spec};
+use crate::node::stats;
+use crate::acl::{self, Denied, User};
+use crate::protocol::{errors, Reply};
+use bytes::Bytes;
+
+/// Where a refusal happened: ACL LOG's `context`.
+#[derive(Clone, Copy)]
+pub enum Context {
+    /// A network command (`multi` when queued after MULTI, as Redis logs it).
+    Toplevel,
+    /// EXEC's re-check of a queued command.
+    Exec,
+    /// redis.call from a script or function.
+    Script,
+}
+
+/// Checks the client's permission for `spec` with `args`; a refusal is counted
+/// (INFO, commandstats' rejected_calls, the metrics' noperm), logged (ACL LOG) and
+/// worded for `context`, as Redis words it there.
+#[inline]
+pub fn check(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes], context: Context) -> Result<(), Reply> {
+    let user = ctx.client.current_user(&ctx.shared.acl);
+    if user.unrestricted() {
+        return Ok(());
+    }
+    match user.check(spec, args) {
+        Ok(()) => Ok(()),
+        Err(d) => Err(refused(ctx, spec, args, d, context)),
+    }
+}
+
+#[cold]
+fn refused(ctx: &Ctx, spec: &Spec, args: &[Bytes], d: Denied, context: Context) -> Reply {
+    if let Context::Toplevel = context {
+        // As Redis: the refused command is the client's last one (CLIENT LIST, the
+        // log entry's client-info).
+        ctx.client.info.touch(spec, ctx.now_ms);
+    }
+    let s = &ctx.shared.stats;
+    s.record_rejected(spec.index, stats::Refusal::Noperm);
+    let (counter, reason, object) = match d {
+        Denied::Command => (
+            &s.acl_denied_cmd,
+            "command",
+            Bytes::from(fullname(spec, args)),
+        ),
+        Denied::Key(i) => (&s.acl_denied_key, "key", args[i].clone()),
+        Denied::Channel(i) => (&s.acl_denied_channel, "channel", args[i].clone()),
+    };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log_context = match context {
+        Context::Toplevel if ctx.client.multi.is_some() => "multi",
+        Context::Toplevel => "toplevel",
+        Context::Exec => "multi",
+        Context::Script => "lua",
+    };
+    log_denial(ctx, reason, log_context, object, ctx.client.user.name.clone());
+    let user = &ctx.client.user;
+    match context {
+        Context::Toplevel => Reply::error(format!("NOPERM {}", message(user, spec, args, d, false))),
+        Context::Script => Reply::error(format!(
+            "ERR ACL failure in script: {}",
+            message(user, spec, args, d, false)
+        )),
+        Context::Exec => Reply::error(format!(
+            "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
+            match d {
+                Denied::Command => "no permission to execute the command or subcommand",
+                Denied::Key(_) => "no permission to touch the specified keys",
+                Denied::Channel(_) => "no permission to access one of the channels used as arguments",
+            }
+        )),
+    }
+}
+
+/// An ACL LOG entry for this client (failed AUTH: reason `auth`, object `AUTH`).
+pub fn log_denial(
+    ctx: &Ctx,
+    reason: &'static str,
+    context: &'static str,
+    object: Bytes,
+    username: Bytes,
+) {
+    let info = ctx.client.info.list_line(ctx.shared.clock.now_ms());
+    let now = ctx.shared.clock.wall_ms().max(0) as u64;
+    ctx.shared
+        .acl
+        .log
+        .lock()
+        .add(reason, context, object, username, info, now);
+}
+
+/// `config|get` for a known subcommand, else the command's name.
+fn fullname(spec: &Spec, args: &[Bytes]) -> &'static str {
+    spec.subcommand(args).map_or(spec.name, |s| s.fullname)
+}
+
+/// Redis 7.2's getAclErrorMessage (verbose: ACL DRYRUN's form, naming the key).
+fn message(user: &User, spec: &Spec, args: &[Bytes], d: Denied, verbose: bool) -> String {
+    let name = String::from_utf8_lossy(&user.name);
+    match d {
+        Denied::Command => format!(
+            "User {name} has no permissions to run the '{}' command",
+            fullname(spec, args)
+        ),
+        Denied::Key(i) if verbose => format!(
+            "User {name} has no permissions to access the '{}' key",
+            String::from_utf8_lossy(&args[i])
+        ),
+        Denied::Key(_) => "No permissions to access a key".into(),
+        Denied::Channel(i) if verbose => format!(
+            "User {name} has no permissions to access the '{}' channel",
+            String::from_utf8_lossy(&args[i])
+        ),
+        Denied::Channel(_) => "No permissions to access a channel".into(),
+    }
+}
+
+/// ACL subcommand ...
+pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let n = args.len();
+    let arity = || errors::wrong_arity(&format!("acl|{sub}"));
+    let a = &ctx.shared.acl;
+    match sub.as_str() {
+        "whoami" if n == 2 => Ok(Reply::Bulk(ctx.client.user.name.clone())),
+        "users" if n == 2 => Ok(Reply::Array(
+            a.users().iter().map(|u| Reply::Bulk(u.name.clone())).collect(),
+        )),
+        "list" if n == 2 => Ok(Reply::Array(
+            a.users()
+                .iter()
+                .map(|u| Reply::Bulk(Bytes::from(u.describe())))
+                .collect(),
+        )),
+        "cat" if n <= 3 => Ok(Reply::Array(match args.get(2) {
+            None => cats::NAMES.iter().map(|c| Reply::bulk_str(c)).collect(),
+            Some(name) => {
+                let bit = cats::by_name(name).ok_or_else(|| {
+                    Reply::error(format!(
+                        "ERR Unknown category '{}'",
+                        errors::printable(name)
+                    ))
+                })?;
+                let commands = COMMANDS.iter().filter(|c| c.cats & bit != 0).map(|c| c.name);
+                let subs = SUBCOMMANDS.iter().filter(|s| s.cats & bit != 0).map(|s| s.fullname);
+                commands.chain(subs).map(Reply::bulk_str).collect()
+            }
+        })),
+        "setuser" if n >= 3 => {
+            acl::valid_username(&args[2]).map_err(Reply::error)?;
+            a.set_user(&args[2], &args[3..]).map_err(|(rule, e)| {
+                Reply::error(format!(
+                    "ERR Error in ACL SETUSER modifier '{}': {}",
+                    errors::printable(&rule),
+                    e.0
+                ))
+            })?;
+            Ok(Reply::Ok)
+        }
+        "deluser" if n >= 3 => {
+            if args[2..].iter().any(|u| &u[..] == b"default") {
+                return Err(Reply::error("ERR The 'default' user cannot be removed"));
+            }
+            let deleted = a.delete(&args[2..]);
+            disconnect_removed_users(ctx);
+            Ok(Reply::Integer(deleted as i64))
+        }
+        "getuser" if n == 3 => Ok(a.get(&args[2]).map_or(Reply::Null, |u| getuser(&u))),
+        "log" if n <= 3 => log(ctx, args.get(2)),
+        "dryrun" if n >= 4 => dryrun(ctx, args),
+        "load" if n == 2 => load(ctx),
+        "save" if n == 2 => save(ctx),
+        "help" if n == 2 => Ok(Reply::Array(HELP.iter().map(|s| Reply::status(s)).collect())),
+        "whoami" | "users" | "list" | "setuser" | "deluser" | "getuser" | "dryrun" | "load"
+        | "save" | "help" => Err(arity()),
+        "cat" | "log" => Err(Reply::error(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+            errors::printable(&args[1])
+        ))),
+        _ => Err(errors::unknown_subcommand("acl", &args[1])),
+    }
+}
+
+const HELP: &[&str] = &[
+    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CAT [<category>]",
+    "    List all commands that belong to <category>, or all command categories",
+    "    when no category is specified.",
+    "DELUSER <username> [<username> ...]",
+    "    Delete a list of users.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Returns whether the user can execute the given command without executing the command.",
+    "GETUSER <username>",
+    "    Get the user's details.",
+    "LIST",
+    "    Show users details in config file format.",
+    "LOAD",
+    "    Reload users from the ACL file.",
+    "LOG [<count> | RESET]",
+    "    Show the ACL log entries.",
+    "SAVE",
+    "    Save the current config to the ACL file.",
+    "SETUSER <username> <attribute> [<attribute> ...]",
+    "    Create or modify a user with the specified attributes.",
+    "USERS",
+    "    List all the registered usernames.",
+    "WHOAMI",
+    "    Return the current connection username.",
+    "HELP",
+    "    Print this help.",
+];
+
+fn getuser(u: &User) -> Reply {
+    let field = |name: &str, value: Reply| (Reply::bulk_str(name), value);
+    Reply::Map(vec![
+        field(
+            "flags",
+            Reply::Set(u.flag_names().into_iter().map(Reply::bulk_str).collect()),
+        ),
+        field(
+            "passwords",
+            Reply::Array(u.password_hashes().iter().map(|h| Reply::bulk_str(h)).collect()),
+        ),
+        field("commands", Reply::bulk_str(&u.command_rules())),
+        field("keys", Reply::Bulk(Bytes::from(u.key_rules()))),
+        field("channels", Reply::Bulk(Bytes::from(u.channel_rules()))),
+        field("selectors", Reply::Array(vec![])),
+    ])
+}
+
+/// ACL LOG [count | RESET]
+fn log(ctx: &mut Ctx, arg: Option<&Bytes>) -> CmdResult {
+    let mut count = 10;
+    if let Some(arg) = arg {
+        if eq_ignore_case(arg, "reset") {
+            ctx.shared.acl.log.lock().reset();
+            return Ok(Reply::Ok);
+        }
+        // A negative count lists nothing, as in Redis.
+        count = crate::commands::parse_i64(arg)
+            .ok_or_else(errors::not_integer)?
+            .max(0) as usize;
+    }
+    let now = ctx.shared.clock.wall_ms().max(0) as u64;
+    let log = ctx.shared.acl.log.lock();
+    Ok(Reply::Array(
+        log.newest(count)
+            .map(|e| {
+                let f = |name: &str, value: Reply| (Reply::bulk_str(name), value);
+                Reply::Map(vec![
+                    f("count", Reply::Integer(e.count as i64)),
+                    f("reason", Reply::bulk_str(e.reason)),
+                    f("context", Reply::bulk_str(e.context)),
+                    f("object", Reply::Bulk(e.object.clone())),
+                    f("username", Reply::Bulk(e.username.clone())),
+                    f(
+                        "age-seconds",
+                        Reply::Double(now.saturating_sub(e.updated_ms) as f64 / 1000.0),
+                    ),
+                    f("client-info", Reply::bulk_str(&e.client_info)),
+                    f("entry-id", Reply::Integer(e.entry_id as i64)),
+                    f("timestamp-created", Reply::Integer(e.created_ms as i64)),
+                    f("timestamp-last-updated", Reply::Integer(e.updated_ms as i64)),
+                ])
+            })
+            .collect(),
+    ))
+}
+
+/// ACL DRYRUN user command [arg...]: whether the user could run it (nothing runs).
+fn dryrun(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let user = ctx.shared.acl.get(&args[2]).ok_or_else(|| {
+        Reply::error(format!(
+            "ERR User '{}' not found",
+            errors::printable(&args[2])
+        ))
+    })?;
+    let cmd = &args[3..];
+    let spec = crate::commands::lookup(&cmd[0]).ok_or_else(|| {
+        Reply::error(format!(
+            "ERR Command '{}' not found",
+            errors::printable(&cmd[0])
+        ))
+    })?;
+    if let Some(e) = crate::commands::check_arity(spec, cmd) {
+        return Err(e);
+    }
+    Ok(match user.check(spec, cmd) {
+        Ok(()) => Reply::Ok,
+        Err(d) => Reply::bulk_str(&message(&user, spec, cmd, d, true)),
+    })
+}
+
+const NO_FILE: &str = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.";
+
+/// ACL LOAD: the file's users replace every user (a default user the file does not
+/// name starts as a fresh one: on, nopass, everything allowed). A bad file changes
+/// nothing.
+fn load(ctx: &mut Ctx) -> CmdResult {
+    let path = ctx.shared.config.aclfile.as_ref().ok_or_else(|| Reply::error(NO_FILE))?;
+    let users = acl::read_file(path).map_err(|e| Reply::error(format!("ERR {e}")))?;
+    ctx.shared.acl.replace(users);
+    disconnect_removed_users(ctx);
+    Ok(Reply::Ok)
+}
+
+/// Disconnects the clients whose user is gone (ACL DELUSER, ACL LOAD), as Redis does;
+/// the caller's own connection closes after this reply.
+fn disconnect_removed_users(ctx: &mut Ctx) {
+    let me = ctx.client.id();
+    for c in ctx.shared.clients.iter() {
+        if ctx.shared.acl.get(&c.user.lock()).is_none() {
+            if c.id == me {
+                ctx.client.close_after_reply = true;
+            } else {
+                c.kill();
+            }
+        }
+    }
+}
+
+/// ACL SAVE: every user, as ACL LIST shows them, written to the file (through a
+/// temporary file renamed over it).
+fn save(ctx: &mut Ctx) -> CmdResult {
+    let path = ctx.shared.config.aclfile.as_ref().ok_or_else(|| Reply::error(NO_FILE))?;
+    let mut text = Vec::new();
+    for u in ctx.shared.acl.users() {
+        text.extend_from_slice(&u.describe());
+        text.push(b'\n');
+    }
+    let tmp = path.with_extension("tmp-save");
+    std::fs::write(&tmp, &text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            tracing::warn!(path = %path.display(), "ACL SAVE failed: {e}");
+            Reply::error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
+        })?;
+    Ok(Reply::Ok)
+}

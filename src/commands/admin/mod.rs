@@ -1,0 +1,10 @@
+//! The server's own commands: the connection's (`session`: PING, HELLO, AUTH, CLIENT...),
+//! ACL (`acl_command`), INFO, CONFIG, COMMAND and friends (`server`), MEMORY, the
+//! operator's SLOWLOG / LATENCY / WAIT (`ops`) and DEBUG.
+
+pub mod acl_command;
+pub mod debug;
+pub mod memory;
+pub mod ops;
+pub mod server;
+pub mod session;

@@ -1,0 +1,20 @@
+//! The command families, one file each, as Redis's `t_*.c`: strings (and the native
+//! compare-and-set, `cas`), keys, expiry, hashes, lists, sets, sorted sets (single
+//! members `zsets`, ranges `zranges`, algebra `zalgebra`), the collection cursors
+//! (`scan`), pub/sub and fencing tokens; `typed` is what the collection families share.
+
+pub mod cas;
+pub mod expire;
+pub mod fencing;
+pub mod hashes;
+pub mod keys;
+pub mod lists;
+mod long_double;
+pub mod pubsub;
+mod scan;
+pub mod sets;
+pub mod strings;
+mod typed;
+pub mod zalgebra;
+pub mod zranges;
+pub mod zsets;

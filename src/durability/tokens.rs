@@ -1,0 +1,141 @@
+//! The node's fencing-token high-water mark: a max-register that never goes backwards,
+//! also across a crash.
+//!
+//! Why this gives fencing tokens without consensus: a lock grant reads the mark
+//! atomically with the grant (`FENCING.GRANT`); the client takes T = max over its
+//! granted quorum + 1 and raises the mark to T on a majority (`FENCING.COMMIT`), each
+//! node only while the key still holds that client's value. A later holder's quorum
+//! meets a node where the commit happened before its grant (the key had to go first),
+//! so its T is larger. One mark per node is enough: tokens need only grow per resource.
+//!
+//! Durability: the mark lives in memory; the data directory holds a reservation R with
+//! mark <= R at all times. Raising the mark past R first writes R' = T + `BLOCK` and
+//! fsyncs it, so there is one fsync per block of tokens, not per lock. After a crash the
+//! mark resumes at R, which is at or above anything that was ever committed.
+
+use crate::durability::data_dir::NodeDir;
+use parking_lot::Mutex;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Tokens reserved per fsync. A crash skips at most this many token values.
+pub const BLOCK: u64 = 10_000;
+
+/// The largest token: replies are Redis integers (i64).
+pub const MAX_TOKEN: u64 = i64::MAX as u64;
+
+pub struct TokenMark {
+    /// The highest token committed here (or the reservation restored after a crash).
+    mark: AtomicU64,
+    /// The durable reservation: `mark <= reserved` always holds.
+    reserved: AtomicU64,
+    /// Serialises reservation writes.
+    persist: Mutex<()>,
+    /// Reservation writes (fsyncs) since the process started.
+    fsyncs: AtomicU64,
+    /// Where the reservation is kept; `None` keeps it in memory only (benches, fuzzing:
+    /// a restart then loses the mark).
+    dir: Option<Arc<NodeDir>>,
+}
+
+impl TokenMark {
+    /// A mark resuming at the directory's reservation (0 without a directory).
+    pub fn new(dir: Option<Arc<NodeDir>>) -> TokenMark {
+        let reserved = dir.as_ref().map_or(0, |d| d.state().token_reserved);
+        TokenMark {
+            mark: AtomicU64::new(reserved),
+            reserved: AtomicU64::new(reserved),
+            persist: Mutex::new(()),
+            fsyncs: AtomicU64::new(0),
+            dir,
+        }
+    }
+
+    /// The current mark.
+    pub fn get(&self) -> u64 {
+        self.mark.load(Ordering::SeqCst)
+    }
+
+    /// The durable reservation.
+    pub fn reserved(&self) -> u64 {
+        self.reserved.load(Ordering::SeqCst)
+    }
+
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Raises the mark to at least `token`. Past the reservation, a new one is made
+    /// durable first; if that fails the mark does not move and the error is returned.
+    pub fn raise(&self, token: u64) -> io::Result<()> {
+        let token = token.min(MAX_TOKEN);
+        if token <= self.get() {
+            return Ok(());
+        }
+        if token > self.reserved() {
+            let _one_writer = self.persist.lock();
+            if token > self.reserved() {
+                let next = token.saturating_add(BLOCK).min(MAX_TOKEN);
+                if let Some(dir) = &self.dir {
+                    dir.update(|s| s.token_reserved = next)?;
+                    self.fsyncs.fetch_add(1, Ordering::Relaxed);
+                }
+                self.reserved.store(next, Ordering::SeqCst);
+            }
+        }
+        self.mark.fetch_max(token, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// After a crash: the in-memory mark is lost; resume at the durable reservation.
+    pub fn resume_after_crash(&self) {
+        let _one_writer = self.persist.lock();
+        let reserved = self.dir.as_ref().map_or(0, |d| d.state().token_reserved);
+        self.reserved.store(reserved, Ordering::SeqCst);
+        self.mark.store(reserved, Ordering::SeqCst);
+    }
+
+    /// After a clean restart: the exact mark the snapshot saved (never below it, and
+    /// never past the reservation without making a new one durable).
+    pub fn restore(&self, mark: u64) -> io::Result<()> {
+        {
+            let _one_writer = self.persist.lock();
+            let reserved = self.dir.as_ref().map_or(0, |d| d.state().token_reserved);
+            self.reserved.store(reserved, Ordering::SeqCst);
+            self.mark.store(mark.min(reserved), Ordering::SeqCst);
+        }
+        self.raise(mark)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_fsync_per_block_and_the_mark_resumes_at_the_reservation() {
+        let p =
+            std::env::temp_dir().join(format!("redlockd-unit-tokens-{}", rand::random::<u64>()));
+        {
+            let dir = Arc::new(NodeDir::open(&p).unwrap());
+            let t = TokenMark::new(Some(dir));
+            for token in 1..=25_000 {
+                t.raise(token).unwrap();
+            }
+            assert_eq!(t.get(), 25_000);
+            // Tokens 1, 10_002 and 20_003 each passed the reservation.
+            assert_eq!(t.fsyncs(), 3);
+            assert_eq!(t.reserved(), 20_003 + BLOCK);
+            t.raise(7).unwrap();
+            assert_eq!(t.get(), 25_000, "a max-register never goes down");
+            t.resume_after_crash();
+            assert_eq!(t.get(), 30_003);
+        }
+        let t = TokenMark::new(Some(Arc::new(NodeDir::open(&p).unwrap())));
+        assert_eq!(t.get(), 30_003, "a new process resumes at the reservation");
+        t.restore(25_000).unwrap();
+        assert_eq!(t.get(), 25_000);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+}
