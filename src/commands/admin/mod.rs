@@ -3,7 +3,9 @@
 //! operator's SLOWLOG / LATENCY / WAIT (`ops`) and DEBUG.
 
 pub mod acl_command;
+pub mod config_command;
 pub mod debug;
+pub mod info;
 pub mod memory;
 pub mod ops;
 pub mod server;
