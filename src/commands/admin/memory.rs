@@ -1,6 +1,6 @@
 //! MEMORY USAGE / STATS / DOCTOR / MALLOC-STATS / PURGE / HELP, with Redis 7's reply
 //! shapes. The numbers are this server's own: glibc chunks, table slots, and the
-//! counting allocator (`crate::memory`).
+//! counting allocator (`crate::alloc`).
 
 use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::alloc::{peak_memory, rss_bytes, startup_memory, used_memory};
