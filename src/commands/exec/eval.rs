@@ -137,13 +137,3 @@ fn is_flush_mode(arg: &[u8]) -> bool {
     eq_ignore_case(arg, "sync") || eq_ignore_case(arg, "async")
 }
 
-/// Commands that run without the keyspace gate while a script is busy: those flagged
-/// ALLOW_BUSY, but of SCRIPT only KILL (SCRIPT LOAD gets BUSY as in Redis), of FUNCTION
-/// only KILL and STATS.
-pub fn bypasses_gate(name: &str, args: &[Bytes]) -> bool {
-    match name {
-        "script" => args.get(1).is_some_and(|a| eq_ignore_case(a, "kill")),
-        "function" => crate::commands::exec::fcall::bypasses_gate(args),
-        _ => true,
-    }
-}

@@ -252,12 +252,6 @@ fn stats(ctx: &mut Ctx) -> Reply {
     ])
 }
 
-/// FUNCTION KILL and FUNCTION STATS must answer while a function holds the keyspace
-/// gate; the other subcommands wait for it (and get BUSY past the time limit).
-pub fn bypasses_gate(args: &[Bytes]) -> bool {
-    args.get(1)
-        .is_some_and(|a| eq_ignore_case(a, "kill") || eq_ignore_case(a, "stats"))
-}
 
 const HELP: &[&str] = &[
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -30,7 +30,6 @@
 //! the exclusive gate, through the same `commands::run` the network and Lua use.
 //! WATCH is tracked in the store (`store::watch`): every write path touches its key.
 
-use crate::commands::exec::eval;
 use crate::commands::{run as run_spec, Ctx, Spec};
 
 use crate::node::Shared;
@@ -255,7 +254,7 @@ impl Drop for PendingClaim<'_> {
 /// shared. Returns `Err` with BUSY when it waited on a script past its limit.
 pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result<Reply, Reply> {
     let shared = ctx.shared;
-    if spec.flags & flags::ALLOW_BUSY != 0 && eval::bypasses_gate(spec.name, args) {
+    if spec.allows_busy(args) {
         ctx.restart_clock();
         return Ok(run_spec(ctx, spec, args));
     }

@@ -71,7 +71,7 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &mut Vec<Bytes>) -> Optio
         None
     };
     let refusal = refusal.or_else(|| {
-        (spec.flags & flags::ALLOW_BUSY == 0 && ctx.shared.scripts.is_busy(ctx.now_ms))
+        (!spec.allows_busy(args) && ctx.shared.scripts.is_busy(ctx.now_ms))
             .then(|| Reply::error(errors::BUSY))
     });
     let t = ctx.client.multi.as_mut()?;
