@@ -134,9 +134,57 @@ def check_code_span(doc, lineno, span):
     # A Rust path: Type::item, module::item, crate::module (no spaces, no arguments).
     m = re.fullmatch(r"([A-Za-z_]\w*(?:::[A-Za-z_]\w*)+)(?:\(\))?", first)
     if m and first == span:
-        for seg in m.group(1).split("::"):
-            if seg not in rust_words:
-                bad(doc, lineno, f"no Rust name {seg} (in `{span}`)")
+        check_rust_path(doc, lineno, m.group(1).split("::"), span)
+
+
+# Crates other than this one whose paths docs may cite.
+EXTERNAL = {"std", "core", "tokio", "mlua", "redis", "rustls", "tokio_rustls", "bytes",
+            "hashbrown", "dashmap", "clap", "libc", "parking_lot", "criterion", "ffi"}
+src_files = [f for f in all_files if f.startswith("src/") and f.endswith(".rs")]
+word_cache = {}
+
+
+def words_of(files):
+    out = set()
+    for f in files:
+        if f not in word_cache:
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                word_cache[f] = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", fh.read()))
+        out |= word_cache[f]
+    return out
+
+
+def module_files(mods):
+    """The source files of the module path `mods` (a file or a folder), anywhere in src/."""
+    tail = "/".join(mods)
+    hits = [f for f in src_files if f.endswith("/" + tail + ".rs")
+            or f.endswith("/" + tail + "/mod.rs")]
+    hits += [f for f in src_files if ("/" + tail + "/") in f]
+    return sorted(set(hits))
+
+
+def check_rust_path(doc, lineno, segs, span):
+    if segs[0] in ("redlockd", "crate"):
+        segs = segs[1:]
+        if not segs:
+            return
+    mods = []
+    while segs and segs[0][:1].islower() and len(segs) > 1:
+        mods.append(segs.pop(0))
+    if mods and mods[0] in EXTERNAL:
+        return
+    if mods:
+        files = module_files(mods)
+        if not files:
+            bad(doc, lineno, f"no module {'::'.join(mods)} in src/ (in `{span}`)")
+            return
+        words = words_of(files)
+    else:
+        words = rust_words
+    for seg in segs:
+        if seg not in words:
+            where = "::".join(mods) if mods else "the Rust sources"
+            bad(doc, lineno, f"no Rust name {seg} in {where} (in `{span}`)")
 
 
 for doc in DOCS:
