@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 15's string-hash inputs against one server: `benches/crafted_hash.py PORT N`.
+"""Crafted string-hash inputs against one server: `benches/crafted_hash.py PORT N`.
 EVAL "return #ARGV" 0 with N crafted 64-byte arguments that collide under stock Lua
 5.1's sampled hash, then a script building 600k strings in a loop. Run it against
 redlockd and redis-server in turn and compare."""

@@ -13,8 +13,8 @@
 #   - MULTI / SET NX PX 30000 / EXEC at P=1, sent in one write per transaction as
 #     redis-py's pipeline() does (benches/multi_load.rs; redis-benchmark sends one
 #     command per request): transactions/s, p99, CPU per transaction
-# Ratios are redlockd / redis-server. The goals of issue 9: EVALSHA rps >= 1.0x,
-# CPU/req <= 1.0x, p99 <= 1.5x; MULTI+SET NX PX+EXEC rps >= 1.0x.
+# Ratios are redlockd / redis-server. The targets: EVALSHA rps >= 1.0x, CPU/req <= 1.0x,
+# p99 <= 1.5x; MULTI+SET NX PX+EXEC rps >= 1.0x (results: docs/benchmarks.md).
 # Needs redis-server and redis-benchmark (apt-get install redis-server redis-tools).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 14's bench: memory per lock, memory given back, idle cost and the hot path,
+"""Memory per lock, memory given back, idle cost and the hot path,
 redlockd and redis-server 7 side by side in one run.
 
 Usage: benches/memory.py [--big N] [--rounds R] [--requests N] [--skip-build] [--binary PATH]
