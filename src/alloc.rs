@@ -1,7 +1,7 @@
 //! What the process has allocated, cheaply enough to ask on every write (maxmemory).
 //!
 //! The allocator is glibc's malloc, counted. Why glibc and not jemalloc or mimalloc
-//! (measured on 1M locks, PERF-NOTES §3 and benches/memory.sh): with tables shrunk after
+//! (measured on 1M locks with benches/memory.py): with tables shrunk after
 //! mass expiry, glibc plus `malloc_trim(0)` gave the memory back (145 MB -> 6.8 MB RSS);
 //! jemalloc needed its background thread to get near that (9 MB) and mimalloc returned
 //! nothing on an idle server; both also add a C build to every clean build. glibc's own

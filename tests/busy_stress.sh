@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long-script, BUSY and SCRIPT KILL tests, RUNS times in a row (default 50) with
-# both cores loaded by two busy loops, as issue 9 asks ("no hang"):
+# both cores loaded by two busy loops (no hang allowed):
 #
 #   tests/busy_stress.sh [runs]          (LOAD=0 runs them without the busy loops)
 #

@@ -51,7 +51,7 @@ pub fn boot(shared: &Shared, first: bool) -> BootKind {
         .and_then(|dir| take_snapshot(dir, max_ttl_ms));
     shared.keyspace.flush_all();
     shared.scripts.flush();
-    // Functions are not in the snapshot: every restart forgets them (README).
+    // Functions are not in the snapshot: every restart forgets them (docs/compatibility.md).
     shared.scripts.flush_functions();
     shared.started_ms.store(now, Ordering::Relaxed);
     let kind = match found {

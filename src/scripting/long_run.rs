@@ -3,7 +3,7 @@
 //!
 //! Scripts run inline, on the async worker that read their request: most take a few
 //! microseconds, and handing every one to another thread (`block_in_place` per call)
-//! cost more than the script itself (PERF-NOTES section 1). Running inline is safe only
+//! cost more than the script itself. Running inline is safe only
 //! if a script that keeps its worker cannot freeze the rest of the server. Two tokio
 //! facts made the first inline attempt hang, whole or in part:
 //!

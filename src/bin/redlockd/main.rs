@@ -156,7 +156,7 @@ struct ServerArgs {
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
     /// Worker threads that serve requests. Default: one per core beyond the first, at
-    /// least one (README, "Threads").
+    /// least one (docs/operations.md, "Threads").
     #[arg(long, env = "REDLOCKD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
 }
