@@ -12,18 +12,18 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RUNS="${1:-50}"
 PER_TEST_TIMEOUT="${PER_TEST_TIMEOUT:-120}"
-# file:test, every test that runs a script past --busy-script-time, kills one, or
+# binary:test (the integrations binary names its tests module::name), every test that runs a script past --busy-script-time, kills one, or
 # waits on one.
 TESTS=(
-  scripting:busy_script_gets_killed_by_script_kill
-  scripting:script_kill_cannot_be_escaped_with_pcall
-  scripting:a_script_that_wrote_is_unkillable
+  integrations:scripting::busy_script_gets_killed_by_script_kill
+  integrations:scripting::script_kill_cannot_be_escaped_with_pcall
+  integrations:scripting::a_script_that_wrote_is_unkillable
   hostile:a_loop_inside_a_coroutine_is_killed_by_script_kill_within_100_ms
   hostile:shutdown_nosave_stops_a_server_whose_script_loops_in_a_coroutine
   hostile:a_backtracking_pattern_match_is_killed_by_script_kill
-  functions:a_library_that_loops_at_load_times_out_and_names_are_case_insensitive
-  functions:the_busy_threshold_can_be_set_at_run_time
-  multi:a_transaction_around_a_busy_script_runs_whole_or_not_at_all
+  integrations:functions::a_library_that_loops_at_load_times_out_and_names_are_case_insensitive
+  integrations:functions::the_busy_threshold_can_be_set_at_run_time
+  integrations:multi::a_transaction_around_a_busy_script_runs_whole_or_not_at_all
 )
 declare -A BIN
 for file in $(printf '%s\n' "${TESTS[@]}" | cut -d: -f1 | sort -u); do
@@ -33,7 +33,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])' | tail -1)
-  [[ -x "${BIN[$file]}" ]] || { echo "could not build tests/$file.rs"; exit 1; }
+  [[ -x "${BIN[$file]}" ]] || { echo "could not build the test binary $file"; exit 1; }
 done
 
 LOOPS=()

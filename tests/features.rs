@@ -1,7 +1,8 @@
 //! Every integration test and bench says which features it needs (Cargo.toml), so
 //! that `cargo clippy --all-targets --no-default-features --features client` (or
 //! `server`) skips what it cannot build instead of failing: a new file without its
-//! `[[test]]` / `[[bench]]` entry fails here, in the default `cargo test`.
+//! `[[test]]` / `[[bench]]` entry fails here, in the default `cargo test`; so does a
+//! file in tests/integrations/ that its main.rs does not declare (it would never run).
 
 use std::path::Path;
 
@@ -52,4 +53,18 @@ fn every_test_and_bench_declares_its_required_features() {
              {missing:?} (see the comment above the [[test]] entries)"
         );
     }
+}
+
+#[test]
+fn every_integration_module_is_declared() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integrations");
+    let main = std::fs::read_to_string(dir.join("main.rs")).expect("tests/integrations/main.rs");
+    let missing: Vec<String> = sources(&dir)
+        .into_iter()
+        .filter(|name| name != "main" && !main.contains(&format!("\nmod {name};")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "tests/integrations/ files that main.rs does not declare (`mod name;`): {missing:?}"
+    );
 }

@@ -1,0 +1,181 @@
+//! The binary: --help, one node, a local cluster, signals, and flag errors.
+
+use crate::support;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::process::{free_ports, os_args, signal, wait_bounded, wait_for_pong, Node, Proc, BIN};
+
+#[test]
+fn help_describes_the_flags() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--port",
+        "--max-ttl",
+        "--restart-delay",
+        "--require-ttl",
+        "cluster",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from --help:\n{text}");
+    }
+}
+
+#[test]
+fn a_node_answers_ping_and_stops_on_sigterm() {
+    // The default worker count, and one worker, and three.
+    for threads in [None, Some("1"), Some("3")] {
+        let mut args = vec!["--restart-delay", "0", "--log", "warn"];
+        args.extend(threads.map(|t| ["--threads", t]).into_iter().flatten());
+        let mut node = Node::spawn(&args);
+        node.signal("-TERM");
+        let status = node.wait_exit();
+        assert!(status.success(), "{threads:?}: {status:?}");
+        assert!(TcpStream::connect(node.addr()).is_err());
+    }
+}
+
+#[test]
+fn a_cluster_answers_on_consecutive_ports_and_stops_on_sigint() {
+    let log = std::env::temp_dir().join(format!("redlockd-cli-cluster-{}.log", std::process::id()));
+    // Another process may take one of the ports between the check and the bind; the
+    // cluster then exits with "cannot start a node", and only then is it tried again.
+    for attempt in 1..=3 {
+        let base = free_ports(3);
+        let mut cluster = Proc::spawn(
+            &os_args(&["cluster", "--nodes", "3", "--base-port", &base.to_string()]),
+            std::fs::File::create(&log).unwrap().into(),
+        );
+        let answered = (base..base + 3).try_for_each(wait_for_pong);
+        if let Err(e) = answered {
+            // A cluster that failed to bind exits at once; give it a moment to.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut exited = cluster.child.try_wait().ok().flatten();
+            while exited.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+                exited = cluster.child.try_wait().ok().flatten();
+            }
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let bind_failed =
+                exited.is_some_and(|s| !s.success()) && text.contains("cannot start a node");
+            if attempt < 3 && bind_failed {
+                continue;
+            }
+            panic!("{e}; cluster exit: {exited:?}; its log:\n{text}");
+        }
+        let _ = std::fs::remove_file(&log);
+        signal(&cluster.child, "-INT");
+        let status = wait_bounded(&mut cluster.child);
+        assert!(status.success(), "{status:?}");
+        return;
+    }
+}
+
+#[test]
+fn a_bad_duration_is_a_clear_error() {
+    let out = Command::new(BIN)
+        .args(["--max-ttl", "5d", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("invalid duration \"5d\": unknown unit \"d\" (use ms, s, m or h)"),
+        "{text}"
+    );
+    let out = Command::new(BIN)
+        .args(["--restart-delay", "soon"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid duration \"soon\""));
+}
+
+#[test]
+fn a_restart_delay_shorter_than_max_ttl_is_refused_at_startup() {
+    let out = Command::new(BIN)
+        .args(["--port", "0", "--max-ttl", "10s", "--restart-delay", "5s"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("restart-delay (5000 ms) is shorter than max-ttl"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_usage_exits_64_everywhere_and_help_exits_0() {
+    for args in [
+        &["lock", "--bogus"][..],
+        &["lock", "--ttl", "10s"][..],
+        &["cluster", "--port", "7000"][..],
+        &["--max-ttl", "5d"][..],
+        &["--threads", "0"][..],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{args:?}");
+    }
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let mut child = Proc::spawn(
+        &os_args(&["--port", "0", "--restart-delay", "0", "--log", "info"]),
+        Stdio::piped(),
+    );
+    // The first log line ("listening ...") is written at once; read it, then stop.
+    let mut stderr = child.child.stderr.take().unwrap();
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") && stderr.read(&mut byte).unwrap() == 1 {
+        line.push(byte[0]);
+    }
+    signal(&child.child, "-TERM");
+    wait_bounded(&mut child.child);
+    let text = String::from_utf8_lossy(&line);
+    assert!(text.contains("listening"), "{text:?}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn a_config_file_in_redis_format_sets_flags_and_the_command_line_wins() {
+    let dir = std::env::temp_dir().join(format!("redlockd-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("redlockd.conf");
+    std::fs::write(
+        &conf,
+        "# lock node\nport 0\nmax-ttl 10s\nrestart-delay \"5s\"\nthreads 2\n",
+    )
+    .unwrap();
+    // The file's values are used: they are refused together at startup.
+    let out = Command::new(BIN)
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("restart-delay (5000 ms) is shorter than max-ttl (10000 ms)"),
+        "{text}"
+    );
+    // Flags on the command line override the file: this one starts, on our port.
+    let mut args = vec![conf.clone().into_os_string()];
+    args.extend(os_args(&["--restart-delay", "0", "--log", "warn"]));
+    let mut node = Node::new(free_ports(1), args);
+    node.start();
+    node.terminate();
+    // An unknown setting names its line and is bad usage.
+    std::fs::write(&conf, "port 0\nno-such-setting yes\n").unwrap();
+    let out = Command::new(BIN).arg(&conf).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: unknown setting"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
