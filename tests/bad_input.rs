@@ -104,6 +104,30 @@ async fn assert_seeded_intact(c: &mut Raw) {
     }
 }
 
+/// Waits (bounded) until the server has read every byte sent on `conns`: the kernel
+/// holds no unread byte on the server's end of any of them (`/proc/net/tcp`'s
+/// rx_queue, for the server's port and each client port), so a memory sample after
+/// it sees what the server made of the input, however slow the machine.
+async fn wait_read_by_server(server_port: u16, conns: &[TcpStream]) {
+    let ports: std::collections::HashSet<u16> = conns
+        .iter()
+        .map(|s| s.local_addr().unwrap().port())
+        .collect();
+    let hex_port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap(), 16).unwrap();
+    wait_until("the server read every connection's bytes", TIMEOUT, || {
+        let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+        let drained = table
+            .lines()
+            .skip(1)
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .filter(|f| hex_port(f[1]) == server_port && ports.contains(&hex_port(f[2])))
+            .filter(|f| f[4].split(':').nth(1) == Some("00000000"))
+            .count();
+        drained == ports.len()
+    })
+    .await;
+}
+
 async fn used_memory(c: &mut Raw) -> u64 {
     let info = c.cmd(&["INFO", "memory"]).await;
     info.split("\r\n")
@@ -133,7 +157,7 @@ async fn announced_lengths_far_beyond_the_data_allocate_nothing() {
         s.write_all(headers[i % headers.len()]).await.unwrap();
         held.push(s);
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    wait_read_by_server(server.addr().port(), &held).await;
     let grown = used_memory(&mut c).await.saturating_sub(before);
     // 100 connections announcing up to 512 MB each: a few buffers, not gigabytes.
     assert!(grown < 16 << 20, "memory grew by {grown} bytes");

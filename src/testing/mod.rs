@@ -159,6 +159,16 @@ impl TestServer {
         self.shared().set_net(NetState::Up);
     }
 
+    /// Raises the restart fence for its full delay and keeps the keyspace. A real node
+    /// is fenced only with an empty keyspace (crash, or a snapshot saved during a
+    /// fence); tests use this to send every write to a fenced node that holds keys, so
+    /// a write that copies, moves or re-times an existing key is refused for the fence
+    /// and not just for finding nothing to act on.
+    pub fn raise_fence(&self) {
+        let shared = self.shared();
+        shared.fence.restart(shared.clock.now_ms());
+    }
+
     /// A crash that also loses the data directory (a replaced disk): the node comes
     /// back as new, its token mark at 0. Fencing tokens cannot survive this on a node
     /// of the quorum that saw a commit; tests use it to show so.

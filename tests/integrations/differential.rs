@@ -2,15 +2,20 @@
 //! (valid and invalid forms) is sent to a real redis-server and to redlockd, and the
 //! replies must be equal (TTL-like replies within a small tolerance).
 //!
-//! Marked ignored (build.rs) when `redis-server` is not on PATH. Set `DIFF_SEED=n` to replay
-//! a failing run; `DIFF_OPS=n` changes the length.
+//! Every few hundred ops a key gets a TTL of a few milliseconds on both servers, and
+//! once both are past it the keyspaces are compared (expiry itself, not just TTL
+//! readings). Both servers run on the real clock: redis-server has no other.
+//!
+//! Marked ignored (build.rs) when `redis-server` is not on PATH. Runs the fixed seeds
+//! and one random seed (printed, and in every failure message); `DIFF_SEED=n` replays
+//! one run, `DIFF_OPS=n` changes its length.
 
 use crate::support;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::time::{SystemTime, UNIX_EPOCH};
-use support::redis_server::Differential;
+use support::redis_server::{diff_seeds, Differential};
 use support::*;
 
 /// Generates commands. Every relative TTL comes from a pool of distinct whole seconds
@@ -357,12 +362,51 @@ fn equivalent(cmd: &str, redis: &str, ours: &str) -> bool {
     }
 }
 
+/// Ops between two expiry checkpoints.
+const EXPIRY_EVERY: usize = 200;
+
+/// A key given a TTL of a few milliseconds on both servers, one of four ways, then,
+/// once both are past it, the whole keyspace compared: what expiry left must agree.
+async fn expiry_checkpoint(diff: &mut Differential, gen: &mut Gen, i: usize) {
+    let key = gen.key();
+    let ms = gen.rng.random_range(2..30).to_string();
+    let value = format!("exp{i}");
+    let set: Vec<Vec<&str>> = match gen.rng.random_range(0..4) {
+        0 => vec![vec!["SET", &key, &value, "PX", &ms]],
+        1 => vec![vec!["PSETEX", &key, &ms, &value]],
+        2 => vec![vec!["SET", &key, &value], vec!["PEXPIRE", &key, &ms]],
+        _ => vec![vec!["SET", &key, &value], vec!["GETEX", &key, "PX", &ms]],
+    };
+    for args in set {
+        diff.same(&args).await;
+    }
+    diff.wait_expired(&key).await;
+    diff.same(&["GET", &key]).await;
+    diff.same(&["EXISTS", &key]).await;
+    diff.same(&["TTL", &key]).await;
+    let mut touch = vec!["EXISTS"];
+    touch.extend(KEYS);
+    diff.same(&touch).await;
+    diff.same(&["DBSIZE"]).await;
+    let (ra, rb) = diff.both(&["KEYS", "*"]).await;
+    assert_eq!(sorted_bulks(&ra), sorted_bulks(&rb), "seed={} after op {i}", diff.seed);
+}
+
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_commands_get_the_same_replies_as_redis() {
-    let mut diff = Differential::start("differential").await;
+    for seed in diff_seeds("differential") {
+        one_run(seed).await;
+    }
+}
+
+async fn one_run(seed: u64) {
+    let mut diff = Differential::start("differential", seed).await;
     let mut gen = Gen::new(diff.seed);
     for i in 0..diff.ops {
+        if i % EXPIRY_EVERY == EXPIRY_EVERY - 1 {
+            expiry_checkpoint(&mut diff, &mut gen, i).await;
+        }
         let args = gen.next();
         if args[0] == "DBSIZE" {
             // Redis 7.0 keeps a key SET with a past PXAT/EXAT stored (logically expired)

@@ -5,13 +5,14 @@
 //! redlockd, and the replies must be equal. Replies whose order Redis leaves
 //! unspecified (a hashtable set's members) are compared sorted.
 //!
-//! Set `DIFF_SEED=n` to replay a failing run; `DIFF_OPS=n` changes the length.
+//! Runs the fixed seeds and one random seed (printed, and in every failure message);
+//! `DIFF_SEED=n` replays one run, `DIFF_OPS=n` changes its length.
 
 use crate::support;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use support::redis_server::Differential;
+use support::redis_server::{diff_seeds, Differential};
 use support::*;
 
 /// Keys: mostly of one type each, but every command also meets the others.
@@ -413,7 +414,13 @@ fn equivalent(args: &[String], redis: &str, ours: &str) -> bool {
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_collection_commands_get_the_same_replies_as_redis() {
-    let mut diff = Differential::start("differential_types").await;
+    for seed in diff_seeds("differential_types") {
+        one_run(seed).await;
+    }
+}
+
+async fn one_run(seed: u64) {
+    let mut diff = Differential::start("differential_types", seed).await;
     let mut gen = Gen {
         rng: SmallRng::seed_from_u64(diff.seed),
     };

@@ -18,6 +18,7 @@ mod differential;
 mod differential_types;
 mod expire;
 mod fence;
+mod fence_coverage;
 mod fenced_writes;
 mod fencing;
 mod fencing_processes;

@@ -9,6 +9,8 @@ use crate::support;
 
 use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -107,22 +109,24 @@ async fn waiters_are_woken_by_the_unlock_publish_not_by_polling() {
     assert_eq!(try_lock(&mut holder, "lock", "holder").await, None);
 
     let waiters = 3;
-    let (sub_tx, mut sub_rx) = tokio::sync::mpsc::channel(waiters);
+    // Failed attempts of all waiters: each parks on its subscription right after one.
+    let failed = Arc::new(AtomicUsize::new(0));
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     for i in 0..waiters {
-        let (sub_tx, done_tx) = (sub_tx.clone(), done_tx.clone());
+        let (failed, done_tx) = (failed.clone(), done_tx.clone());
         let addr = h.addr();
         tokio::spawn(async move {
             let handle = HandleRef(addr);
-            let r = handle.lock_waiting(&format!("w{i}"), sub_tx).await;
+            let r = handle.lock_waiting(&format!("w{i}"), &failed).await;
             done_tx.send((format!("w{i}"), r)).unwrap();
         });
     }
-    for _ in 0..waiters {
-        sub_rx.recv().await.unwrap();
-    }
-    // Let every waiter make its first (failing) attempt and park on its subscription.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Every waiter made its first (failing) attempt.
+    let mut expected_failures = waiters;
+    wait_until("first attempts", TIMEOUT, || {
+        failed.load(Ordering::SeqCst) == expected_failures
+    })
+    .await;
 
     let mut latencies = Vec::new();
     let mut total_attempts = 0;
@@ -142,16 +146,21 @@ async fn waiters_are_woken_by_the_unlock_publish_not_by_polling() {
             latency < Duration::from_millis(100),
             "wake-up took {latency:?}"
         );
-        // Give the losers time to go back to waiting before the next release.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The losers (woken by the message, one try each) are back to waiting.
+        expected_failures += waiters - latencies.len();
+        wait_until("the losers' tries", TIMEOUT, || {
+            failed.load(Ordering::SeqCst) == expected_failures
+        })
+        .await;
         current = (id, c);
     }
     unlock(&mut current.1, "lock", &current.0).await;
     // Each unlock wakes every remaining waiter once: waiter k (0-based, in acquire
     // order) tried once at first and once per unlock up to its own.
-    assert!(
-        total_attempts <= waiters + waiters * (waiters + 1) / 2,
-        "{total_attempts} attempts: polling?"
+    assert_eq!(
+        total_attempts,
+        waiters + waiters * (waiters + 1) / 2,
+        "attempts: polling?"
     );
     let mean = latencies.iter().sum::<Duration>() / latencies.len() as u32;
     println!("redisson wake-up latency (unlock -> waiter acquired): {latencies:?}, mean {mean:?}");
@@ -167,12 +176,11 @@ impl HandleRef {
     async fn lock_waiting(
         &self,
         id: &str,
-        subscribed: tokio::sync::mpsc::Sender<()>,
+        failed: &AtomicUsize,
     ) -> (usize, Instant, MultiplexedConnection) {
         let client = redis::Client::open(format!("redis://{}/", self.0)).unwrap();
         let mut ps = client.get_async_pubsub().await.unwrap();
         ps.subscribe(channel("lock")).await.unwrap();
-        subscribed.send(()).await.unwrap();
         let mut c = client.get_multiplexed_async_connection().await.unwrap();
         let mut attempts = 0;
         let mut messages = ps.on_message();
@@ -181,6 +189,8 @@ impl HandleRef {
             if try_lock(&mut c, "lock", id).await.is_none() {
                 return (attempts, Instant::now(), c);
             }
+            // Subscribed before trying: a message published from here on is kept.
+            failed.fetch_add(1, Ordering::SeqCst);
             tokio::time::timeout(Duration::from_secs(10), messages.next())
                 .await
                 .expect("waiter not woken by the unlock message")
@@ -194,15 +204,16 @@ async fn watchdog_renews_the_lease_with_pexpire() {
     let h = start().await;
     let mut c = conn(&h).await;
     assert_eq!(try_lock(&mut c, "lock", "uuid:1").await, None);
-    // Redisson's watchdog renews every lease/3 on its own timer: here, the server clock.
+    // Redisson's watchdog renews every lease/3 on its own timer: here, the server
+    // clock, at fixed times from the start (so the test may advance the clock before
+    // the task first sleeps).
     let clock = h.clock().clone();
+    let start = clock.now_ms();
     let mut wd_conn = conn(&h).await;
     let (renewed_tx, mut renewed_rx) = tokio::sync::mpsc::unbounded_channel();
     let watchdog = tokio::spawn(async move {
-        loop {
-            clock
-                .sleep(Duration::from_millis(LEASE_MS as u64 / 3))
-                .await;
+        for k in 1.. {
+            clock.sleep_until(start + k * LEASE_MS as u64 / 3).await;
             let ok = renew(&mut wd_conn, "lock", "uuid:1").await;
             renewed_tx.send(ok).unwrap();
             if !ok {
@@ -210,11 +221,11 @@ async fn watchdog_renews_the_lease_with_pexpire() {
             }
         }
     });
-    tokio::time::sleep(Duration::from_millis(20)).await;
     for _ in 0..5 {
         h.clock()
             .advance(Duration::from_millis(LEASE_MS as u64 / 3));
-        assert!(renewed_rx.recv().await.unwrap());
+        let renewed = tokio::time::timeout(TIMEOUT, renewed_rx.recv()).await;
+        assert!(renewed.expect("renewed in time").unwrap());
         assert_eq!(q::<i64>(&mut c, &["pttl", "lock"]).await.unwrap(), LEASE_MS);
     }
     // Five renewals: the lock has lived 50 s on a 30 s lease.

@@ -5,9 +5,31 @@ use crate::support;
 use std::time::Duration;
 
 use redlockd::redlock::{NodeError, Redlock, RedlockError, RedlockOptions};
-use support::nodes::{opts, redlock, scenario, NODE_TIMEOUT_MS};
+use support::nodes::{opts, redlock, refused_by_all, scenario, NODE_TIMEOUT_MS};
 use support::redis_server::{addrs, cluster, cluster_with_password, fake_node, Fake};
 use tokio::time::{timeout, Instant};
+
+/// How many SETs a redis-server has run.
+fn set_calls(node: &support::redis_server::RedisNode) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// Waits (bounded, polling every millisecond) until `key` has expired on every node.
+/// The nodes are real redis-servers: their clocks cannot be moved, so a test of expiry
+/// against them waits for real time, and for no more than it takes.
+async fn wait_expired(nodes: &[support::redis_server::RedisNode], key: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nodes.iter().any(|n| n.pttl(key) != -2) {
+        assert!(Instant::now() < deadline, "{key} still set after 10 s");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
 
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test]
@@ -18,7 +40,15 @@ async fn acquire_sets_the_key_on_every_node_with_value_and_ttl() {
         .acquire(b"res", Duration::from_secs(10))
         .await
         .expect("acquired");
-    assert!(lock.value().len() >= 40, "at least 20 random bytes, hex");
+    // 24 random bytes (README), lowercase hex: 48 characters.
+    assert_eq!(lock.value().len(), 48, "{:?}", lock.value());
+    assert!(
+        lock.value()
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)),
+        "{:?}",
+        lock.value()
+    );
     assert!(lock.validity() > Duration::from_millis(9_000));
     assert!(lock.validity() <= Duration::from_millis(10_000 - 102));
     let value = String::from_utf8(lock.value().to_vec()).expect("hex");
@@ -40,9 +70,10 @@ async fn a_lock_expires_after_its_ttl() {
     // Every node had set the key when the acquire returned, so it has expired everywhere
     // one TTL later. (The lock's validity ends earlier by the acquire's duration, which
     // is long on a loaded machine: it is no bound on the nodes' expiry.)
-    let acquired = Instant::now();
-    assert!(b.try_acquire(b"exp", ttl).await.is_err());
-    tokio::time::sleep_until(acquired + ttl + Duration::from_millis(10)).await;
+    refused_by_all(b.try_acquire(b"exp", ttl).await, 5);
+    // redis-server has no manual clock: the test waits for its expiry, bounded, by
+    // asking the nodes rather than sleeping a guessed time.
+    wait_expired(&nodes, "exp").await;
     b.try_acquire(b"exp", ttl).await.expect("b after expiry");
 }
 
@@ -55,7 +86,6 @@ async fn extend_keeps_the_lock_past_its_original_ttl() {
     let ttl = Duration::from_millis(300);
     let mut lock = a.try_acquire(b"ext", ttl).await.expect("a");
     let first_until = lock.valid_until();
-    tokio::time::sleep(Duration::from_millis(50)).await;
     a.extend(&mut lock, Duration::from_secs(5))
         .await
         .expect("extend");
@@ -65,16 +95,17 @@ async fn extend_keeps_the_lock_past_its_original_ttl() {
     for n in &nodes {
         assert!(n.pttl("ext") > 3000);
     }
-    // Past the original TTL, the lock still holds.
-    tokio::time::sleep_until(first_until + Duration::from_millis(50)).await;
-    assert!(b.try_acquire(b"ext", ttl).await.is_err());
+    // Every node now holds it for seconds past the original TTL (that the lock then
+    // still holds is checked on the manual clock in redlock_inprocess.rs: redis-server
+    // has no clock to move).
+    refused_by_all(b.try_acquire(b"ext", ttl).await, 5);
     assert_eq!(a.release(&lock).await, 5);
     // Extending a lock that has expired everywhere fails without a majority.
     let mut stale = a
         .try_acquire(b"ext-short", Duration::from_millis(200))
         .await
         .expect("short");
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    wait_expired(&nodes, "ext-short").await;
     assert_eq!(a.extend(&mut stale, ttl).await, Err(RedlockError::Lost));
 }
 
@@ -97,7 +128,7 @@ async fn release_frees_the_lock_and_a_non_owner_release_does_nothing() {
         .try_acquire(b"rel2", Duration::from_millis(100))
         .await
         .expect("a");
-    tokio::time::sleep_until(short.valid_until() + Duration::from_millis(60)).await;
+    wait_expired(&nodes, "rel2").await;
     let held = b
         .try_acquire(b"rel2", Duration::from_secs(5))
         .await
@@ -245,10 +276,12 @@ async fn the_watchdog_keeps_a_lock_past_its_ttl_and_signals_loss() {
     let ttl = Duration::from_secs(3);
     let guard = a.lock_with_watchdog(b"wd", ttl).await.expect("a");
     let first_until = guard.valid_until();
+    // Kept on real time: the watchdog extends against real redis-servers, which have no
+    // clock to move (redlock_inprocess.rs checks it on the manual clock).
     tokio::time::sleep_until(first_until + Duration::from_millis(500)).await;
     assert!(!guard.is_lost());
     assert!(guard.valid_until() > first_until, "extended");
-    assert!(b.try_acquire(b"wd", ttl).await.is_err(), "still held");
+    refused_by_all(b.try_acquire(b"wd", ttl).await, 5);
 
     let token = guard.lost_token();
     let valid_until = guard.valid_until();
@@ -329,7 +362,13 @@ async fn acquire_within_waits_for_a_release() {
         b.acquire_within(b"wait", Duration::from_secs(5), Duration::from_secs(3))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Released once b has been refused at least once: every node has seen a's SET and
+    // b's (INFO commandstats), so b is waiting, not yet to start.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nodes.iter().any(|n| set_calls(n) < 2) {
+        assert!(Instant::now() < deadline, "b never tried");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     a.release(&lock).await;
     let got = timeout(Duration::from_secs(2), waiter)
         .await

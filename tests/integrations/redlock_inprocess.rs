@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use redlockd::redlock::{NodeError, Redlock, RedlockError};
 use redlockd::testing::TestCluster;
-use support::nodes::{get, on_every_node, opts, pttl, redlock, scenario, text, NODE_TIMEOUT_MS};
+use support::nodes::{
+    get, on_every_node, opts, pttl, redlock, refused_by_all, scenario, text, NODE_TIMEOUT_MS,
+};
 use support::wait_until;
 use tokio::time::{timeout, Instant};
 
@@ -77,7 +79,7 @@ async fn a_lock_expires_on_the_nodes_exactly_after_its_ttl() {
     a.try_acquire(b"exp", TTL).await.expect("a");
     cluster.advance(TTL);
     // A key expires when now > deadline, as in Redis: at the deadline it still holds.
-    assert!(b.try_acquire(b"exp", TTL).await.is_err(), "held at the TTL");
+    refused_by_all(b.try_acquire(b"exp", TTL).await, 5);
     cluster.advance(Duration::from_millis(1));
     let lock = b.try_acquire(b"exp", TTL).await.expect("b after expiry");
     held_everywhere(&cluster, "exp", &text(lock.value()), None).await;
@@ -97,7 +99,7 @@ async fn extend_keeps_the_lock_past_its_original_ttl() {
     }
     // 12 s after the acquire, 2 s past the original TTL.
     cluster.advance(Duration::from_secs(6));
-    assert!(b.try_acquire(b"ext", TTL).await.is_err(), "still held");
+    refused_by_all(b.try_acquire(b"ext", TTL).await, 5);
     let value = text(lock.value());
     held_everywhere(&cluster, "ext", &value, Some(4_000)).await;
     cluster.shutdown().await;
@@ -130,7 +132,7 @@ async fn a_release_by_a_former_holder_leaves_the_new_holders_lock_alone() {
     assert_eq!(a.release(&old).await, 0, "not a's value any more");
     let value = text(held.value());
     held_everywhere(&cluster, "rel2", &value, None).await;
-    assert!(a.try_acquire(b"rel2", TTL).await.is_err(), "still b's");
+    refused_by_all(a.try_acquire(b"rel2", TTL).await, 5);
     cluster.shutdown().await;
 }
 
@@ -279,7 +281,17 @@ async fn nodes_in_their_restart_fence_count_as_failed_until_it_lifts() {
     }
     // Still fenced a millisecond before max-ttl + 1 s.
     cluster.advance(Duration::from_millis(30_999));
-    assert!(rl.try_acquire(b"fence", TTL).await.is_err());
+    match rl.try_acquire(b"fence", TTL).await {
+        Err(RedlockError::NotAcquired { last, .. }) => {
+            assert_eq!((last.granted, last.refused), (2, 0), "{last}");
+            assert_eq!(last.failed.len(), 3, "{last}");
+            let one_ms = "TRYAGAIN restart fence: this node restarted less than max-ttl ago and refuses writes for another 1 ms";
+            for (addr, e) in &last.failed {
+                assert_eq!(*e, NodeError::Server(one_ms.into()), "{addr}");
+            }
+        }
+        other => panic!("fenced for 1 ms more: {other:?}"),
+    }
     cluster.advance(Duration::from_millis(1));
     let lock = rl.try_acquire(b"fence", TTL).await.expect("fence lifted");
     assert_eq!(rl.release(&lock).await, 5);
@@ -312,7 +324,7 @@ async fn the_watchdog_keeps_the_lock_while_the_nodes_clock_passes_its_ttl() {
             assert_eq!(get(&cluster, i, "wd").await.as_deref(), Some(&*value));
         }
     }
-    assert!(b.try_acquire(b"wd", ttl).await.is_err(), "still held");
+    refused_by_all(b.try_acquire(b"wd", ttl).await, 5);
     assert_eq!(guard.release().await, 5);
     b.try_acquire(b"wd", ttl).await.expect("free after release");
     cluster.shutdown().await;

@@ -4,9 +4,9 @@
 
 use crate::support;
 
-use rslock::LockManager;
+use rslock::{LockError, LockManager};
 use std::time::Duration;
-use support::nodes::on_every_node;
+use support::nodes::{get, on_every_node};
 use support::TestCluster;
 
 fn manager(cluster: &TestCluster) -> LockManager {
@@ -41,8 +41,17 @@ async fn rslock_acquires_on_every_node_and_releases() {
 async fn a_second_rslock_client_is_refused_until_the_lock_expires() {
     let cluster = TestCluster::start(5).await;
     let (a, b) = (manager(&cluster), manager(&cluster));
-    let _held = a.lock("rs:res", Duration::from_secs(10)).await.unwrap();
-    assert!(b.lock("rs:res", Duration::from_secs(10)).await.is_err());
+    let held = a.lock("rs:res", Duration::from_secs(10)).await.unwrap();
+    // rslock says Unavailable whatever the cause: that the refusal is "held" shows in
+    // a's value, untouched on every node.
+    assert!(matches!(
+        b.lock("rs:res", Duration::from_secs(10)).await,
+        Err(LockError::Unavailable)
+    ));
+    assert_eq!(
+        values(&cluster, "rs:res").await,
+        vec![Some(held.val.clone()); 5]
+    );
     cluster.advance(Duration::from_millis(10_001));
     assert!(b.lock("rs:res", Duration::from_secs(10)).await.is_ok());
     cluster.shutdown().await;
@@ -77,6 +86,13 @@ async fn rslock_holds_with_two_nodes_down_and_fails_with_three() {
     let lock = rl.lock("rs:res", Duration::from_secs(10)).await.unwrap();
     rl.unlock(&lock).await;
     cluster.node(2).stop().await;
-    assert!(rl.lock("rs:res", Duration::from_secs(10)).await.is_err());
+    assert!(matches!(
+        rl.lock("rs:res", Duration::from_secs(10)).await,
+        Err(LockError::Unavailable)
+    ));
+    // The two nodes left granted it, then rslock released them: the name is free there.
+    for i in 3..5 {
+        assert_eq!(get(&cluster, i, "rs:res").await, None, "node {i}");
+    }
     cluster.shutdown().await;
 }

@@ -164,9 +164,17 @@ record "python (pytest)" "$rc"
 
 say "node: node --test (ioredis + redlock, node-redis, redis-semaphore)"
 set +e
+# The spec report to the log, a TAP report to a file: node --test exits 0 when it finds
+# no test file, so check_ran.sh fails the run unless every file's tests ran.
+NODE_FILES=("$HERE"/node/*.test.js)
 (cd "$HERE" && timeout -k 10 "$NODE_TIMEOUT" node --test --test-concurrency=1 \
-  --test-timeout=60000 --test-reporter=spec node/)
+  --test-timeout=60000 --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=tap --test-reporter-destination="$WORK/node.tap" node/)
 rc=$?
+if [[ $rc -eq 0 ]]; then
+  "$HERE/check_ran.sh" "$WORK/node.tap" "${#NODE_FILES[@]}"
+  rc=$?
+fi
 set -e
 record "node (node --test)" "$rc"
 

@@ -310,3 +310,16 @@ impl<'c> CheckerFaults<'c> {
         format!("wall jump {delta} ms")
     }
 }
+
+/// A try_acquire refused because the name is held: each of the `n` nodes answered and
+/// refused (not a timeout, a NOAUTH or a node down).
+#[track_caller]
+pub fn refused_by_all(result: Result<redlockd::redlock::Lock, RedlockError>, n: usize) {
+    match result {
+        Err(RedlockError::NotAcquired { last, .. }) => {
+            assert_eq!((last.granted, last.refused), (0, n), "{last}");
+            assert!(last.failed.is_empty(), "{last}");
+        }
+        other => panic!("refused because held, by all {n} nodes: {other:?}"),
+    }
+}

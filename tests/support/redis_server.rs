@@ -224,14 +224,31 @@ async fn redlockd_like_redis(seed: u64) -> redlockd::testing::TestServer {
     .await
 }
 
-/// A differential run's seed and length: `DIFF_SEED` (default random) and `DIFF_OPS`
-/// (default 4000), printed so that a failing run can be replayed.
-fn diff_seed_and_ops(name: &str) -> (u64, usize) {
-    let env = |var: &str| std::env::var(var).ok().and_then(|s| s.parse().ok());
-    let seed: u64 = env("DIFF_SEED").unwrap_or_else(rand::random);
-    let ops = env("DIFF_OPS").map_or(4000, |n: u64| n as usize);
-    eprintln!("{name}: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
-    (seed, ops)
+/// Seeds every differential test runs, in CI and locally: a failure on one of them
+/// reproduces on every machine.
+pub const FIXED_SEEDS: [u64; 3] = [1, 2, 3];
+
+/// A differential test's seeds: `DIFF_SEED` alone when set (to replay a run), else the
+/// fixed seeds and one random seed. Each is printed before it runs and is in every
+/// failure message (`seed=N`).
+pub fn diff_seeds(name: &str) -> Vec<u64> {
+    match std::env::var("DIFF_SEED").ok().and_then(|s| s.parse().ok()) {
+        Some(seed) => vec![seed],
+        None => {
+            let mut seeds = FIXED_SEEDS.to_vec();
+            seeds.push(rand::random());
+            eprintln!("{name}: seeds {seeds:?} (replay one with DIFF_SEED=n)");
+            seeds
+        }
+    }
+}
+
+/// How many random ops a run has: `DIFF_OPS`, default 2000 per seed.
+fn diff_ops() -> usize {
+    std::env::var("DIFF_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000)
 }
 
 /// A differential run: a redis-server and redlockd (`redlockd_like_redis`) side by
@@ -250,9 +267,11 @@ pub struct Differential {
 }
 
 impl Differential {
-    /// Both servers, empty; `name` is the test's, printed with the seed.
-    pub async fn start(name: &str) -> Differential {
-        let (seed, ops) = diff_seed_and_ops(name);
+    /// Both servers, empty, for one run of `seed` (`name` is the test's, printed with
+    /// the seed).
+    pub async fn start(name: &str, seed: u64) -> Differential {
+        let ops = diff_ops();
+        eprintln!("{name}: seed={seed} ops={ops} (replay with DIFF_SEED={seed})");
         let redis_node = RedisNode::start(None);
         let ours_node = redlockd_like_redis(seed).await;
         let mut redis = super::Raw::to(&redis_node).await;
@@ -292,6 +311,31 @@ impl Differential {
     pub async fn same(&mut self, args: &[&str]) {
         let (ra, rb) = (self.redis.cmd(args).await, self.ours.cmd(args).await);
         assert_eq!(ra, rb, "seed={} {args:?}", self.seed);
+    }
+
+    /// `args` to both servers: their replies, redis-server's first.
+    pub async fn both(&mut self, args: &[&str]) -> (String, String) {
+        (self.redis.cmd(args).await, self.ours.cmd(args).await)
+    }
+
+    /// Waits (bounded, polling every millisecond) until `key` has expired on both
+    /// servers (PTTL -2 on each). Both run on the real clock: redis-server has no
+    /// other, and a manual clock on one side only would let every other TTL of the run
+    /// drift apart by the run's duration; so expiry is compared once both are past it.
+    pub async fn wait_expired(&mut self, key: &str) {
+        let started = std::time::Instant::now();
+        loop {
+            let (ra, rb) = self.both(&["PTTL", key]).await;
+            if ra == ":-2\r\n" && rb == ":-2\r\n" {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "seed={}: {key} not expired on both after 10 s: redis {ra:?}, redlockd {rb:?}",
+                self.seed
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     /// Stops both servers.
