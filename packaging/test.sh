@@ -21,8 +21,6 @@ SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/redlockd-packages.XXXXXX")"
 cleanup() { rm -rf "$SCRATCH"; }
 trap cleanup EXIT
 
-before="$(pgrep -x redlockd | sort || true)"
-
 echo "== Python: a fresh venv, the wheel from $OUT, the tests copied out"
 python3 -m venv "$SCRATCH/venv"
 PY="$SCRATCH/venv/bin/python"
@@ -53,7 +51,7 @@ cp -r "$ROOT/packaging/npm/tests" "$NODE_DIR"
     || die "npm install the tarballs"
   npx --offline redlockd --version
   timeout 300 node --test node/ || die "node --test"
-  timeout 300 npx --offline vitest run --dir vitest || die "vitest"
+  NO_COLOR=1 timeout 300 npx --offline vitest run --dir vitest || die "vitest"
 ) || die "the Node package's tests"
 
 echo "== Node: without the platform package, a clear error"
@@ -72,7 +70,11 @@ mkdir "$SCRATCH/npm-missing"
   echo "clear error: ${out%%$'\n'*}"
 )
 
-after="$(pgrep -x redlockd | sort || true)"
-left="$(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
-[[ -z "${left// /}" ]] || die "redlockd processes left running: $left"
+# Every binary these tests ran lives under $SCRATCH: none may still be running.
+left=""
+for pid in $(pgrep -x redlockd || true); do
+  exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
+  if [[ "$exe" == "$SCRATCH"/* ]]; then left+="$pid "; fi
+done
+[[ -z "$left" ]] || die "redlockd processes left running: $left"
 echo "packages: all tests passed"
