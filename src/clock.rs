@@ -5,10 +5,13 @@
 //! A `Clock` is either the real one (monotonic from CLOCK_MONOTONIC, wall from the system
 //! clock) or a manual one for tests, where `advance` moves monotonic and wall time
 //! together and `set_wall` / `jump_wall` move wall time alone. Clones share the reading.
+//! Linked manual clocks (`Clock::linked`, one per node of a test cluster) share the
+//! reading of the clock they were made from: one advance moves every node; a wall jump
+//! on a linked clock moves that machine only, one on the clock they came from moves all.
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
@@ -32,10 +35,23 @@ struct Inner {
 enum Source {
     /// `mono_ns` at the clock's creation.
     Real { start_ns: u64 },
-    Manual(Mutex<ManualTime>),
+    Manual {
+        time: Arc<ManualTime>,
+        /// A linked clock's wall time minus the shared one (its `set_wall`,
+        /// `jump_wall`); `None` on the clock made by `manual()`, whose wall time is the
+        /// shared one.
+        own_wall_ms: Option<AtomicI64>,
+    },
 }
 
+/// A manual reading and every clock that shares it (`Clock::linked`).
 struct ManualTime {
+    now: Mutex<ManualNow>,
+    /// Woken (`after_move`) when `advance` moves the shared reading.
+    clocks: Mutex<Vec<Weak<Inner>>>,
+}
+
+struct ManualNow {
     mono_ms: u64,
     wall_ms: i64,
 }
@@ -75,10 +91,38 @@ impl Clock {
     /// [`MANUAL_WALL_START_MS`] (2025-01-01T00:00:00Z), not at the real time, and its
     /// monotonic reading at [`MANUAL_MONO_START_MS`]: every run starts the same.
     pub fn manual() -> Clock {
-        Clock::with_source(Source::Manual(Mutex::new(ManualTime {
-            mono_ms: MANUAL_MONO_START_MS,
-            wall_ms: MANUAL_WALL_START_MS,
-        })))
+        let time = Arc::new(ManualTime {
+            now: Mutex::new(ManualNow {
+                mono_ms: MANUAL_MONO_START_MS,
+                wall_ms: MANUAL_WALL_START_MS,
+            }),
+            clocks: Mutex::new(Vec::new()),
+        });
+        Clock::on_manual_time(time, None)
+    }
+
+    /// A manual clock on this one's reading (a test cluster's node): `advance` on any
+    /// clock of the group moves all of them; `set_wall` / `jump_wall` on a linked clock
+    /// move its own wall time only (one machine's clock stepped), on the clock made by
+    /// `manual()` every clock's. Its wall time starts equal to this clock's. Panics on
+    /// the real clock.
+    pub fn linked(&self) -> Clock {
+        let Source::Manual { time, own_wall_ms } = &self.inner.source else {
+            panic!("Clock::linked on the real clock");
+        };
+        let own = own_wall_ms.as_ref().map_or(0, |o| o.load(Relaxed));
+        Clock::on_manual_time(time.clone(), Some(AtomicI64::new(own)))
+    }
+
+    fn on_manual_time(time: Arc<ManualTime>, own_wall_ms: Option<AtomicI64>) -> Clock {
+        let clock = Clock::with_source(Source::Manual {
+            time: time.clone(),
+            own_wall_ms,
+        });
+        let mut clocks = time.clocks.lock();
+        clocks.retain(|c| c.strong_count() > 0);
+        clocks.push(Arc::downgrade(&clock.inner));
+        clock
     }
 
     fn with_source(source: Source) -> Clock {
@@ -93,7 +137,7 @@ impl Clock {
     }
 
     pub fn is_manual(&self) -> bool {
-        matches!(self.inner.source, Source::Manual(_))
+        matches!(self.inner.source, Source::Manual { .. })
     }
 
     /// Monotonic milliseconds. Only differences mean anything.
@@ -111,7 +155,7 @@ impl Clock {
             Source::Real { start_ns } => {
                 MANUAL_MONO_START_MS + at_ns.saturating_sub(*start_ns) / 1_000_000
             }
-            Source::Manual(t) => t.lock().mono_ms,
+            Source::Manual { time, .. } => time.now.lock().mono_ms,
         }
     }
 
@@ -127,42 +171,63 @@ impl Clock {
                 Ok(d) => d.as_micros() as i64,
                 Err(e) => -(e.duration().as_micros() as i64),
             },
-            Source::Manual(t) => t.lock().wall_ms * 1000,
+            Source::Manual { time, own_wall_ms } => {
+                (time.now.lock().wall_ms + own(own_wall_ms)) * 1000
+            }
         }
     }
 
-    /// Moves a manual clock forward: monotonic and wall time together. Timers on this
-    /// clock fire and `on_advance` hooks run before it returns. Panics on the real clock,
-    /// which nothing may move.
+    /// Moves a manual clock forward: monotonic and wall time together, of this clock
+    /// and every clock linked to it. Timers on them fire and their `on_advance` hooks run
+    /// before it returns. Panics on the real clock, which nothing may move.
     pub fn advance(&self, d: Duration) {
-        let Source::Manual(t) = &self.inner.source else {
+        let Source::Manual { time, .. } = &self.inner.source else {
             panic!("Clock::advance on the real clock");
         };
         {
-            let mut t = t.lock();
-            t.mono_ms += d.as_millis() as u64;
-            t.wall_ms += d.as_millis() as i64;
+            let mut now = time.now.lock();
+            now.mono_ms += d.as_millis() as u64;
+            now.wall_ms += d.as_millis() as i64;
         }
-        self.after_move();
+        time.moved();
     }
 
-    /// Sets a manual clock's wall time (Unix ms); monotonic time does not move.
+    /// Sets a manual clock's wall time (Unix ms); monotonic time does not move. On a
+    /// linked clock, only its own wall time; on the clock made by `manual()`, the
+    /// shared one (linked clocks keep their offsets from it).
     pub fn set_wall(&self, unix_ms: i64) {
-        let Source::Manual(t) = &self.inner.source else {
+        let Source::Manual { time, own_wall_ms } = &self.inner.source else {
             panic!("Clock::set_wall on the real clock");
         };
-        t.lock().wall_ms = unix_ms;
-        self.after_move();
+        match own_wall_ms {
+            Some(own) => {
+                own.store(unix_ms - time.now.lock().wall_ms, Relaxed);
+                self.after_move();
+            }
+            None => {
+                time.now.lock().wall_ms = unix_ms;
+                time.moved();
+            }
+        }
     }
 
     /// Steps a manual clock's wall time by `delta_ms` (either sign), as NTP or an
-    /// operator would; monotonic time does not move.
+    /// operator would; monotonic time does not move. Which clocks' wall time moves: as
+    /// for `set_wall`.
     pub fn jump_wall(&self, delta_ms: i64) {
-        let Source::Manual(t) = &self.inner.source else {
+        let Source::Manual { time, own_wall_ms } = &self.inner.source else {
             panic!("Clock::jump_wall on the real clock");
         };
-        t.lock().wall_ms += delta_ms;
-        self.after_move();
+        match own_wall_ms {
+            Some(own) => {
+                own.fetch_add(delta_ms, Relaxed);
+                self.after_move();
+            }
+            None => {
+                time.now.lock().wall_ms += delta_ms;
+                time.moved();
+            }
+        }
     }
 
     fn after_move(&self) {
@@ -194,9 +259,9 @@ impl Clock {
     /// taken at once; slow drift, 2 ms at a time.
     fn wall_offset_ms(&self) -> i64 {
         let start_ns = match &self.inner.source {
-            Source::Manual(t) => {
-                let t = t.lock();
-                return t.wall_ms - t.mono_ms as i64;
+            Source::Manual { time, own_wall_ms } => {
+                let now = time.now.lock();
+                return now.wall_ms + own(own_wall_ms) - now.mono_ms as i64;
             }
             Source::Real { start_ns } => *start_ns,
         };
@@ -229,7 +294,7 @@ impl Clock {
                 Source::Real { .. } => {
                     tokio::time::sleep(Duration::from_millis(deadline_ms - now)).await
                 }
-                Source::Manual(_) => moved.await,
+                Source::Manual { .. } => moved.await,
             }
         }
     }
@@ -238,6 +303,22 @@ impl Clock {
     pub async fn sleep(&self, d: Duration) {
         let deadline = self.now_ms() + d.as_millis() as u64;
         self.sleep_until(deadline).await
+    }
+}
+
+/// A linked clock's own wall offset (0 for the group's first clock).
+fn own(own_wall_ms: &Option<AtomicI64>) -> i64 {
+    own_wall_ms.as_ref().map_or(0, |o| o.load(Relaxed))
+}
+
+impl ManualTime {
+    /// After the shared reading moved: every clock on it wakes its timers and runs its
+    /// `on_advance` hooks.
+    fn moved(&self) {
+        let clocks: Vec<Arc<Inner>> = self.clocks.lock().iter().filter_map(Weak::upgrade).collect();
+        for inner in clocks {
+            Clock { inner }.after_move();
+        }
     }
 }
 
@@ -268,6 +349,51 @@ mod tests {
         c.jump_wall(-3_600_000);
         assert_eq!(c.now_ms(), m);
         assert_eq!(c.wall_ms(), MANUAL_WALL_START_MS - 3_600_000);
+    }
+
+    #[test]
+    fn linked_clocks_share_advance_not_wall_jumps() {
+        let a = Clock::manual();
+        let b = a.linked();
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = hits.clone();
+        b.on_advance(move || {
+            h.fetch_add(1, Relaxed);
+        });
+        a.advance(Duration::from_millis(500));
+        assert_eq!(b.now_ms(), MANUAL_MONO_START_MS + 500);
+        assert_eq!(b.wall_ms(), MANUAL_WALL_START_MS + 500);
+        assert_eq!(hits.load(Relaxed), 1, "b's hooks run when a advances");
+        let c = a.linked();
+        b.jump_wall(-3_600_000);
+        assert_eq!(b.wall_ms(), MANUAL_WALL_START_MS + 500 - 3_600_000);
+        assert_eq!(a.wall_ms(), MANUAL_WALL_START_MS + 500);
+        assert_eq!(c.wall_ms(), MANUAL_WALL_START_MS + 500);
+        b.advance(Duration::from_millis(1));
+        assert_eq!((a.now_ms(), c.now_ms()), (MANUAL_MONO_START_MS + 501, MANUAL_MONO_START_MS + 501));
+        assert_eq!(b.wall_ms(), MANUAL_WALL_START_MS + 501 - 3_600_000);
+        // The first clock's wall jumps move every clock; linked ones keep their offset.
+        a.jump_wall(1000);
+        assert_eq!(c.wall_ms(), MANUAL_WALL_START_MS + 1501);
+        assert_eq!(b.wall_ms(), MANUAL_WALL_START_MS + 1501 - 3_600_000);
+        // b's hooks: a's advance, b's own jump, b's advance, a's jump.
+        assert_eq!(hits.load(Relaxed), 4);
+        c.set_wall(0);
+        assert_eq!((c.wall_ms(), a.wall_ms()), (0, MANUAL_WALL_START_MS + 1501));
+        assert_eq!(b.mono_to_wall(b.now_ms()), b.wall_ms());
+    }
+
+    #[tokio::test]
+    async fn linked_sleep_wakes_on_the_other_clocks_advance() {
+        let a = Clock::manual();
+        let b = a.linked();
+        let t = tokio::spawn(async move { b.sleep(Duration::from_millis(100)).await });
+        tokio::task::yield_now().await;
+        a.advance(Duration::from_millis(100));
+        tokio::time::timeout(Duration::from_secs(5), t)
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     #[tokio::test]

@@ -13,10 +13,12 @@
 //! # }
 //! ```
 
+pub mod harness;
+
 use crate::node::{NetState, Shared};
 use crate::config::Config;
 use crate::durability::restart::BootKind;
-use crate::server::{Server, ServerHandle};
+use crate::server::{Server, ServerHandle, StartError};
 use crate::Clock;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -72,7 +74,15 @@ impl TestServer {
 
     /// A node with any config. A config without a clock gets a manual one; one
     /// without a data directory gets a temporary one, removed when the node is dropped.
-    pub async fn start_with(mut config: Config) -> TestServer {
+    pub async fn start_with(config: Config) -> TestServer {
+        TestServer::try_start_with(config)
+            .await
+            .expect("a test server binds 127.0.0.1:0 and opens its directory")
+    }
+
+    /// `start_with`, returning why the node could not start (a bad config, a
+    /// directory it cannot open) instead of panicking.
+    pub async fn try_start_with(mut config: Config) -> Result<TestServer, StartError> {
         if config.clock.is_none() {
             config.clock = Some(Clock::manual());
         }
@@ -80,10 +90,8 @@ impl TestServer {
         if let Some(t) = &temp {
             config.dir = Some(t.0.clone());
         }
-        let handle = Server::start(config)
-            .await
-            .expect("a test server binds 127.0.0.1:0 and opens its directory");
-        TestServer { handle, _dir: temp }
+        let handle = Server::start(config).await?;
+        Ok(TestServer { handle, _dir: temp })
     }
 
     /// The node's data directory (the fencing-token reservation, snapshots).
@@ -135,18 +143,19 @@ impl TestServer {
         self.handle.shared()
     }
 
-    /// Moves this node's clock (and every node sharing it). Expired keys are gone, and
-    /// timers on the clock have been woken, when this returns.
+    /// Moves this node's clock (and every node of its cluster). Expired keys are gone,
+    /// and timers on the clock have been woken, when this returns.
     pub fn advance(&self, d: Duration) {
         self.clock().advance(d);
     }
 
-    /// Steps wall time only: TTLs and the fence do not move; TIME and EXPIRETIME do.
+    /// Steps this node's wall time only: TTLs and the fence do not move; TIME and
+    /// EXPIRETIME do. Other nodes of its cluster keep theirs.
     pub fn jump_wall(&self, delta_ms: i64) {
         self.clock().jump_wall(delta_ms);
     }
 
-    /// Sets wall time only (Unix ms).
+    /// Sets this node's wall time only (Unix ms).
     pub fn set_wall(&self, unix_ms: i64) {
         self.clock().set_wall(unix_ms);
     }
@@ -258,7 +267,8 @@ impl TestServer {
     }
 }
 
-/// N independent nodes (own keyspace and fence each) sharing one manual clock.
+/// N independent nodes (own keyspace and fence each) sharing one manual clock: one
+/// `advance` moves them all; each node's wall time can be stepped on its own.
 pub struct TestCluster {
     nodes: Vec<TestServer>,
     clock: Clock,
@@ -274,17 +284,30 @@ impl TestCluster {
     /// (e.g. `|c| Config { restart_delay: Some(Duration::ZERO), ..c }` turns the
     /// fence off).
     pub async fn start_with(n: usize, adjust: impl Fn(Config) -> Config) -> TestCluster {
+        TestCluster::try_start_with(n, |_, c| adjust(c))
+            .await
+            .expect("test nodes bind 127.0.0.1:0 and open their directories")
+    }
+
+    /// `start_with` where `adjust` also gets the node's index, returning why a node
+    /// could not start instead of panicking.
+    pub async fn try_start_with(
+        n: usize,
+        adjust: impl Fn(usize, Config) -> Config,
+    ) -> Result<TestCluster, StartError> {
         let clock = Clock::manual();
         let mut nodes = Vec::with_capacity(n);
-        for _ in 0..n {
-            let config = adjust(TestServer::config(clock.clone()));
+        for i in 0..n {
+            // Linked: the one reading, advanced once for all; each node's own wall time.
+            let node_clock = clock.linked();
+            let config = adjust(i, TestServer::config(node_clock.clone()));
             let config = Config {
-                clock: Some(clock.clone()),
+                clock: Some(node_clock),
                 ..config
             };
-            nodes.push(TestServer::start_with(config).await);
+            nodes.push(TestServer::try_start_with(config).await?);
         }
-        TestCluster { nodes, clock }
+        Ok(TestCluster { nodes, clock })
     }
 
     pub fn node(&self, i: usize) -> &TestServer {
@@ -315,9 +338,16 @@ impl TestCluster {
         &self.clock
     }
 
-    /// Moves the shared clock.
+    /// Moves the shared clock: every node's TTLs, fences and wall time.
     pub fn advance(&self, d: Duration) {
         self.clock.advance(d);
+    }
+
+    /// Steps every node's wall time (TTLs do not move).
+    pub fn jump_wall(&self, delta_ms: i64) {
+        for node in &self.nodes {
+            node.jump_wall(delta_ms);
+        }
     }
 
     pub async fn shutdown(self) {

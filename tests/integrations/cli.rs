@@ -6,7 +6,9 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::process::{free_ports, os_args, signal, wait_bounded, wait_for_pong, Node, Proc, BIN};
+use support::process::{
+    call, free_ports, os_args, signal, wait_bounded, wait_for_pong, Node, Proc, BIN,
+};
 
 #[test]
 fn help_describes_the_flags() {
@@ -178,4 +180,108 @@ fn a_config_file_in_redis_format_sets_flags_and_the_command_line_wins() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: unknown setting"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Spawns redlockd with stdout piped and reads its JSON ready line.
+fn spawn_reading_ready(
+    args: &[&str],
+    dir: &std::path::Path,
+) -> (std::process::Child, serde_json::Value) {
+    use std::io::BufRead;
+    let mut child = Command::new(BIN)
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert_eq!(ready["ready"], serde_json::json!(true), "{line}");
+    (child, ready)
+}
+
+#[test]
+fn port_0_is_told_on_a_ready_line() {
+    let dir = support::process::data_dir("port0");
+    let (mut child, ready) = spawn_reading_ready(&["--port", "0", "--restart-delay", "0"], &dir);
+    let port = ready["nodes"][0]["port"].as_u64().unwrap() as u16;
+    assert_ne!(port, 0);
+    assert_eq!(
+        ready["nodes"][0]["url"],
+        serde_json::json!(format!("redis://127.0.0.1:{port}"))
+    );
+    assert_eq!(ready["pid"], serde_json::json!(child.id()));
+    wait_for_pong(port).unwrap();
+    signal(&child, "-TERM");
+    assert!(wait_bounded(&mut child).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_cluster_on_base_port_0_gets_ephemeral_ports_and_one_manual_clock() {
+    let dir = support::process::data_dir("cluster0");
+    let (mut child, ready) = spawn_reading_ready(
+        &[
+            "cluster",
+            "--nodes",
+            "3",
+            "--base-port",
+            "0",
+            "--clock",
+            "manual",
+            "--enable-debug-command",
+            "--restart-delay",
+            "0",
+        ],
+        &dir,
+    );
+    let ports: Vec<u16> = ready["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["port"].as_u64().unwrap() as u16)
+        .collect();
+    assert_eq!(ports.len(), 3);
+    // Not 0, 1, 2 (the base plus the index): ports of the system's choosing.
+    assert!(ports.iter().all(|&p| p >= 1024), "{ports:?}");
+    assert_eq!(
+        ports.iter().collect::<std::collections::HashSet<_>>().len(),
+        3
+    );
+    for (i, &port) in ports.iter().enumerate() {
+        wait_for_pong(port).unwrap();
+        assert!(dir.join(format!("node-{i}")).is_dir());
+        assert_eq!(
+            call(port, &["SET", "k", "v", "PX", "1000"]).as_deref(),
+            Some("+OK")
+        );
+    }
+    // One clock: an advance on node 0 moves every node.
+    assert_eq!(
+        call(ports[0], &["DEBUG", "CLOCK", "ADVANCE", "400"]).as_deref(),
+        Some("+OK")
+    );
+    for &port in &ports {
+        assert_eq!(call(port, &["PTTL", "k"]).as_deref(), Some(":600"));
+    }
+    // Wall time is each node's own.
+    assert_eq!(
+        call(ports[1], &["DEBUG", "CLOCK", "SET-WALL", "0"]).as_deref(),
+        Some("+OK")
+    );
+    assert_eq!(call(ports[1], &["EXPIRETIME", "k"]).as_deref(), Some(":1"));
+    assert_eq!(
+        call(ports[2], &["EXPIRETIME", "k"]).as_deref(),
+        Some(":1735689601")
+    );
+    signal(&child, "-INT");
+    assert!(wait_bounded(&mut child).success());
+    let _ = std::fs::remove_dir_all(&dir);
 }

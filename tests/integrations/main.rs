@@ -23,6 +23,7 @@ mod fenced_writes;
 mod fencing;
 mod fencing_processes;
 mod functions;
+mod harness;
 mod hashes;
 mod keys;
 mod list_moves;

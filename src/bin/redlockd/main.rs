@@ -1,6 +1,7 @@
 //! The redlockd binary: parse flags, start logging, run one node or a local cluster.
 
 mod conffile;
+mod harness;
 mod lock;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -35,9 +36,15 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run N independent nodes (own keyspace, clock reading and fence each) on
-    /// consecutive ports in one process: a local Redlock cluster.
+    /// Run N independent nodes (own keyspace and fence each) on consecutive ports in
+    /// one process: a local Redlock cluster. With --clock manual the nodes share one
+    /// clock (DEBUG CLOCK ADVANCE on any node moves all; wall jumps stay per node).
     Cluster(ClusterArgs),
+    /// The test mode, for tests in any language: N nodes on ephemeral ports and one
+    /// manual clock, no fence at first start, a temporary data directory; prints one
+    /// JSON ready line, then answers JSON requests on stdin (advance the clock, kill,
+    /// restart, pause, isolate nodes) and stops when stdin ends. docs/testing.md.
+    Harness(harness::HarnessArgs),
     /// Run a command while holding a Redlock lock: a distributed flock(1). Exits with
     /// the command's status, 75 if the lock is held elsewhere past --wait, 69 if too
     /// few nodes are reachable, 74 if the lock was lost while the command ran (the
@@ -50,7 +57,8 @@ struct ClusterArgs {
     /// How many nodes. (No environment variable: REDLOCKD_NODES is `lock`'s node list.)
     #[arg(long, default_value_t = 5)]
     nodes: u16,
-    /// Port of the first node; the others follow.
+    /// Port of the first node; the others follow. 0: every node on a port the system
+    /// picks.
     #[arg(long, default_value_t = 7001, env = "REDLOCKD_BASE_PORT")]
     base_port: u16,
     #[command(flatten)]
@@ -125,7 +133,7 @@ struct ServerArgs {
     metrics_addr: Option<std::net::SocketAddr>,
     /// Data directory: the fencing-token reservation and the clean-shutdown snapshot.
     /// Created if missing, locked while the node runs. `redlockd cluster` gives each
-    /// node its own subdirectory, node-PORT.
+    /// node its own subdirectory, node-PORT (node-INDEX with --base-port 0).
     #[arg(long, default_value = ".", env = "REDLOCKD_DIR")]
     dir: PathBuf,
     /// TLS port (0: no TLS). A cluster serves node i's on this port + i.
@@ -164,8 +172,15 @@ struct ServerArgs {
 impl ServerArgs {
     /// The config of node `i` (0 for a single node) listening on `port`. Several nodes
     /// in one process (`own_subdir`) get their own data directory under --dir,
-    /// node-PORT. Port 0 with a TLS port turns plain TCP off.
-    fn config(&self, i: u16, port: u16, own_subdir: bool) -> Result<Config, ConfigError> {
+    /// node-PORT (node-INDEX on ephemeral ports). Port 0 with a TLS port turns plain
+    /// TCP off. `clock`: the manual clock to link this node's to (one per process).
+    fn config(
+        &self,
+        i: u16,
+        port: u16,
+        own_subdir: bool,
+        clock: &Clock,
+    ) -> Result<Config, ConfigError> {
         let tls = self.tls(i)?;
         let plain = port != 0 || tls.is_none();
         let metrics_addr = self.metrics_addr.map(|mut a| {
@@ -174,7 +189,9 @@ impl ServerArgs {
             }
             a
         });
-        let dir = if own_subdir {
+        let dir = if own_subdir && port == 0 {
+            self.dir.join(format!("node-{i}"))
+        } else if own_subdir {
             self.dir.join(format!("node-{port}"))
         } else {
             self.dir.clone()
@@ -194,7 +211,7 @@ impl ServerArgs {
             maxclients: self.maxclients,
             proto_max_bulk_len: self.proto_max_bulk_len,
             busy_script_time: self.busy_script_time,
-            clock: (self.clock == ClockArg::Manual).then(Clock::manual),
+            clock: (self.clock == ClockArg::Manual).then(|| clock.linked()),
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             maxmemory: self.maxmemory,
@@ -266,6 +283,7 @@ fn main() -> ExitCode {
     };
     let log = match &cli.command {
         Some(Command::Cluster(c)) => c.server.log.clone(),
+        Some(Command::Harness(h)) => h.log.clone(),
         // The lock command speaks on stderr only when something goes wrong.
         Some(Command::Lock(_)) => "warn".to_string(),
         None => cli.server.log.clone(),
@@ -273,6 +291,7 @@ fn main() -> ExitCode {
     init_logging(&log);
     let threads = match &cli.command {
         Some(Command::Cluster(c)) => c.server.threads,
+        Some(Command::Harness(h)) => h.threads,
         Some(Command::Lock(_)) => None,
         None => cli.server.threads,
     };
@@ -293,6 +312,23 @@ fn main() -> ExitCode {
             let code = runtime.block_on(redlockd::redlock::flock::run_lock_command(args.into()));
             return ExitCode::from(code.clamp(0, 255) as u8);
         }
+        Some(Command::Harness(args)) => {
+            // The signal handlers are installed inside the runtime, as they must be.
+            let result = runtime
+                .block_on(async { harness::run(args, ShutdownSignal::install().recv()).await });
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            return match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(harness::HarnessError::Config(e)) => {
+                    eprintln!("redlockd: {e}");
+                    ExitCode::from(redlockd::redlock::flock::EXIT_USAGE as u8)
+                }
+                Err(harness::HarnessError::Other(e)) => {
+                    eprintln!("redlockd: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Some(Command::Cluster(c)) => Some(c),
         None => None,
     };
@@ -300,8 +336,16 @@ fn main() -> ExitCode {
         match cluster {
             None => run_nodes(&cli.server, &[cli.port]).await,
             Some(c) => {
+                // Base port 0: every node on a port of the system's choosing (not 0,
+                // 1, 2...).
                 let ports: Vec<u16> = (0..c.nodes)
-                    .map(|i| c.base_port.checked_add(i))
+                    .map(|i| {
+                        if c.base_port == 0 {
+                            Some(0)
+                        } else {
+                            c.base_port.checked_add(i)
+                        }
+                    })
                     .collect::<Option<_>>()
                     .ok_or_else(|| {
                         StartError::Config("--base-port + --nodes passes 65535".into())
@@ -336,7 +380,7 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok(args);
     };
-    if first.starts_with('-') || ["cluster", "lock", "help"].contains(&first) {
+    if first.starts_with('-') || ["cluster", "lock", "harness", "help"].contains(&first) {
         return Ok(args);
     }
     let text = std::fs::read_to_string(first)
@@ -369,10 +413,12 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
     // Registered before any node listens: a SIGTERM that arrives as soon as a node
     // answers must be a clean shutdown (snapshot), not the default handler's death.
     let signals = ShutdownSignal::install();
+    // With --clock manual, the nodes' clocks are linked: one advance moves them all.
+    let clock = Clock::manual();
     let mut handles: Vec<ServerHandle> = Vec::new();
     for (i, &port) in (0u16..).zip(ports) {
         let config = args
-            .config(i, port, ports.len() > 1)
+            .config(i, port, ports.len() > 1, &clock)
             .map_err(|e| StartError::Config(e.to_string()))?;
         let handle = Server::start(config).await.map_err(|e| {
             let msg = format!("cannot start a node on {}:{port}: {e}", args.bind);
@@ -383,30 +429,9 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
         })?;
         handles.push(handle);
     }
+    print_ready_line(&handles);
     if ports.len() > 1 {
-        let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
-        let fence = handles[0].fence_remaining().as_millis();
-        println!("redlockd cluster: {} nodes", handles.len());
-        for h in &handles {
-            match h.tls_addr() {
-                Some(tls) => println!("  redis://{}  rediss://{tls}", h.addr()),
-                None => println!("  redis://{}", h.addr()),
-            }
-        }
-        println!("nodes for clients: {}", addrs.join(","));
-        let tls: Vec<String> = handles
-            .iter()
-            .filter_map(|h| h.tls_addr().map(|a| format!("rediss://{a}")))
-            .collect();
-        if !tls.is_empty() {
-            println!("TLS nodes for clients: {}", tls.join(","));
-        }
-        if fence > 0 {
-            println!(
-                "restart fence: writes get TRYAGAIN for the first {fence} ms (max-ttl + margin); --restart-delay 0 skips it"
-            );
-        }
-        println!("Ctrl-C stops all nodes.");
+        print_cluster_summary(&handles);
     }
     let mut stopped = Box::pin(async {
         // Any node stopping (SHUTDOWN) stops the process, like a crash would.
@@ -425,6 +450,72 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
         tracing::warn!("clients still busy after {SHUTDOWN_GRACE:?}; exiting anyway");
     }
     Ok(())
+}
+
+/// One JSON line on stdout once every node listens, so that a port the system picked
+/// (`--port 0`, `--base-port 0`) can be read by a program: the same shape as `redlockd
+/// harness`'s ready line (docs/testing.md).
+fn print_ready_line(handles: &[ServerHandle]) {
+    let pid = std::process::id();
+    let nodes: Vec<serde_json::Value> = (0..)
+        .zip(handles)
+        .map(|(i, h): (usize, &ServerHandle)| {
+            let addr = h.addr();
+            serde_json::json!({
+                "index": i,
+                "host": addr.ip().to_string(),
+                "port": addr.port(),
+                "addr": addr.to_string(),
+                "url": format!("redis://{addr}"),
+                "tls_addr": h.tls_addr().map(|a| a.to_string()),
+                "pid": pid,
+            })
+        })
+        .collect();
+    let line = serde_json::json!({
+        "ready": true,
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": pid,
+        "nodes": nodes,
+    });
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // Nobody reading stdout (closed) is no reason not to serve.
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+/// The cluster's addresses for a person, after the ready line. A stdout nobody reads
+/// (closed) is no reason to stop serving: write errors are ignored.
+fn print_cluster_summary(handles: &[ServerHandle]) {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
+    let fence = handles[0].fence_remaining().as_millis();
+    let _ = writeln!(text, "redlockd cluster: {} nodes", handles.len());
+    for h in handles {
+        let _ = match h.tls_addr() {
+            Some(tls) => writeln!(text, "  redis://{}  rediss://{tls}", h.addr()),
+            None => writeln!(text, "  redis://{}", h.addr()),
+        };
+    }
+    let _ = writeln!(text, "nodes for clients: {}", addrs.join(","));
+    let tls: Vec<String> = handles
+        .iter()
+        .filter_map(|h| h.tls_addr().map(|a| format!("rediss://{a}")))
+        .collect();
+    if !tls.is_empty() {
+        let _ = writeln!(text, "TLS nodes for clients: {}", tls.join(","));
+    }
+    if fence > 0 {
+        let _ = writeln!(
+            text,
+            "restart fence: writes get TRYAGAIN for the first {fence} ms (max-ttl + margin); --restart-delay 0 skips it"
+        );
+    }
+    let _ = writeln!(text, "Ctrl-C stops all nodes.");
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// How long SIGTERM / SHUTDOWN waits for clients and scripts before the process exits.

@@ -1,0 +1,97 @@
+/** A clock reading: the shared monotonic ms and each node's wall time (Unix ms). */
+export interface ClockReading {
+  monoMs: number;
+  wallMs: number[];
+}
+
+export interface NodeStatus {
+  index: number;
+  port: number;
+  state: "up" | "paused" | "isolated" | "killed";
+  fence_ms: number;
+  wall_ms: number;
+}
+
+export type RestartMode = "crash" | "lose_dir" | "clean";
+export type Boot = "fence" | "snapshot" | "fresh";
+
+export interface HarnessOptions {
+  /** Longest TTL a client may set: ms, or "10s", "1500ms". Default 30 s. */
+  maxTtl?: number | string;
+  /** The restart fence after a restart (default max-ttl + 1 s; 0: none). */
+  restartDelay?: number | string;
+  /** Refuse writes that leave a key without a TTL. */
+  requireTtl?: boolean;
+  requirepass?: string;
+  /** Seed of the server's randomness (default 1). */
+  seed?: number;
+  /** Keep node i's data in `${dir}/node-i` (default: a temporary directory, removed). */
+  dir?: string;
+  /** Log filter for the nodes' stderr (default "warn"). */
+  log?: string;
+  /** The redlockd binary (default: $REDLOCKD_BIN, else the platform package's). */
+  binary?: string;
+  startTimeoutMs?: number;
+  extraArgs?: string[];
+}
+
+export interface ClusterOptions extends HarnessOptions {
+  /** How many nodes (default 5). */
+  nodes?: number;
+}
+
+export declare class RedlockdError extends Error {}
+
+export declare class Node {
+  readonly index: number;
+  readonly host: string;
+  readonly port: number;
+  /** `redis://host:port` */
+  readonly url: string;
+  readonly dir: string | null;
+  readonly addr: string;
+  kill(): Promise<void>;
+  restart(mode?: RestartMode): Promise<Boot>;
+  pause(): Promise<void>;
+  resume(): Promise<void>;
+  isolate(): Promise<void>;
+  heal(): Promise<void>;
+  jumpWall(ms: number): Promise<void>;
+  setWall(when: number | Date): Promise<void>;
+  status(): Promise<NodeStatus>;
+}
+
+export declare class Cluster {
+  readonly pid: number;
+  readonly version: string;
+  readonly binary: string;
+  readonly nodes: Node[];
+  readonly urls: string[];
+  node(i: number): Node;
+  request(op: string, fields?: Record<string, unknown>): Promise<any>;
+  clock(): Promise<ClockReading>;
+  advance(ms: number): Promise<ClockReading>;
+  jumpWall(ms: number): Promise<ClockReading>;
+  setWall(when: number | Date): Promise<ClockReading>;
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export declare class Server extends Cluster {
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly addr: string;
+  kill(): Promise<void>;
+  restart(mode?: RestartMode): Promise<Boot>;
+  pause(): Promise<void>;
+  resume(): Promise<void>;
+  isolate(): Promise<void>;
+  heal(): Promise<void>;
+  status(): Promise<NodeStatus>;
+}
+
+export declare function startServer(options?: HarnessOptions): Promise<Server>;
+export declare function startCluster(options?: ClusterOptions): Promise<Cluster>;
+export declare function resolveBinary(explicit?: string): string;
+export declare const VERSION: string;
