@@ -13,7 +13,8 @@
 //! Workloads:
 //! - `mutex`: acquire, hold (sleep), release;
 //! - `set`: acquire, read the shared set from the storage process, sleep, write it back
-//!   with one more element (read-modify-write under the lock), release;
+//!   with one more element (read-modify-write under the lock), release; with tokens
+//!   the read carries the token as well as the write;
 //! - `fenced`: acquire, sleep, write a value to the storage process, release.
 //!
 //! With `--tokens` the lock is taken with a fencing token and every write carries it;
@@ -280,9 +281,19 @@ async fn main() {
             "mutex" => tokio::time::sleep(hold).await,
             "set" => {
                 let st = a.storage.as_deref().unwrap_or_default();
-                let read = storage_call(st, &format!("GET {}", a.key), a.storage_timeout).await;
+                // The read carries the token too: a store that fenced only writes
+                // would let a later holder that read the same state overwrite us.
+                let read = storage_call(st, &format!("GET {} {token}", a.key), a.storage_timeout).await;
                 let value = match read {
                     Ok(r) if r.starts_with("VAL ") => r[4..].to_string(),
+                    Ok(r) if r.starts_with("STALE") => {
+                        emit(format!(
+                            "{{\"ev\":\"read\",\"ph\":\"refused\",\"c\":{c},\"hid\":\"{hid}\",\"t\":{},\"detail\":{}}}",
+                            clock.now(),
+                            json_str(&r)
+                        ));
+                        String::new()
+                    }
                     other => {
                         emit(format!(
                             "{{\"ev\":\"read\",\"ph\":\"fail\",\"c\":{c},\"hid\":\"{hid}\",\"t\":{},\"err\":{}}}",

@@ -1,5 +1,6 @@
-"""Checkers over the histories: each returns violations with the time they show at, so
-the table can put them in the fault window they belong to.
+"""Checkers over the histories. Each violation comes as (first, shown, description):
+`first` the earliest event it involves (the grant of the first lock in it), `shown` when
+it became visible; the harness uses the span to find the fault behind it.
 
 - mutex: holds are [acquire ok, release invoke] as the client saw them; a hold that
   begins while another client's hold is open is a violation (Jepsen's check of a
@@ -47,7 +48,7 @@ def holds(events, end_t):
 
 
 def check_mutex(hmap):
-    """[(t, description)] for each hold that began while another was open."""
+    """For each hold that began while another was open."""
     hs = sorted(hmap.values(), key=lambda h: h["start"])
     viol = []
     open_ = []
@@ -56,13 +57,14 @@ def check_mutex(hmap):
         others = [o for o in open_ if o["c"] != h["c"] or o["hid"] != h["hid"]]
         if others:
             o = max(others, key=lambda x: x["end"])
-            viol.append((h["start"], f"hold {h['hid']} began {(o['end'] - h['start']) / 1e6:.1f} ms before hold {o['hid']} ended"))
+            viol.append((o["start"], h["start"], f"hold {h['hid']} began {(o['end'] - h['start']) / 1e6:.1f} ms before hold {o['hid']} ended"))
         open_.append(h)
     return viol
 
 
-def check_set(events, storage_log, key):
-    """Lost additions: acknowledged elements missing from the key's final value."""
+def check_set(events, storage_log, key, hmap):
+    """Lost additions: acknowledged elements missing from the key's final value. Each is
+    shown by the first accepted write after the element's own that left it out."""
     final = "[]"
     for w in storage_log:
         if w["key"] == key and w["accepted"]:
@@ -71,7 +73,19 @@ def check_set(events, storage_log, key):
     viol = []
     for e in events:
         if e.get("ev") == "write" and e.get("ph") == "ok" and e["elem"] not in present:
-            viol.append((e["t"], f"element {e['elem']} (hold {e['hid']}) acknowledged, lost"))
+            first, shown, by = e["t"], e["t"], "?"
+            written = False
+            for w in storage_log:
+                if w["key"] != key or not w["accepted"]:
+                    continue
+                if w["hid"] == e["hid"]:
+                    written = True
+                elif written and e["elem"] not in json.loads(w["value"]):
+                    shown, by = w["t"], w["hid"]
+                    break
+            starts = [hmap[h]["start"] for h in (e["hid"], by) if h in hmap]
+            first = min(starts + [first])
+            viol.append((first, shown, f"element {e['elem']} (hold {e['hid']}) acknowledged, lost (overwritten by hold {by})"))
     return viol, len(present)
 
 
@@ -86,13 +100,13 @@ def check_fenced(hmap, storage_log, key):
             continue
         g = order[w["hid"]]
         if latest_granted is not None and g < latest_granted:
-            viol.append((w["t"], f"stale write of hold {w['hid']} (token {w['token']}) accepted after hold {latest_hid}'s"))
+            viol.append((g, w["t"], f"stale write of hold {w['hid']} (token {w['token']}) accepted after hold {latest_hid}'s"))
         elif latest_granted is None or g > latest_granted:
             latest_granted, latest_hid = g, w["hid"]
     tok = sorted((h for h in hmap.values() if h["token"] is not None), key=lambda h: h["start"])
     for a, b in zip(tok, tok[1:]):
         if b["token"] <= a["token"]:
-            viol.append((b["start"], f"token {b['token']} of hold {b['hid']} not above {a['token']} of earlier hold {a['hid']}"))
+            viol.append((a["start"], b["start"], f"token {b['token']} of hold {b['hid']} not above {a['token']} of earlier hold {a['hid']}"))
     return viol
 
 

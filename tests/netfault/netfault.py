@@ -46,6 +46,7 @@ WAIT_MS = 2000         # acquire_within's wait
 BOUND_SLACK_MS = 1000  # scheduling slack on 2 busy cores before a late return counts
 LONG_DELAY_MS = 2500   # "a delay longer than the lock TTL"
 CLIENT_PAUSE_MS = 2500  # a client paused past its lock's validity
+PROBE_TTL_MS = 1900    # a clock probe's key (below --max-ttl)
 WORKLOADS = ["mutex", "set", "fenced"]
 FAKETIME_LIBS = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
                  "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -313,6 +314,8 @@ class Harness:
         rng = self.rng
         nodes = NODES[:]
         rng.shuffle(nodes)
+        # Partitions cut lock traffic only: the storage stays reachable by every host
+        # (a write held back is the delay-long fault's business).
         clients_all = CLIENT_HOSTS + [STORAGE]
         detail = ""
         if kind.startswith("part-"):
@@ -336,6 +339,9 @@ class Harness:
                 rest = [h for h in clients_all if h not in c]
                 groups = [left + rest, right + rest]
                 detail = f"bridge {nodes[2]}: {c[0]}+{nodes[:2]} / {c[1]}+{nodes[3:]}"
+            for g in groups:
+                if STORAGE not in g:
+                    g.append(STORAGE)
             self.partition(groups)
             time.sleep(dur)
         elif kind in ("delay", "loss", "dup"):
@@ -394,15 +400,22 @@ class Harness:
                 self.start_node(v)
             detail = f"kill -9 {victims}, restarted after {dur:.0f} s"
         elif kind == "crash-restart":
-            victims = nodes[:3]
-            for v in victims:
-                self.expected_dead.add(v)
-                os.kill(self.procs[v].pid, signal.SIGKILL)
-            for v in victims:
-                self.procs[v].wait(5)
-                self.start_node(v)
-            time.sleep(dur)
-            detail = f"kill -9 {victims} (a majority) and immediate restart"
+            # a majority killed and restarted at once, again every second (each crash
+            # then finds a fresh holder)
+            end = time.monotonic() + dur
+            rounds = 0
+            while time.monotonic() < end - 0.5:
+                victims = rng.sample(NODES, 3)
+                for v in victims:
+                    self.expected_dead.add(v)
+                    os.kill(self.procs[v].pid, signal.SIGKILL)
+                for v in victims:
+                    self.procs[v].wait(5)
+                    self.start_node(v)
+                rounds += 1
+                time.sleep(1.0)
+            time.sleep(max(0.0, end - time.monotonic()))
+            detail = f"kill -9 of a majority and immediate restart, {rounds} times"
         elif kind == "pause-node":
             victims = nodes[:2]
             for v in victims:
@@ -481,7 +494,7 @@ class Harness:
 
     def probe_start(self, node):
         key = f"nf:probe:{node}"
-        self.node_call(node, "SET", key, "x", "PX", "3000")
+        self.node_call(node, "SET", key, "x", "PX", str(PROBE_TTL_MS))
         return (key, time.monotonic())
 
     def probe_check(self, node, probe, jump):
@@ -490,7 +503,7 @@ class Harness:
         secs, _ = self.node_call(node, "TIME")
         wall_off = int(secs) - time.time()
         pttl = self.node_call(node, "PTTL", key)
-        left = 3000 - (time.monotonic() - t0) * 1000
+        left = PROBE_TTL_MS - (time.monotonic() - t0) * 1000
         if abs(wall_off - jump) > 5:
             self.failures.append(f"clock fault had no effect on {node}: TIME is {wall_off:+.0f} s off, wanted {jump:+d} (libfaketime not applied?)")
         elif not (left - 400 <= pttl <= left + 50):
@@ -504,7 +517,8 @@ class Harness:
         label = "fence" if fence else "nofence"
         self.fence = fence
         self.run_dir = os.path.join(self.out, label)
-        os.makedirs(self.run_dir, exist_ok=True)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        os.makedirs(self.run_dir)
         self.reset_net_state()
         self.apply_net()
         for n in NODES:
@@ -555,6 +569,15 @@ class Harness:
                     return w[1]
             return wins[-1][1] if t >= wins[-1][3] else "none"
 
+        def cause(first, shown, workload, tokens):
+            """The window a violation goes to: a window whose fault Redlock's limits
+            allow it under, when its span touches one (a write held back in one window
+            can land in the next); else the window it showed in."""
+            for w in reversed(wins):
+                if w[2] <= shown and first < w[3] and not must_be_safe(workload, w[1], tokens, label == "fence"):
+                    return w[1]
+            return window_of(shown)
+
         by_key = {}
         for c in self.clients:
             by_key.setdefault(c["key"], []).append(c)
@@ -577,7 +600,7 @@ class Harness:
             if workload == "mutex":
                 viol = checker.check_mutex(hmap)
             elif workload == "set":
-                viol, _ = checker.check_set(events, storage_log, key)
+                viol, _ = checker.check_set(events, storage_log, key, hmap)
             else:
                 viol = checker.check_fenced(hmap, storage_log, key)
             for w in wins:
@@ -586,8 +609,8 @@ class Harness:
                 cells[(workload, w[1], tokens, label)]["windows"] += 1
             for h in hmap.values():
                 cells[(workload, window_of(h["start"]), tokens, label)]["ops"] += 1
-            for t, desc in viol:
-                cells[(workload, window_of(t), tokens, label)]["viol"].append(desc)
+            for first, shown, desc in viol:
+                cells[(workload, cause(first, shown, workload, tokens), tokens, label)]["viol"].append(desc)
         return cells, bounds
 
 
@@ -691,7 +714,8 @@ def main():
             h.failures.append(f"namespaces left behind: {left}")
         h.log("cleaned up: every process stopped, namespaces and links deleted")
 
-    faults = [f for f in faults_seen]
+    order = ["none"] + h.fault_kinds()
+    faults = [f for f in order if f in faults_seen]
     print()
     print(table(cells, faults))
     print("\nops: locks acquired in the fault's window (fault + heal + settle); viol: "

@@ -40,7 +40,7 @@ def can_make_namespaces():
     if r.returncode != 0:
         return f"ip netns add failed: {r.stderr.strip()}"
     try:
-        r = run(["ip", "-n", probe, "link", "add", "a", "type", "veth", "peer", "name", "b"], check=False)
+        r = run(["ip", "-n", probe, "link", "add", "name", "nfa", "type", "veth", "peer", "name", "nfb"], check=False)
         if r.returncode != 0:
             return f"cannot make a veth link: {r.stderr.strip()}"
         r = run(["ip", "netns", "exec", probe, "iptables", "-S"], check=False)

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""The checkers on hand-made histories: each must flag the violation it exists for and
-pass the clean history next to it.  python3 tests/netfault/test_checker.py"""
+"""The checkers on hand-made histories (each must flag the violation it exists for and
+pass the clean history next to it) and the storage's fencing rules, on 127.0.0.1.
+python3 tests/netfault/test_checker.py"""
 
 import os
+import socket
+import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +46,8 @@ class Mutex(unittest.TestCase):
         ev = hold(1, "1-1", 10 * MS, 25 * MS) + hold(2, "2-1", 21 * MS, 30 * MS)
         v = checker.check_mutex(checker.holds(ev, 100 * MS))
         self.assertEqual(len(v), 1)
-        self.assertIn("2-1", v[0][1])
+        self.assertIn("2-1", v[0][2])
+        self.assertEqual(v[0][:2], (10 * MS, 21 * MS))
 
     def test_a_hold_never_released_lasts_to_the_end(self):
         ev = hold(1, "1-1", 10 * MS, 20 * MS)[:2] + hold(2, "2-1", 50 * MS, 60 * MS)
@@ -52,16 +58,17 @@ class Set(unittest.TestCase):
     def test_all_acknowledged_present_pass(self):
         ev = [write(1, "1-1", 1, 7), write(2, "2-1", 2, 8), write(3, "3-1", 3, 9, ph="refused")]
         log = [put(1, "k", "1-1", None, True, "[7]"), put(2, "k", "2-1", None, True, "[7,8]")]
-        v, n = checker.check_set(ev, log, "k")
+        v, n = checker.check_set(ev, log, "k", {})
         self.assertEqual((v, n), ([], 2))
 
     def test_lost_addition_fails(self):
         # both read [], both wrote: the second write lost the first's element
         ev = [write(1, "1-1", 1, 7), write(2, "2-1", 2, 8)]
         log = [put(1, "k", "1-1", None, True, "[7]"), put(2, "k", "2-1", None, True, "[8]")]
-        v, _ = checker.check_set(ev, log, "k")
+        v, _ = checker.check_set(ev, log, "k", {})
         self.assertEqual(len(v), 1)
-        self.assertIn("element 7", v[0][1])
+        self.assertIn("element 7", v[0][2])
+        self.assertIn("overwritten by hold 2-1", v[0][2])
 
 
 class Fenced(unittest.TestCase):
@@ -80,13 +87,13 @@ class Fenced(unittest.TestCase):
         log = [put(1, "k", "2-1", None, True, "b"), put(2, "k", "1-1", None, True, "a")]
         v = checker.check_fenced(checker.holds(ev, 100 * MS), log, "k")
         self.assertEqual(len(v), 1)
-        self.assertIn("stale write of hold 1-1", v[0][1])
+        self.assertIn("stale write of hold 1-1", v[0][2])
 
     def test_tokens_out_of_grant_order_fail(self):
         ev = hold(1, "1-1", 10 * MS, 20 * MS, 5) + hold(2, "2-1", 21 * MS, 30 * MS, 5)
         v = checker.check_fenced(checker.holds(ev, 100 * MS), [], "k")
         self.assertEqual(len(v), 1)
-        self.assertIn("not above", v[0][1])
+        self.assertIn("not above", v[0][2])
 
 
 class Bounds(unittest.TestCase):
@@ -102,6 +109,51 @@ class Bounds(unittest.TestCase):
         self.assertEqual(len(v), 1)
         v, n = checker.check_bounds(ev, [(ev[2]["t"] + MS, ev[2]["t"] + 4000 * MS)], 100)
         self.assertEqual((v, n), ([], 1))
+
+
+class Storage(unittest.TestCase):
+    def setUp(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.dir = tempfile.TemporaryDirectory()
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "storage.py"),
+             f"127.0.0.1:{self.port}", os.path.join(self.dir.name, "log.jsonl")],
+            stdout=subprocess.PIPE)
+        self.assertIn(b"listening", self.proc.stdout.readline())
+
+    def tearDown(self):
+        self.proc.terminate()
+        self.proc.wait(5)
+        self.proc.stdout.close()
+        self.dir.cleanup()
+
+    def call(self, line):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(line.encode() + b"\n")
+            return s.makefile().readline().strip()
+
+    def test_writes_need_a_token_above_the_last_written(self):
+        self.assertEqual(self.call("PUT k 5 a-1 x"), "OK")
+        self.assertEqual(self.call("PUT k 5 b-1 y"), "STALE 5")
+        self.assertEqual(self.call("PUT k 4 c-1 z"), "STALE 5")
+        self.assertEqual(self.call("PUT k 6 d-1 w"), "OK")
+        self.assertEqual(self.call("GET k -"), "VAL w")
+
+    def test_a_read_fences_older_holders(self):
+        # B (token 8) reads, then A (token 7, an older holder) may neither read nor
+        # write; B's own write with the token it read with is accepted.
+        self.assertEqual(self.call("GET s 8"), "VAL []")
+        self.assertEqual(self.call("GET s 7"), "STALE 8")
+        self.assertEqual(self.call("PUT s 7 a-1 [1]"), "STALE 8")
+        self.assertEqual(self.call("PUT s 8 b-1 [2]"), "OK")
+        self.assertEqual(self.call("GET s -"), "VAL [2]")
+
+    def test_without_tokens_everything_is_accepted(self):
+        self.assertEqual(self.call("PUT k - a-1 x"), "OK")
+        self.assertEqual(self.call("PUT k - b-1 y"), "OK")
 
 
 if __name__ == "__main__":
