@@ -1,6 +1,7 @@
-"""Checkers over the histories. Each violation comes as (first, shown, description):
-`first` the earliest event it involves (the grant of the first lock in it), `shown` when
-it became visible; the harness uses the span to find the fault behind it.
+"""Checkers over the histories. Each violation says when it began (`first`, the grant of
+the first lock involved) and showed (`shown`), and whether a hold involved acted past
+the validity it was given (`overran`: Redlock's known limit, which only fencing tokens
+cover); the harness uses these to find the fault behind it.
 
 - mutex: holds are [acquire ok, release invoke] as the client saw them; a hold that
   begins while another client's hold is open is a violation (Jepsen's check of a
@@ -32,13 +33,16 @@ def load_history(path):
 
 
 def holds(events, end_t):
-    """hid -> dict(c, start, end, token, write) from one or more clients' events."""
+    """hid -> dict(c, hid, start, end, token, valid_until) from clients' events: start
+    is the acquire's ok, end the release's invoke (or `end_t`), valid_until the end of
+    the validity the client was given."""
     out = {}
     for e in events:
         hid = e.get("hid")
         if e.get("ev") == "acquire" and e.get("ph") == "ok":
             out[hid] = {"c": e["c"], "hid": hid, "start": e["t"], "end": None,
-                        "token": e.get("token"), "invoke": None}
+                        "token": e.get("token"),
+                        "valid_until": e["t"] + int(e.get("valid_ms", 0)) * 1_000_000}
         elif e.get("ev") == "release" and e.get("ph") == "invoke" and hid in out:
             out[hid]["end"] = e["t"]
     for h in out.values():
@@ -47,19 +51,33 @@ def holds(events, end_t):
     return out
 
 
+def violation(first, shown, overran, desc):
+    """`overran`: the hold (or holds) at fault acted after its validity had ended, at
+    the times given (Redlock's known limit: a pause or a delay longer than the
+    validity); empty when every hold involved kept within its validity."""
+    return {"first": first, "shown": shown, "overran": sorted(overran), "desc": desc}
+
+
 def check_mutex(hmap):
-    """For each hold that began while another was open."""
+    """Each hold that began while another client's was still open."""
     hs = sorted(hmap.values(), key=lambda h: h["start"])
     viol = []
     open_ = []
     for h in hs:
         open_ = [o for o in open_ if o["end"] > h["start"]]
-        others = [o for o in open_ if o["c"] != h["c"] or o["hid"] != h["hid"]]
-        if others:
-            o = max(others, key=lambda x: x["end"])
-            viol.append((o["start"], h["start"], f"hold {h['hid']} began {(o['end'] - h['start']) / 1e6:.1f} ms before hold {o['hid']} ended"))
+        if open_:
+            o = max(open_, key=lambda x: x["end"])
+            over = [o["valid_until"]] if o["end"] > o["valid_until"] else []
+            viol.append(violation(o["start"], h["start"], over,
+                                  f"hold {h['hid']} began {(o['end'] - h['start']) / 1e6:.1f} ms before hold {o['hid']} ended"
+                                  + (" (which had run past its validity)" if over else "")))
         open_.append(h)
     return viol
+
+
+def _applied(storage_log, key):
+    """hid -> the time its accepted write was applied."""
+    return {w["hid"]: w["t"] for w in storage_log if w["key"] == key and w["accepted"]}
 
 
 def check_set(events, storage_log, key, hmap):
@@ -70,10 +88,11 @@ def check_set(events, storage_log, key, hmap):
         if w["key"] == key and w["accepted"]:
             final = w["value"]
     present = set(json.loads(final))
+    applied = _applied(storage_log, key)
     viol = []
     for e in events:
         if e.get("ev") == "write" and e.get("ph") == "ok" and e["elem"] not in present:
-            first, shown, by = e["t"], e["t"], "?"
+            shown, by = e["t"], "?"
             written = False
             for w in storage_log:
                 if w["key"] != key or not w["accepted"]:
@@ -83,30 +102,36 @@ def check_set(events, storage_log, key, hmap):
                 elif written and e["elem"] not in json.loads(w["value"]):
                     shown, by = w["t"], w["hid"]
                     break
-            starts = [hmap[h]["start"] for h in (e["hid"], by) if h in hmap]
-            first = min(starts + [first])
-            viol.append((first, shown, f"element {e['elem']} (hold {e['hid']}) acknowledged, lost (overwritten by hold {by})"))
+            involved = [hmap[x] for x in (e["hid"], by) if x in hmap]
+            first = min([h["start"] for h in involved] + [e["t"]])
+            over = [h["valid_until"] for h in involved
+                    if applied.get(h["hid"], 0) > h["valid_until"]]
+            viol.append(violation(first, shown, over,
+                                  f"element {e['elem']} (hold {e['hid']}) acknowledged, lost (overwritten by hold {by})"
+                                  + (" (a write landed past its validity)" if over else "")))
     return viol, len(present)
 
 
 def check_fenced(hmap, storage_log, key):
     """Stale writes accepted, and (with tokens) tokens out of grant order."""
-    order = {h["hid"]: h["start"] for h in hmap.values()}
     viol = []
-    latest_granted = None  # the grant time of the latest-granted lock already written
-    latest_hid = None
+    latest = None  # the latest-granted hold whose write was accepted so far
     for w in storage_log:
-        if w["key"] != key or not w["accepted"] or w["hid"] not in order:
+        if w["key"] != key or not w["accepted"] or w["hid"] not in hmap:
             continue
-        g = order[w["hid"]]
-        if latest_granted is not None and g < latest_granted:
-            viol.append((g, w["t"], f"stale write of hold {w['hid']} (token {w['token']}) accepted after hold {latest_hid}'s"))
-        elif latest_granted is None or g > latest_granted:
-            latest_granted, latest_hid = g, w["hid"]
+        h = hmap[w["hid"]]
+        if latest is not None and h["start"] < latest["start"]:
+            over = [h["valid_until"]] if w["t"] > h["valid_until"] else []
+            viol.append(violation(h["start"], w["t"], over,
+                                  f"stale write of hold {w['hid']} (token {w['token']}) accepted after hold {latest['hid']}'s"
+                                  + (f" ({(w['t'] - h['valid_until']) / 1e6:.0f} ms past its validity)" if over else "")))
+        elif latest is None or h["start"] > latest["start"]:
+            latest = h
     tok = sorted((h for h in hmap.values() if h["token"] is not None), key=lambda h: h["start"])
     for a, b in zip(tok, tok[1:]):
         if b["token"] <= a["token"]:
-            viol.append((a["start"], b["start"], f"token {b['token']} of hold {b['hid']} not above {a['token']} of earlier hold {a['hid']}"))
+            viol.append(violation(a["start"], b["start"], [],
+                                  f"token {b['token']} of hold {b['hid']} not above {a['token']} of earlier hold {a['hid']}"))
     return viol
 
 

@@ -52,19 +52,25 @@ FAKETIME_LIBS = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
                  "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
                  "/usr/lib/faketime/libfaketimeMT.so.1"]
 
-# Faults under which Redlock itself promises nothing for the lock holder: a client
-# paused past its validity, a write in flight longer than the TTL; without the restart
-# fence, a node that forgets its keys. Everywhere else a violation fails the run. Writes
-# fenced with tokens must never be stale, under any fault.
-LIMITS = {"pause-client", "delay-long"}
-LIMITS_WITHOUT_FENCE = {"kill9", "crash-restart"}
+# When a violation is allowed. With fencing tokens, the set and fenced workloads must
+# never lose an addition or accept a stale write, whatever happened. Otherwise a
+# violation is Redlock's known limit when a hold involved acted after the validity it
+# was given (a client paused past it, a write delayed past it), or, without the
+# restart fence, when it touches a window where nodes were restarted (they forgot
+# their keys). Any other violation fails the run.
+RESTARTS = {"kill9", "crash-restart"}
 
 
-def must_be_safe(workload, fault, tokens, fence):
+def excuse(workload, tokens, fence, v, touched):
+    """Why violation `v` is allowed, or None when it must not happen. `touched`: the
+    faults of the windows its span overlaps."""
     if tokens and workload in ("set", "fenced"):
-        return True
-    limits = LIMITS | (set() if fence else LIMITS_WITHOUT_FENCE)
-    return fault not in limits
+        return None
+    if v["overran"]:
+        return "a holder ran past its validity"
+    if not fence and touched & RESTARTS:
+        return "nodes restarted without the fence"
+    return None
 
 
 # --- nodes: every flag a node is started with is here --------------------------------
@@ -269,7 +275,7 @@ class Harness:
         self.delayers = getattr(self, "delayers", 0) + 1
         name = f"delayer{self.delayers}-{host}-q{queue}"
         self.spawn(name, host, [sys.executable, os.path.join(HERE, "delayer.py"), str(queue),
-                                str(delay_ms), str(jitter_ms), str(self.rng.randrange(1 << 30))])
+                                str(delay_ms), str(jitter_ms), str(self.fault_rng.randrange(1 << 30))])
         # Until it has bound the queue, packets sent to it would be dropped.
         logp = os.path.join(self.out, f"{name}.log")
         if not netns.wait_until(lambda: os.path.exists(logp) and b"delayer:" in open(logp, "rb").read(), 5):
@@ -309,9 +315,11 @@ class Harness:
             kinds += ["clock-jump", "clock-strobe"]
         return kinds
 
-    def run_fault(self, kind, dur):
-        """Applies one fault for `dur` seconds and heals it. Returns a short description."""
-        rng = self.rng
+    def run_fault(self, kind, dur, rng):
+        """Applies one fault for `dur` seconds and heals it. Returns a short description.
+        `rng` is the fault's own (seeded by the run's seed, the run and the fault's
+        place in the schedule), so a replay picks the same targets."""
+        self.fault_rng = rng
         nodes = NODES[:]
         rng.shuffle(nodes)
         # Partitions cut lock traffic only: the storage stays reachable by every host
@@ -537,9 +545,9 @@ class Harness:
         t = time.time_ns()
         time.sleep(baseline_s)
         self.windows.append((label, "none", t, time.time_ns(), "no fault"))
-        for kind in kinds:
+        for i, kind in enumerate(kinds):
             t0 = time.time_ns()
-            detail = self.run_fault(kind, fault_s)
+            detail = self.run_fault(kind, fault_s, random.Random(f"{self.seed}/{label}/{i}"))
             time.sleep(settle_s)
             self.check_alive()
             # a node a fault restarted must be back before the next fault; the wait is
@@ -569,14 +577,19 @@ class Harness:
                     return w[1]
             return wins[-1][1] if t >= wins[-1][3] else "none"
 
-        def cause(first, shown, workload, tokens):
-            """The window a violation goes to: a window whose fault Redlock's limits
-            allow it under, when its span touches one (a write held back in one window
-            can land in the next); else the window it showed in."""
-            for w in reversed(wins):
-                if w[2] <= shown and first < w[3] and not must_be_safe(workload, w[1], tokens, label == "fence"):
-                    return w[1]
-            return window_of(shown)
+        def place(v, workload, tokens):
+            """(window, excuse): a violation goes to the window where the holder at
+            fault ran out of validity, or, without the fence, a restart window its span
+            touches, else to the window where it showed."""
+            touched = {w[1] for w in wins if v["first"] < w[3] and w[2] <= v["shown"]}
+            why = excuse(workload, tokens, label == "fence", v, touched)
+            if v["overran"]:
+                return window_of(v["overran"][0]), why
+            if why:
+                for w in reversed(wins):
+                    if w[1] in RESTARTS and v["first"] < w[3] and w[2] <= v["shown"]:
+                        return w[1], why
+            return window_of(v["shown"]), why
 
         by_key = {}
         for c in self.clients:
@@ -609,8 +622,9 @@ class Harness:
                 cells[(workload, w[1], tokens, label)]["windows"] += 1
             for h in hmap.values():
                 cells[(workload, window_of(h["start"]), tokens, label)]["ops"] += 1
-            for first, shown, desc in viol:
-                cells[(workload, cause(first, shown, workload, tokens), tokens, label)]["viol"].append(desc)
+            for v in viol:
+                win, why = place(v, workload, tokens)
+                cells[(workload, win, tokens, label)]["viol"].append((v["desc"], why))
         return cells, bounds
 
 
@@ -629,7 +643,7 @@ def table(cells, faults):
                 if c is None:
                     row += f"{'-':>16s} "
                     continue
-                mark = "!" if c["viol"] and must_be_safe(workload, fault, tokens, label == "fence") else " "
+                mark = "!" if any(why is None for _, why in c["viol"]) else " "
                 row += f"{c['ops']:>9d} {len(c['viol']):>5d}{mark}"
             lines.append(row.rstrip())
     return "\n".join(lines)
@@ -688,6 +702,7 @@ def main():
                 kinds = h.fault_kinds()
                 h.rng.shuffle(kinds)
                 fault_s, settle_s = 3.5, 2.5
+            h.log(f"schedule ({'fence' if fence else 'nofence'}): {' '.join(kinds)}")
             for k in kinds:
                 if k not in faults_seen:
                     faults_seen.append(k)
@@ -721,18 +736,22 @@ def main():
     print("\nops: locks acquired in the fault's window (fault + heal + settle); viol: "
           "mutex: holds that overlapped another; set: acknowledged additions lost; "
           "fenced: stale writes accepted or tokens out of order. '!' marks a violation "
-          "where one must not happen.")
-    bad = [(k, v) for k, v in cells.items() if v["viol"] and must_be_safe(k[0], k[1], k[2], k[3] == "fence")]
-    limits = [(k, v) for k, v in cells.items() if v["viol"] and not must_be_safe(k[0], k[1], k[2], k[3] == "fence")]
+          "where one must not happen (with tokens in set/fenced; else one where no "
+          "holder ran past its validity and, without the fence, no node restarted).")
+    bad = [(k, d) for k, v in cells.items() for d, why in v["viol"] if why is None]
+    limits = [(k, d, why) for k, v in cells.items() for d, why in v["viol"] if why]
     b = bounds_all
     mx = ", ".join(f"{k} max {v[0]:.0f} ms (bound {v[1]} ms)" for k, v in sorted(b["max"].items()))
     print(f"\nbounds: {b['checked']} acquires/releases checked, {len(b['over'])} over bound + {BOUND_SLACK_MS} ms slack; {mx}")
     for t, d in b["over"][:10]:
         print(f"  OVER BOUND: {d}")
-    print(f"found where Redlock's limits allow: {sum(len(v['viol']) for _, v in limits)} violations in {len(limits)} cells")
-    for k, v in bad:
-        for d in v["viol"][:5]:
-            print(f"  VIOLATION {k[0]} / {k[1]} / tokens={'on' if k[2] else 'off'} / {k[3]}: {d}")
+    by_why = {}
+    for _, _, why in limits:
+        by_why[why] = by_why.get(why, 0) + 1
+    print(f"found where Redlock's limits allow them: {len(limits)} violations ("
+          + ", ".join(f"{n}: {w}" for w, n in sorted(by_why.items())) + ")")
+    for k, d in bad[:20]:
+        print(f"  VIOLATION {k[0]} / {k[1]} / tokens={'on' if k[2] else 'off'} / {k[3]}: {d}")
     for p in h.probe_failures:
         print(f"  CLOCK: a TTL followed the wall clock: {p}")
     for s in h.skips:
@@ -742,7 +761,9 @@ def main():
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"seed": args.seed, "windows": h.windows,
                    "cells": [{"workload": k[0], "fault": k[1], "tokens": k[2], "run": k[3],
-                              "ops": v["ops"], "violations": v["viol"]} for k, v in cells.items()],
+                              "ops": v["ops"],
+                              "violations": [{"what": d, "allowed": why} for d, why in v["viol"]]}
+                             for k, v in cells.items()],
                    "bounds_over": b["over"], "failures": h.failures,
                    "probe_failures": h.probe_failures}, f, indent=1)
     elapsed = time.monotonic() - h.t_start

@@ -17,11 +17,11 @@ import checker  # noqa: E402
 MS = 1_000_000
 
 
-def hold(c, hid, start, end, token=None):
+def hold(c, hid, start, end, token=None, valid_ms=1000):
     return [
         {"ev": "acquire", "ph": "invoke", "c": c, "hid": hid, "t": start - MS},
         {"ev": "acquire", "ph": "ok", "c": c, "hid": hid, "t": start, "token": token,
-         "dur_ms": 1.0, "bound_ms": 2150},
+         "valid_ms": valid_ms, "dur_ms": 1.0, "bound_ms": 2150},
         {"ev": "release", "ph": "invoke", "c": c, "hid": hid, "t": end},
         {"ev": "release", "ph": "ok", "c": c, "hid": hid, "t": end + MS, "deleted": 5,
          "dur_ms": 1.0, "bound_ms": 50},
@@ -46,8 +46,13 @@ class Mutex(unittest.TestCase):
         ev = hold(1, "1-1", 10 * MS, 25 * MS) + hold(2, "2-1", 21 * MS, 30 * MS)
         v = checker.check_mutex(checker.holds(ev, 100 * MS))
         self.assertEqual(len(v), 1)
-        self.assertIn("2-1", v[0][2])
-        self.assertEqual(v[0][:2], (10 * MS, 21 * MS))
+        self.assertIn("2-1", v[0]["desc"])
+        self.assertEqual((v[0]["first"], v[0]["shown"], v[0]["overran"]), (10 * MS, 21 * MS, []))
+
+    def test_an_overlap_after_the_validity_is_marked_overran(self):
+        ev = hold(1, "1-1", 10 * MS, 25 * MS, valid_ms=5) + hold(2, "2-1", 21 * MS, 30 * MS)
+        v = checker.check_mutex(checker.holds(ev, 100 * MS))
+        self.assertEqual(v[0]["overran"], [15 * MS])
 
     def test_a_hold_never_released_lasts_to_the_end(self):
         ev = hold(1, "1-1", 10 * MS, 20 * MS)[:2] + hold(2, "2-1", 50 * MS, 60 * MS)
@@ -65,10 +70,12 @@ class Set(unittest.TestCase):
         # both read [], both wrote: the second write lost the first's element
         ev = [write(1, "1-1", 1, 7), write(2, "2-1", 2, 8)]
         log = [put(1, "k", "1-1", None, True, "[7]"), put(2, "k", "2-1", None, True, "[8]")]
-        v, _ = checker.check_set(ev, log, "k", {})
+        hm = checker.holds(hold(1, "1-1", 0, 10) + hold(2, "2-1", 0, 10), 100)
+        v, _ = checker.check_set(ev, log, "k", hm)
         self.assertEqual(len(v), 1)
-        self.assertIn("element 7", v[0][2])
-        self.assertIn("overwritten by hold 2-1", v[0][2])
+        self.assertEqual(v[0]["overran"], [])
+        self.assertIn("element 7", v[0]["desc"])
+        self.assertIn("overwritten by hold 2-1", v[0]["desc"])
 
 
 class Fenced(unittest.TestCase):
@@ -87,13 +94,20 @@ class Fenced(unittest.TestCase):
         log = [put(1, "k", "2-1", None, True, "b"), put(2, "k", "1-1", None, True, "a")]
         v = checker.check_fenced(checker.holds(ev, 100 * MS), log, "k")
         self.assertEqual(len(v), 1)
-        self.assertIn("stale write of hold 1-1", v[0][2])
+        self.assertIn("stale write of hold 1-1", v[0]["desc"])
+        self.assertEqual(v[0]["overran"], [])
+
+    def test_a_stale_write_past_the_validity_is_marked_overran(self):
+        ev = hold(1, "1-1", 10 * MS, 40 * MS, valid_ms=5) + hold(2, "2-1", 21 * MS, 30 * MS)
+        log = [put(1, "k", "2-1", None, True, "b"), dict(put(2, "k", "1-1", None, True, "a"), t=35 * MS)]
+        v = checker.check_fenced(checker.holds(ev, 100 * MS), log, "k")
+        self.assertEqual(v[0]["overran"], [15 * MS])
 
     def test_tokens_out_of_grant_order_fail(self):
         ev = hold(1, "1-1", 10 * MS, 20 * MS, 5) + hold(2, "2-1", 21 * MS, 30 * MS, 5)
         v = checker.check_fenced(checker.holds(ev, 100 * MS), [], "k")
         self.assertEqual(len(v), 1)
-        self.assertIn("not above", v[0][2])
+        self.assertIn("not above", v[0]["desc"])
 
 
 class Bounds(unittest.TestCase):
