@@ -283,7 +283,8 @@ async fn main() {
                 let st = a.storage.as_deref().unwrap_or_default();
                 // The read carries the token too: a store that fenced only writes
                 // would let a later holder that read the same state overwrite us.
-                let read = storage_call(st, &format!("GET {} {token}", a.key), a.storage_timeout).await;
+                let read =
+                    storage_call(st, &format!("GET {} {token}", a.key), a.storage_timeout).await;
                 let value = match read {
                     Ok(r) if r.starts_with("VAL ") => r[4..].to_string(),
                     Ok(r) if r.starts_with("STALE") => {
