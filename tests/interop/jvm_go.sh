@@ -6,6 +6,7 @@
 #   tests/interop/jvm_go.sh path/to/redlockd
 #   INTEROP_SERVER=redis tests/interop/jvm_go.sh [path/to/redis-server]
 #   INTEROP_ONLY=java|go  runs one battery
+#   INTEROP_JAVA_TEST=RedissonTest#semaphore  INTEROP_GO_RUN=Redsync  pick cases
 #
 # Nodes are started as run.sh starts them (redlockd: --max-ttl 30s --restart-delay 0
 # --clock manual --enable-debug-command). Maven's repository and Go's module and
@@ -151,7 +152,7 @@ if [[ "$ONLY" != go ]]; then
   say "java: mvn test (Redisson, Jedis, Lettuce)"
   t0=$SECONDS
   set +e
-  (cd "$HERE/java" && timeout -k 10 "$JAVA_TIMEOUT" "${MVN[@]}" test)
+  (cd "$HERE/java" && timeout -k 10 "$JAVA_TIMEOUT" "${MVN[@]}" test ${INTEROP_JAVA_TEST:+-Dtest="$INTEROP_JAVA_TEST"})
   rc=$?
   set -e
   record "java (mvn test: Redisson, Jedis, Lettuce)" "$rc" "$((SECONDS - t0))"
@@ -161,7 +162,7 @@ if [[ "$ONLY" != java ]]; then
   say "go: go test (redsync, bsm/redislock, rueidislock, go-redis)"
   t0=$SECONDS
   set +e
-  (cd "$HERE/go" && timeout -k 10 "$GO_TIMEOUT" go test -count=1 -p 1 -timeout "$((GO_TIMEOUT - 20))s" -v .)
+  (cd "$HERE/go" && timeout -k 10 "$GO_TIMEOUT" go test -count=1 -p 1 -timeout "$((GO_TIMEOUT - 20))s" ${INTEROP_GO_RUN:+-run "$INTEROP_GO_RUN"} -v .)
   rc=$?
   set -e
   record "go (go test: redsync, redislock, rueidislock, go-redis)" "$rc" "$((SECONDS - t0))"

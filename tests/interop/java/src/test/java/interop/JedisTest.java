@@ -50,7 +50,9 @@ class JedisTest {
         String key = Env.unique("jedis-exp");
         try (JedisPool pool = new JedisPool(Env.host(addr), Env.port(addr)); Jedis j = pool.getResource()) {
             assertEquals("OK", j.set(key, "a", SetParams.setParams().nx().px(5_000)));
-            Env.advanceClock(4_999);
+            // as in Redis, a key lives through its deadline's millisecond
+            Env.advanceClock(5_000);
+            assertEquals(0L, j.pttl(key));
             assertNull(j.set(key, "b", SetParams.setParams().nx().px(5_000)));
             Env.advanceClock(1);
             assertEquals("OK", j.set(key, "b", SetParams.setParams().nx().px(5_000)));

@@ -403,7 +403,9 @@ class RedissonTest {
             d2.kill();
             @SuppressWarnings("deprecation")
             RedissonRedLock red = new RedissonRedLock(locks);
-            assertTrue(red.tryLock(20, 30, TimeUnit.SECONDS), "3 of 5 nodes up: the RedLock must lock");
+            // (MultiLock's tryLock(wait, lease) first takes every node's lock for 2 x wait:
+            // a wait of 10 s asks for 20 s, within redlockd's default max-ttl of 30 s)
+            assertTrue(red.tryLock(10, 30, TimeUnit.SECONDS), "3 of 5 nodes up: the RedLock must lock");
             for (int i = 0; i < 3; i++) assertEquals(1L, Env.Raw.call(addrs.get(i), "EXISTS", name));
             red.unlock();
             for (int i = 0; i < 3; i++) assertEquals(0L, Env.Raw.call(addrs.get(i), "EXISTS", name));
@@ -414,6 +416,55 @@ class RedissonTest {
             long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
             assertTrue(ms < 30_000, "tryLock(5 s) took " + ms + " ms");
             for (int i = 0; i < 3; i++) assertEquals(0L, Env.Raw.call(addrs.get(i), "EXISTS", name));
+        } finally {
+            for (RedissonClient c : clients) c.shutdown();
+        }
+    }
+
+    /** redlockd refuses a TTL above its --max-ttl (30 s by default) with a clear error:
+     * Redisson rethrows it from tryLock with a longer lease; a RedissonMultiLock whose
+     * tryLock(wait, lease) first asks every node for 2 x wait (here 30.002 s) locks
+     * nothing, after waiting its whole wait (15 s). */
+    @Test
+    void leaseAboveMaxTtlIsRefusedClearly() throws Exception {
+        Env.assumeRedlockd();
+        String name = Env.unique("maxttl");
+        RLock lock = a.getLock(name);
+        org.redisson.client.RedisException e = assertThrows(org.redisson.client.RedisException.class,
+                () -> lock.tryLock(0, 31, TimeUnit.SECONDS));
+        assertTrue(e.getMessage().contains("ERR TTL of 31000 ms is above this server's max-ttl of 30000 ms"),
+                e.getMessage());
+        // A hazard, asserted so that a change shows here: Redisson's lock script runs
+        // hincrby before pexpire, and a script is not rolled back when a later call
+        // fails, so the refused tryLock leaves the lock's hash WITHOUT a TTL, held by
+        // this thread (whose caller was told the lock failed). Only this thread's
+        // unlock() (or forceUnlock) frees it.
+        assertEquals(-1L, Env.Raw.pttl(N0, name));
+        assertFalse(b.getLock(name).tryLock(), "the leftover hash holds the lock");
+        lock.unlock();
+        assertEquals(0L, Env.Raw.call(N0, "EXISTS", name));
+        assertTrue(lock.tryLock(0, 30, TimeUnit.SECONDS), "a 30 s lease is within max-ttl");
+        lock.unlock();
+
+        List<RedissonClient> clients = new ArrayList<>();
+        try {
+            for (String addr : Env.NODES) clients.add(Env.redisson(addr));
+            RedissonMultiLock multi = new RedissonMultiLock(
+                    clients.stream().map(c -> c.getLock(name)).toArray(RLock[]::new));
+            boolean got;
+            try {
+                got = multi.tryLock(15_001, 30_000, TimeUnit.MILLISECONDS);
+            } catch (org.redisson.client.RedisException refused) {
+                assertTrue(refused.getMessage().contains("above this server's max-ttl"), refused.getMessage());
+                got = false;
+            }
+            assertFalse(got, "a 30.002 s per-node lease was granted");
+            List<Object> left = new ArrayList<>();
+            for (String addr : Env.NODES) left.add(Env.Raw.pttl(addr, name));
+            // the same hazard on the first node, the one MultiLock tried (and retried)
+            assertEquals(List.of(-1L, -2L, -2L, -2L, -2L), left, "keys left on the nodes (pttl)");
+            clients.get(0).getLock(name).forceUnlock();
+            assertEquals(0L, Env.Raw.call(Env.node(0), "EXISTS", name));
         } finally {
             for (RedissonClient c : clients) c.shutdown();
         }
@@ -442,7 +493,7 @@ class RedissonTest {
             long pttl = Env.Raw.pttl(N0, name);
             assertTrue(pttl > 0 && pttl <= watchdog, "pttl " + pttl);
             if (Env.redlockd()) {
-                Env.advanceClock(pttl - 1);
+                Env.advanceClock(pttl); // a key lives through its deadline's millisecond
                 assertFalse(lock.tryLock(), "freed before the lease ran out");
                 Env.advanceClock(1);
             }
