@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# The Java and Go batteries: Redisson, Jedis, Lettuce (Maven, JUnit 5) and redsync,
+# bsm/redislock, rueidis + rueidislock, go-redis (go test), with their default
+# settings, against 5 independent nodes.
+#
+#   tests/interop/jvm_go.sh path/to/redlockd
+#   INTEROP_SERVER=redis tests/interop/jvm_go.sh [path/to/redis-server]
+#   INTEROP_ONLY=java|go  runs one battery
+#   INTEROP_JAVA_TEST=RedissonTest#semaphore  INTEROP_GO_RUN=Redsync  pick cases
+#
+# Nodes are started as run.sh starts them (redlockd: --max-ttl 30s --restart-delay 0
+# --clock manual --enable-debug-command). Maven's repository and Go's module and
+# build caches live under target/ of the checkout (target/interop-m2,
+# target/interop-go): resolved once, reused by later runs, never needed from outside
+# the build tree. Every process started here is stopped on exit.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+KIND="${INTEROP_SERVER:-redlockd}"
+ONLY="${INTEROP_ONLY:-}"
+NUM_NODES=5
+JAVA_TIMEOUT="${INTEROP_JAVA_TIMEOUT:-600}" # seconds, whole mvn test (first run resolves)
+GO_TIMEOUT="${INTEROP_GO_TIMEOUT:-600}"     # seconds, whole go test (first run downloads, builds)
+
+say() { printf '\n=== %s ===\n' "$*"; }
+die() { printf 'jvm_go: %s\n' "$*" >&2; exit 1; }
+
+case "$KIND" in
+  redlockd) BIN="${1:-}"; [[ -n "$BIN" ]] || die "usage: jvm_go.sh path/to/redlockd" ;;
+  redis)
+    BIN="${1:-$(command -v redis-server || true)}"
+    [[ -n "$BIN" ]] || die "INTEROP_SERVER=redis but no redis-server on PATH"
+    ;;
+  *) die "INTEROP_SERVER must be 'redlockd' or 'redis', not '$KIND'" ;;
+esac
+[[ -x "$BIN" ]] || die "server binary '$BIN' is not executable"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+case "$ONLY" in ""|java|go) ;; *) die "INTEROP_ONLY must be java or go, not '$ONLY'" ;; esac
+
+command -v python3 >/dev/null || die "python3 is required (tools.py)"
+if [[ "$ONLY" != go ]]; then
+  command -v java >/dev/null || die "java is required"
+  command -v mvn >/dev/null || die "mvn is required"
+fi
+[[ "$ONLY" == java ]] || command -v go >/dev/null || die "go is required"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/redlockd-jvm-go.XXXXXX")"
+PIDS=()
+PORTS=()
+
+stop_pid() { # pid: TERM, bounded wait, then KILL
+  local pid="$1" i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  echo "jvm_go: pid $pid ignored SIGTERM for 5 s; sending SIGKILL" >&2
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$? pid port
+  set +e
+  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  # Nodes started (and killed) by the cases themselves; normally stopped by the cases,
+  # this catches a runner killed by its timeout. Only processes still running our binary.
+  if [[ -f "$WORK/extra-pids" ]]; then
+    while read -r pid; do
+      [[ -n "$pid" ]] || continue
+      if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$BIN"; then
+        stop_pid "$pid"
+      fi
+    done <"$WORK/extra-pids"
+  fi
+  for port in "${PORTS[@]}"; do
+    python3 "$HERE/tools.py" wait-closed "127.0.0.1:$port" 5 || true
+  done
+  if [[ $rc -ne 0 && -d "$WORK" ]]; then
+    echo "jvm_go: logs kept in $WORK" >&2
+  else
+    rm -rf "$WORK"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- Build-tree caches ---------------------------------------------------------------
+M2="$ROOT/target/interop-m2"
+export GOPATH="$ROOT/target/interop-go"
+export GOMODCACHE="$GOPATH/mod" GOCACHE="$GOPATH/cache" GOFLAGS="-modcacherw -mod=readonly"
+export GOTOOLCHAIN=local
+mkdir -p "$M2" "$GOMODCACHE" "$GOCACHE"
+MVN=(mvn -B -ntp -Dmaven.repo.local="$M2")
+
+if [[ "$ONLY" != go ]]; then
+  say "java clients: resolve (Maven repository $M2)"
+  # resolves and compiles, so the timed run below is mostly the cases (surefire's JUnit
+  # provider is resolved by that run, once)
+  (cd "$HERE/java" && timeout -k 10 "$JAVA_TIMEOUT" "${MVN[@]}" -q test-compile) \
+    || die "mvn: resolving or compiling the Java battery failed"
+  sed -n 's/^ *<\(redisson\|jedis\|lettuce\|junit\)\.version>\(.*\)<.*/  \1 \2/p' "$HERE/java/pom.xml"
+fi
+if [[ "$ONLY" != java ]]; then
+  say "go clients: download and build (GOMODCACHE $GOMODCACHE)"
+  (cd "$HERE/go" && timeout -k 10 "$GO_TIMEOUT" go mod download && timeout -k 10 "$GO_TIMEOUT" go test -count=1 -run '^$' .) \
+    || die "go build of the Go battery failed"
+  (cd "$HERE/go" && go list -m -f '  {{.Path}} {{.Version}}' github.com/go-redsync/redsync/v4 \
+    github.com/bsm/redislock github.com/redis/rueidis github.com/redis/go-redis/v9)
+fi
+
+# --- Servers ---------------------------------------------------------------------
+say "starting $NUM_NODES $KIND nodes"
+echo "binary: $BIN"
+read -r -a PORTS <<<"$(python3 "$HERE/tools.py" free-ports "$NUM_NODES")"
+NODES=""
+for port in "${PORTS[@]}"; do
+  if [[ "$KIND" == redlockd ]]; then
+    NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
+      --clock manual --enable-debug-command --dir "$WORK/node-$port" \
+      >"$WORK/node-$port.log" 2>&1 </dev/null &
+  else
+    "$BIN" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \
+      >"$WORK/node-$port.log" 2>&1 </dev/null &
+  fi
+  PIDS+=("$!")
+  NODES="${NODES:+$NODES,}127.0.0.1:$port"
+done
+for i in "${!PORTS[@]}"; do
+  if ! python3 "$HERE/tools.py" wait-ping "127.0.0.1:${PORTS[$i]}" 20; then
+    echo "--- node-${PORTS[$i]}.log ---" >&2
+    tail -n 30 "$WORK/node-${PORTS[$i]}.log" >&2 || true
+    die "node on port ${PORTS[$i]} did not answer PING"
+  fi
+done
+echo "nodes: $NODES"
+
+export INTEROP_SERVER="$KIND" INTEROP_SERVER_BIN="$BIN" INTEROP_NODES="$NODES" INTEROP_LOG_DIR="$WORK"
+
+# --- Runs ------------------------------------------------------------------------
+RESULTS=()
+FAILED=0
+record() { # name rc seconds
+  if [[ "$2" -eq 0 ]]; then RESULTS+=("PASS  $1 (${3}s)"); else RESULTS+=("FAIL  $1 (exit $2, ${3}s)"); FAILED=$((FAILED + 1)); fi
+}
+
+if [[ "$ONLY" != go ]]; then
+  say "java: mvn test (Redisson, Jedis, Lettuce)"
+  t0=$SECONDS
+  set +e
+  (cd "$HERE/java" && timeout -k 10 "$JAVA_TIMEOUT" "${MVN[@]}" test ${INTEROP_JAVA_TEST:+-Dtest="$INTEROP_JAVA_TEST"})
+  rc=$?
+  set -e
+  record "java (mvn test: Redisson, Jedis, Lettuce)" "$rc" "$((SECONDS - t0))"
+fi
+
+if [[ "$ONLY" != java ]]; then
+  say "go: go test (redsync, bsm/redislock, rueidislock, go-redis)"
+  t0=$SECONDS
+  set +e
+  (cd "$HERE/go" && timeout -k 10 "$GO_TIMEOUT" go test -count=1 -p 1 -timeout "$((GO_TIMEOUT - 20))s" ${INTEROP_GO_RUN:+-run "$INTEROP_GO_RUN"} -v .)
+  rc=$?
+  set -e
+  record "go (go test: redsync, redislock, rueidislock, go-redis)" "$rc" "$((SECONDS - t0))"
+fi
+
+say "summary ($KIND)"
+for line in "${RESULTS[@]}"; do echo "$line"; done
+if [[ $FAILED -ne 0 ]]; then
+  for log in "$WORK"/*.log; do
+    [[ -s "$log" ]] || continue
+    echo "--- $(basename "$log") (last 20 lines) ---"
+    tail -n 20 "$log"
+  done
+  die "$FAILED battery(ies) failed against $KIND"
+fi
+echo "jvm_go: all batteries passed against $KIND"
