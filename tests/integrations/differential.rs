@@ -389,7 +389,12 @@ async fn expiry_checkpoint(diff: &mut Differential, gen: &mut Gen, i: usize) {
     diff.same(&touch).await;
     diff.same(&["DBSIZE"]).await;
     let (ra, rb) = diff.both(&["KEYS", "*"]).await;
-    assert_eq!(sorted_bulks(&ra), sorted_bulks(&rb), "seed={} after op {i}", diff.seed);
+    assert_eq!(
+        sorted_bulks(&ra),
+        sorted_bulks(&rb),
+        "seed={} after op {i}",
+        diff.seed
+    );
 }
 
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]

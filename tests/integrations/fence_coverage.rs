@@ -162,7 +162,12 @@ const NOT_WRITES: &[&str] = &[
 /// Commands that can set or lengthen a TTL without being `denyoom` in Redis: they
 /// must be fenced all the same.
 const TTL_SETTERS: &[&str] = &[
-    "expire", "pexpire", "expireat", "pexpireat", "persist", "getex",
+    "expire",
+    "pexpire",
+    "expireat",
+    "pexpireat",
+    "persist",
+    "getex",
 ];
 
 /// Commands Redis marks `denyoom` that cannot create a key nor lengthen a TTL.
@@ -229,7 +234,13 @@ fn parse_state(frame: &str) -> State {
         .chunks(3)
         .map(|c| {
             let pttl = c[2].parse().unwrap_or_else(|_| panic!("{frame}"));
-            (c[0].clone(), Key { content: c[1].clone(), pttl })
+            (
+                c[0].clone(),
+                Key {
+                    content: c[1].clone(),
+                    pttl,
+                },
+            )
         })
         .collect()
 }
@@ -265,7 +276,11 @@ impl Node {
         assert_eq!(c.cmd(&["FUNCTION", "LOAD", LIBRARY]).await, bulk("fc"));
         let sha = c.cmd(&["SCRIPT", "LOAD", STATE]).await;
         let state_sha = sorted_in_order(&format!("*1\r\n{sha}"))[0].clone();
-        Node { server, c, state_sha }
+        Node {
+            server,
+            c,
+            state_sha,
+        }
     }
 
     async fn state(&mut self) -> State {
@@ -404,7 +419,10 @@ async fn the_cases_cover_the_whole_table() {
         }
         let fenced_case = cases_of(name).iter().any(|(_, e)| *e == Fenced);
         if f.contains("denyoom") && !DENYOOM_UNFENCED.contains(&name) {
-            assert!(fenced_case, "{name} is write + denyoom in Redis: it needs a Fenced case");
+            assert!(
+                fenced_case,
+                "{name} is write + denyoom in Redis: it needs a Fenced case"
+            );
         }
         if TTL_SETTERS.contains(&name) {
             assert!(fenced_case, "{name} can set a TTL: it needs a Fenced case");

@@ -17,6 +17,7 @@
 
 use crate::commands::{CmdResult, Ctx};
 
+use crate::commands::families::typed::{self, Collection};
 use crate::commands::families::{lists, zsets};
 
 use crate::node::Shared;
@@ -393,6 +394,35 @@ fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(
     }
 }
 
+/// The blocking pops' one body (BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP):
+/// pops up to `count` (one when `None`) with `pop_n` from the first key that exists
+/// and replies `keyed(key, popped, nested)`, nested when a count was given; else
+/// blocks as `pop_or_block` does, and a transaction or script gets a null array.
+pub fn blocking_pop<C: Collection, P>(
+    ctx: &mut Ctx,
+    keys: &[Bytes],
+    pop: Pop,
+    count: Option<usize>,
+    timeout_ms: u64,
+    pop_n: impl Fn(&mut C, usize) -> P,
+    keyed: impl Fn(&Bytes, P, bool) -> Reply,
+) -> CmdResult {
+    pop_or_block(
+        ctx,
+        keys,
+        pop,
+        timeout_ms,
+        Reply::NullArray,
+        |ctx, key, take| {
+            if !take {
+                return typed::read(ctx, key, |_: &C| ()).map(|_| None);
+            }
+            let popped = typed::modify(ctx, key, |c: &mut C| pop_n(c, count.unwrap_or(1)))?;
+            Ok(popped.map(|popped| keyed(key, popped, count.is_some())))
+        },
+    )
+}
+
 /// The shared body of every blocking pop: try each key in order (a key someone
 /// already waits on is only type-checked, so the newcomer queues behind them, FIFO);
 /// inside a script or transaction answer `nonblocking` instead of blocking; else
@@ -453,13 +483,25 @@ mod tests {
     #[test]
     fn undoing_a_counted_list_pop_restores_the_list() {
         let db = Db::new(1);
-        let items: Vec<Bytes> = [&b"a"[..], b"b", b"c", b"d"].map(Bytes::from_static).to_vec();
-        db.insert(b"q", Entry::new(Value::List(items.iter().cloned().collect())));
+        let items: Vec<Bytes> = [&b"a"[..], b"b", b"c", b"d"]
+            .map(Bytes::from_static)
+            .to_vec();
+        db.insert(
+            b"q",
+            Entry::new(Value::List(items.iter().cloned().collect())),
+        );
         let key = Bytes::from_static(b"q");
         for side in [Side::Left, Side::Right] {
-            let pop = Pop::List { side, count: Some(3) };
+            let pop = Pop::List {
+                side,
+                count: Some(3),
+            };
             let (reply, undo) = take_for(&db, &key, &pop, 0).expect("elements");
-            let taken = if side == Side::Left { ["a", "b", "c"] } else { ["d", "c", "b"] };
+            let taken = if side == Side::Left {
+                ["a", "b", "c"]
+            } else {
+                ["d", "c", "b"]
+            };
             let taken = taken.map(|v| Reply::Bulk(Bytes::from_static(v.as_bytes())));
             let want = Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Array(taken.to_vec())]);
             assert_eq!(reply, want);
@@ -468,7 +510,10 @@ mod tests {
             assert_eq!(list(&db, b"q"), items);
         }
         // All of it taken: the key goes, and comes back whole.
-        let pop = Pop::List { side: Side::Right, count: Some(9) };
+        let pop = Pop::List {
+            side: Side::Right,
+            count: Some(9),
+        };
         let (_, undo) = take_for(&db, &key, &pop, 0).expect("elements");
         assert!(db.get(b"q", 0).is_none());
         undo(&db, 0);

@@ -136,4 +136,3 @@ pub fn script(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn is_flush_mode(arg: &[u8]) -> bool {
     eq_ignore_case(arg, "sync") || eq_ignore_case(arg, "async")
 }
-

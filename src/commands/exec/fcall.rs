@@ -252,7 +252,6 @@ fn stats(ctx: &mut Ctx) -> Reply {
     ])
 }
 
-
 const HELP: &[&str] = &[
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "LOAD [REPLACE] <FUNCTION CODE>",

@@ -90,7 +90,9 @@ impl Transaction {
     /// Whether a queued command may grow memory (EXEC is refused above --maxmemory).
     pub fn holds_denyoom(&self) -> bool {
         use crate::commands::command_table::flags;
-        self.queue.iter().any(|(spec, _)| spec.flags & flags::DENYOOM != 0)
+        self.queue
+            .iter()
+            .any(|(spec, _)| spec.flags & flags::DENYOOM != 0)
     }
 }
 
@@ -129,7 +131,12 @@ pub fn exec(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
         .queue
         .iter()
         .map(|(spec, args)| {
-            match crate::commands::admin::acl_command::check(ctx, spec, args, crate::commands::admin::acl_command::Context::Exec) {
+            match crate::commands::admin::acl_command::check(
+                ctx,
+                spec,
+                args,
+                crate::commands::admin::acl_command::Context::Exec,
+            ) {
                 Ok(()) => run(ctx, spec, args),
                 Err(e) => e,
             }

@@ -29,7 +29,6 @@ fn write<T>(
     typed::write(ctx, key, f)
 }
 
-
 /// Stores field/value pairs; returns how many fields are new.
 fn set_pairs(ctx: &Ctx, args: &[Bytes], cmd: &str) -> Result<i64, Reply> {
     if !args.len().is_multiple_of(2) {
@@ -137,8 +136,9 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     write(ctx, &args[1], |h| {
         let current = match h.get(&args[2][..]) {
-            Some(v) => LongDouble::parse(v)
-                .ok_or_else(|| Reply::error("ERR hash value is not a float"))?,
+            Some(v) => {
+                LongDouble::parse(v).ok_or_else(|| Reply::error("ERR hash value is not a float"))?
+            }
             None => LongDouble::zero(),
         };
         let text = current
@@ -156,7 +156,9 @@ pub fn hlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// HSTRLEN key field: the length of the field's value, 0 when missing.
 pub fn hstrlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let n = read(ctx, &args[1], |h| h.get(&args[2][..]).map_or(0, |v| v.len()))?;
+    let n = read(ctx, &args[1], |h| {
+        h.get(&args[2][..]).map_or(0, |v| v.len())
+    })?;
     Ok(Reply::Integer(n.unwrap_or(0) as i64))
 }
 

@@ -7,7 +7,7 @@
 //! wakes them after the command ends, timeouts on the server clock, and inside a
 //! script they never block. Like Redis, an empty list is never kept.
 
-use crate::commands::exec::blocking::{pop_or_block, Pop, Side};
+use crate::commands::exec::blocking::{blocking_pop, pop_or_block, Pop, Side};
 use crate::commands::families::typed::{self, copy, index_range, parse_multi_pop};
 use crate::commands::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -123,7 +123,12 @@ fn pop(ctx: &Ctx, args: &[Bytes], side: Side, name: &str) -> CmdResult {
     };
     let popped = modify(ctx, &args[1], |list| match count {
         None => pop_side(list, side).map_or(Reply::Null, Reply::Bulk),
-        Some(n) => Reply::Array(pop_many(list, side, n).into_iter().map(Reply::Bulk).collect()),
+        Some(n) => Reply::Array(
+            pop_many(list, side, n)
+                .into_iter()
+                .map(Reply::Bulk)
+                .collect(),
+        ),
     })?;
     Ok(popped.unwrap_or(if count.is_some() {
         Reply::NullArray
@@ -207,12 +212,14 @@ pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let start = int_arg(&args[2])?;
     let stop = int_arg(&args[3])?;
-    modify(ctx, &args[1], |list| match index_range(start, stop, list.len()) {
-        Some((a, b)) => {
-            list.truncate(b + 1);
-            list.drain(..a);
+    modify(ctx, &args[1], |list| {
+        match index_range(start, stop, list.len()) {
+            Some((a, b)) => {
+                list.truncate(b + 1);
+                list.drain(..a);
+            }
+            None => list.clear(),
         }
-        None => list.clear(),
     })?;
     Ok(Reply::Ok)
 }
@@ -330,7 +337,11 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let index = int_arg(&args[2])?;
     let done = modify(ctx, &args[1], |l| {
-        let i = if index < 0 { l.len() as i64 + index } else { index };
+        let i = if index < 0 {
+            l.len() as i64 + index
+        } else {
+            index
+        };
         match usize::try_from(i).ok().and_then(|i| l.get_mut(i)) {
             Some(slot) => {
                 *slot = copy(&args[3]);
@@ -455,9 +466,8 @@ pub(crate) fn parse_timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
     Ok(ms as u64)
 }
 
-/// The blocking pops (BLPOP, BRPOP, BLMPOP): pops from the first key that exists,
-/// else blocks (see blocking.rs); in a transaction or script, or on timeout, a null
-/// array. `count` None pops one element, replied `[key, element]`.
+/// The blocking pops (BLPOP, BRPOP, BLMPOP) on lists (see `blocking_pop`); `count`
+/// None pops one element, replied `[key, element]`.
 fn bpop(
     ctx: &mut Ctx,
     keys: &[Bytes],
@@ -465,20 +475,9 @@ fn bpop(
     count: Option<usize>,
     timeout_ms: u64,
 ) -> CmdResult {
-    pop_or_block(
-        ctx,
-        keys,
-        Pop::List { side, count },
-        timeout_ms,
-        Reply::NullArray,
-        |ctx, key, take| {
-            if !take {
-                return read(ctx, key, |_| ()).map(|_| None);
-            }
-            let popped = modify(ctx, key, |l| pop_many(l, side, count.unwrap_or(1)))?;
-            Ok(popped.map(|popped| keyed_reply(key, popped, count.is_some())))
-        },
-    )
+    let pop = Pop::List { side, count };
+    let pop_n = |list: &mut List, n| pop_many(list, side, n);
+    blocking_pop(ctx, keys, pop, count, timeout_ms, pop_n, keyed_reply)
 }
 
 /// BLPOP / BRPOP key... timeout

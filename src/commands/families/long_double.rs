@@ -9,8 +9,12 @@ const MAX_CHARS: usize = 5 * 1024;
 extern "C" {
     fn redlockd_ld_parse(s: *const u8, len: usize, out: *mut [u8; 16]) -> i32;
     fn redlockd_ld_is_finite(a: *const [u8; 16]) -> i32;
-    fn redlockd_ld_add(a: *const [u8; 16], b: *const [u8; 16], out: *mut u8, len: usize)
-        -> std::ffi::c_long;
+    fn redlockd_ld_add(
+        a: *const [u8; 16],
+        b: *const [u8; 16],
+        out: *mut u8,
+        len: usize,
+    ) -> std::ffi::c_long;
 }
 
 /// A C long double, as opaque bytes.

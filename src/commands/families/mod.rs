@@ -14,7 +14,7 @@ pub mod pubsub;
 mod scan;
 pub mod sets;
 pub mod strings;
-mod typed;
+pub(crate) mod typed;
 pub mod zalgebra;
 pub mod zranges;
 pub mod zsets;

@@ -9,8 +9,8 @@
 
 use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 
-use crate::node::ClientInfo;
 use crate::glob;
+use crate::node::ClientInfo;
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use parking_lot::RwLock;

@@ -57,11 +57,7 @@ impl<'a> ScanArgs<'a> {
     }
 
     /// The page of `items` this cursor asks for; `small` collections come whole.
-    pub fn page<'i, T>(
-        &self,
-        items: impl Iterator<Item = (&'i [u8], T)>,
-        small: bool,
-    ) -> Page<T> {
+    pub fn page<'i, T>(&self, items: impl Iterator<Item = (&'i [u8], T)>, small: bool) -> Page<T> {
         let keep = |m: &[u8]| self.pattern.is_none_or(|p| glob::matches(p, m));
         let own = |(m, s): (&[u8], T)| (Bytes::copy_from_slice(m), s);
         if small {

@@ -240,7 +240,11 @@ fn set_generic(
     }
     match slot {
         Slot::Occupied(mut e) => {
-            let keep = if o.ttl.keep_or_drop { e.deadline_ms() } else { None };
+            let keep = if o.ttl.keep_or_drop {
+                e.deadline_ms()
+            } else {
+                None
+            };
             if o.ttl.keep_or_drop && keep.is_none() {
                 fence.check_has_ttl()?;
             }
@@ -379,10 +383,12 @@ pub fn mget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Array(
         args[1..]
             .iter()
-            .map(|k| match db.get(k, ctx.now_ms).as_deref().map(|e| e.value()) {
-                Some(ValueRef::Str(s)) => Reply::Bulk(Bytes::copy_from_slice(s)),
-                _ => Reply::Null,
-            })
+            .map(
+                |k| match db.get(k, ctx.now_ms).as_deref().map(|e| e.value()) {
+                    Some(ValueRef::Str(s)) => Reply::Bulk(Bytes::copy_from_slice(s)),
+                    _ => Reply::Null,
+                },
+            )
             .collect(),
     ))
 }
@@ -395,10 +401,7 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.shared.fence.check_has_ttl()?;
     let db = ctx.db();
     for pair in args[1..].chunks(2) {
-        db.insert(
-            &pair[0],
-            Entry::new(Value::Str(pair[1].clone())),
-        );
+        db.insert(&pair[0], Entry::new(Value::Str(pair[1].clone())));
     }
     Ok(Reply::Ok)
 }

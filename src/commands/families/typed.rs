@@ -58,7 +58,10 @@ pub(crate) fn read<C: Collection, T>(
 ) -> Result<Option<T>, Reply> {
     match ctx.db().get(key, ctx.now_ms) {
         None => Ok(None),
-        Some(e) => C::of(e.value()).map(f).map(Some).ok_or_else(errors::wrongtype),
+        Some(e) => C::of(e.value())
+            .map(f)
+            .map(Some)
+            .ok_or_else(errors::wrongtype),
     }
 }
 

@@ -360,7 +360,10 @@ mod tests {
         let b = zset_input(&[("m", f64::INFINITY), ("n", 1.0)], 0.0);
         let inputs = sorted_by_size(vec![a, b]);
         // ZINTER: 0 * inf is NaN, which MIN ignores...
-        assert_eq!(inter(&inputs, Aggregate::Min).next().map(|p| p.1), Some(5.0));
+        assert_eq!(
+            inter(&inputs, Aggregate::Min).next().map(|p| p.1),
+            Some(5.0)
+        );
         // ...and ZUNION counts as 0.
         let u = union(&inputs, Aggregate::Min);
         assert!(u.contains(&(b"m".to_vec(), 0.0)));

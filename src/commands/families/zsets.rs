@@ -6,7 +6,7 @@
 //! waiters in a sorted set scored by time, inside Lua, so replies follow Redis 7's
 //! t_zset.c exactly. Like Redis, an empty sorted set is never kept.
 
-use crate::commands::exec::blocking::{pop_or_block, Pop};
+use crate::commands::exec::blocking::{blocking_pop, Pop};
 use crate::commands::families::typed::{self, parse_multi_pop};
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -442,9 +442,8 @@ pub fn zpopmax(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     zpop(ctx, args, true)
 }
 
-/// The blocking pops (BZPOPMIN, BZPOPMAX, BZMPOP): pops from the first key that
-/// exists, else waits in FIFO order with BLPOP's machinery (blocking.rs); in a
-/// transaction or script, or on timeout, a null array. `count` None pops one member,
+/// The blocking pops (BZPOPMIN, BZPOPMAX, BZMPOP) on sorted sets, waiting in FIFO
+/// order with BLPOP's machinery (see `blocking_pop`); `count` None pops one member,
 /// replied `[key, member, score]`.
 fn bzpop(
     ctx: &mut Ctx,
@@ -453,20 +452,9 @@ fn bzpop(
     count: Option<usize>,
     timeout_ms: u64,
 ) -> CmdResult {
-    pop_or_block(
-        ctx,
-        keys,
-        Pop::ZSet { max, count },
-        timeout_ms,
-        Reply::NullArray,
-        |ctx, key, take| {
-            if !take {
-                return read(ctx, key, |_| ()).map(|_| None);
-            }
-            let popped = modify(ctx, key, |z| pop_many(z, max, count.unwrap_or(1)))?;
-            Ok(popped.map(|popped| keyed_reply(key, popped, count.is_some())))
-        },
-    )
+    let pop = Pop::ZSet { max, count };
+    let pop_n = |z: &mut ZSet, n| pop_many(z, max, n);
+    blocking_pop(ctx, keys, pop, count, timeout_ms, pop_n, keyed_reply)
 }
 
 /// BZPOPMIN / BZPOPMAX key... timeout
