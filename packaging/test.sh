@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the packages packaging/build.sh made into a fresh venv and a fresh npm
-# folder (outside this repository: the tests see only what was installed) and runs
-# the packages' own tests:
+# folder (under OUT; the tests see only what was installed, never this repository's
+# sources) and runs the packages' own tests:
 #
 #   packaging/test.sh [OUT]          (OUT default: target/packages)
 #
@@ -17,7 +17,8 @@ NPM_MAIN="$(ls "$OUT"/redlockd-[0-9]*.tgz 2>/dev/null | head -1)"
 NPM_PLATFORM="$(ls "$OUT"/redlockd-linux-x64-*.tgz 2>/dev/null | head -1)"
 [[ -n "$WHEEL" && -n "$NPM_MAIN" && -n "$NPM_PLATFORM" ]] || die "no packages in $OUT (run packaging/build.sh)"
 
-SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/redlockd-packages.XXXXXX")"
+# Under the build tree, removed at the end; nothing there reads this repository.
+SCRATCH="$(mktemp -d "$OUT/test.XXXXXX")"
 cleanup() { rm -rf "$SCRATCH"; }
 trap cleanup EXIT
 
