@@ -241,6 +241,7 @@ class Harness:
 
     def apply_net(self):
         """Writes every host's iptables from the current fault state."""
+        rules = {}
         for host in HOSTS:
             filt, mangle = [], []
             for peer in sorted(self.cut.get(host, ())):
@@ -254,7 +255,8 @@ class Harness:
             for peer, p in sorted(self.dup.get(host, {}).items()):
                 ip = self.net.ip(peer)
                 mangle.append(f"-A OUTPUT -d {ip} -m statistic --mode random --probability {p} -j TEE --gateway {ip}")
-            self.net.set_rules(host, filt, mangle)
+            rules[host] = (filt, mangle)
+        self.net.set_rules(rules)
 
     def reset_net_state(self):
         self.cut, self.loss, self.queue, self.dup = {}, {}, {}, {}
@@ -272,17 +274,28 @@ class Harness:
                     self.cut.setdefault(a, set()).add(b)
         self.apply_net()
 
-    def start_delayer(self, host, queue, delay_ms, jitter_ms):
-        self.delayers = getattr(self, "delayers", 0) + 1
-        name = f"delayer{self.delayers}-{host}-q{queue}"
-        self.spawn(name, host, [sys.executable, os.path.join(HERE, "delayer.py"), str(queue),
-                                str(delay_ms), str(jitter_ms), str(self.fault_rng.randrange(1 << 30))])
-        # Until it has bound the queue, packets sent to it would be dropped.
-        logp = os.path.join(self.out, f"{name}.log")
-        if not netns.wait_until(lambda: os.path.exists(logp) and b"delayer:" in open(logp, "rb").read(), 5):
+    def start_delayers(self, hosts, queue, delay_ms, jitter_ms):
+        """A delayer bound to `queue` in each of `hosts`, started in parallel; returns
+        their names once every one has bound its queue (until then packets sent to
+        the queue would be dropped)."""
+        names = []
+        for host in hosts:
+            self.delayers = getattr(self, "delayers", 0) + 1
+            name = f"delayer{self.delayers}-{host}-q{queue}"
+            self.spawn(name, host, [sys.executable, os.path.join(HERE, "delayer.py"), str(queue),
+                                    str(delay_ms), str(jitter_ms), str(self.fault_rng.randrange(1 << 30))])
+            names.append(name)
+
+        def bound():
+            for name in names:
+                with open(os.path.join(self.out, f"{name}.log"), "rb") as f:
+                    if b"delayer:" not in f.read():
+                        return False
+            return True
+        if not netns.wait_until(bound, 10):
             self.check_alive()
-            raise RuntimeError(f"{name} did not start")
-        return name
+            raise RuntimeError(f"delayers did not start: {names}")
+        return names
 
     # --- clients --------------------------------------------------------------------
 
@@ -358,11 +371,10 @@ class Harness:
             if kind == "delay":
                 # every client host's packets to two nodes held 20-80 ms (the per-node
                 # timeout is 50 ms: some requests miss it, some do not)
-                names = []
-                for i, c in enumerate(CLIENT_HOSTS):
+                for c in CLIENT_HOSTS:
                     for v in victims:
                         self.queue.setdefault(c, {})[v] = 1
-                    names.append(self.start_delayer(c, 1, 20, 60))
+                names = self.start_delayers(CLIENT_HOSTS, 1, 20, 60)
                 self.apply_net()
                 time.sleep(dur)
                 self.reset_net_state()
@@ -391,7 +403,7 @@ class Harness:
         elif kind == "delay-long":
             c = rng.choice(CLIENT_HOSTS)
             self.queue.setdefault(c, {})[STORAGE] = 2
-            name = self.start_delayer(c, 2, LONG_DELAY_MS, 0)
+            (name,) = self.start_delayers([c], 2, LONG_DELAY_MS, 0)
             self.apply_net()
             time.sleep(dur)
             self.reset_net_state()
@@ -553,7 +565,10 @@ class Harness:
             self.check_alive()
             # a node a fault restarted must be back before the next fault; the wait is
             # part of this fault's window (what it causes is counted with it)
+            t_wait = time.monotonic()
             self.wait_writable(NODES, timeout=15)
+            if time.monotonic() - t_wait > 2:
+                self.log(f"  (nodes took {time.monotonic() - t_wait:.1f} s to take writes again)")
             self.windows.append((label, kind, t0, time.time_ns(), detail))
             self.log(f"  {kind:14s} {detail}")
         t_end = time.time_ns()
@@ -702,12 +717,12 @@ def main():
             else:
                 kinds = h.fault_kinds()
                 h.rng.shuffle(kinds)
-                fault_s, settle_s = 3.5, 2.5
+                fault_s, settle_s = 3.0, 2.0
             h.log(f"schedule ({'fence' if fence else 'nofence'}): {' '.join(kinds)}")
             for k in kinds:
                 if k not in faults_seen:
                     faults_seen.append(k)
-            label, t_end = h.cluster_run(fence, kinds, fault_s, settle_s, baseline_s=4.0)
+            label, t_end = h.cluster_run(fence, kinds, fault_s, settle_s, baseline_s=3.0)
             c, b = h.check(label, t_end)
             cells.update(c)
             bounds_all["checked"] += b["checked"]
