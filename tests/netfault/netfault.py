@@ -108,6 +108,7 @@ class Harness:
         self.windows = []      # (run, fault, t0_ns, t1_ns, detail)
         self.failures = []     # harness failures (fail the run)
         self.probe_failures = []  # clock probes: a TTL that followed the wall clock
+        self.refused = []      # what fencing tokens refused, per run and workload
         self.faketime = next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
         self.skips = []
         if not self.faketime:
@@ -641,6 +642,16 @@ class Harness:
             for v in viol:
                 win, why = place(v, workload, tokens)
                 cells[(workload, win, tokens, label)]["viol"].append((v["desc"], why))
+        # what the tokens did: stale reads and writes the storage refused
+        for key, cs in by_key.items():
+            if not cs[0]["tokens"] or cs[0]["workload"] == "mutex":
+                continue
+            writes = sum(1 for w in storage_log if w["key"] == key and not w["accepted"])
+            reads = 0
+            for c in cs:
+                reads += sum(1 for e in checker.load_history(c["hist"])
+                             if e.get("ev") == "read" and e.get("ph") == "refused")
+            self.refused.append(f"{label}: {cs[0]['workload']}: {writes} stale writes and {reads} stale reads refused")
         return cells, bounds
 
 
@@ -766,6 +777,7 @@ def main():
         by_why[why] = by_why.get(why, 0) + 1
     print(f"found where Redlock's limits allow them: {len(limits)} violations ("
           + ", ".join(f"{n}: {w}" for w, n in sorted(by_why.items())) + ")")
+    print("with tokens, the storage refused: " + "; ".join(h.refused))
     for k, d in bad[:20]:
         print(f"  VIOLATION {k[0]} / {k[1]} / tokens={'on' if k[2] else 'off'} / {k[3]}: {d}")
     for p in h.probe_failures:
