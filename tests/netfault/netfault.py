@@ -59,7 +59,7 @@ FAKETIME_LIBS = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
 # was given (a client paused past it, a write delayed past it), or, without the
 # restart fence, when it touches a window where nodes were restarted (they forgot
 # their keys). Any other violation fails the run.
-RESTARTS = {"kill9", "crash-restart"}
+RESTARTS = {"kill9", "crash-restart", "clock-crash"}
 
 
 def excuse(workload, tokens, fence, v, touched):
@@ -327,7 +327,7 @@ class Harness:
                  "delay", "loss", "dup", "delay-long", "kill9", "crash-restart",
                  "pause-node", "pause-client"]
         if self.faketime:
-            kinds += ["clock-jump", "clock-strobe"]
+            kinds += ["clock-jump", "clock-strobe", "clock-crash"]
         return kinds
 
     def run_fault(self, kind, dur, rng):
@@ -438,6 +438,24 @@ class Harness:
                 time.sleep(1.0)
             time.sleep(max(0.0, end - time.monotonic()))
             detail = f"kill -9 of a majority and immediate restart, {rounds} times"
+        elif kind == "clock-crash":
+            # A majority crashes and boots with its wall clock an hour ahead: a restart
+            # fence that trusted the wall clock across the crash would end too early.
+            end = time.monotonic() + dur
+            rounds = 0
+            while time.monotonic() < end - 0.5:
+                victims = rng.sample(NODES, 3)
+                for v in victims:
+                    self.expected_dead.add(v)
+                    os.kill(self.procs[v].pid, signal.SIGKILL)
+                for v in victims:
+                    self.procs[v].wait(5)
+                    self.set_clock(v, "+3600")
+                    self.start_node(v)
+                rounds += 1
+                time.sleep(1.0)
+            time.sleep(max(0.0, end - time.monotonic()))
+            detail = f"kill -9 of a majority, restarted with the wall clock +1 h, {rounds} times"
         elif kind == "pause-node":
             victims = nodes[:2]
             for v in victims:
