@@ -567,7 +567,8 @@ class Harness:
         self.wait_writable(NODES)
         self.spawn(f"storage-{label}", STORAGE, [sys.executable, os.path.join(HERE, "storage.py"),
                                                  f"{self.net.ip(STORAGE)}:{STORAGE_PORT}",
-                                                 os.path.join(self.run_dir, "storage.jsonl")])
+                                                 os.path.join(self.run_dir, "storage.jsonl")]
+                   + (["--writes-only"] if self.args.storage_writes_only else []))
         storage_up = lambda: b"listening" in open(os.path.join(self.out, f"storage-{label}.log"), "rb").read()
         if not netns.wait_until(storage_up, 10):
             raise RuntimeError("storage did not start")
@@ -702,6 +703,9 @@ def main():
     ap.add_argument("--soak", type=float, default=0, help="minutes per fence setting of random faults (0: the bounded run)")
     ap.add_argument("--out", default=None, help="where logs and histories go")
     ap.add_argument("--require", action="store_true", help="a skip is an error (exit 2)")
+    ap.add_argument("--storage-writes-only", action="store_true",
+                    help="the storage checks tokens on writes only (shows the set losing "
+                         "additions with tokens: a failing run)")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)

@@ -16,7 +16,10 @@ Protocol, one line each way:
 Every PUT is logged, in the order it was applied, to the JSON-lines file given as
 the second argument: {"seq", "t", "key", "hid", "token", "accepted", "value"}.
 
-    storage.py HOST:PORT LOGFILE
+    storage.py HOST:PORT LOGFILE [--writes-only]
+
+--writes-only checks tokens on writes alone (reads ignore theirs): the store that
+loses read-modify-write updates, for showing that it does.
 """
 
 import json
@@ -32,6 +35,7 @@ last_seen = {}
 last_written = {}
 seq = [0]
 log = None
+WRITES_ONLY = "--writes-only" in sys.argv[3:]
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -40,7 +44,7 @@ class Handler(socketserver.StreamRequestHandler):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             parts = line.split(" ", 4)
             if parts[0] == "GET" and len(parts) == 3:
-                key, tok = parts[1], None if parts[2] == "-" else int(parts[2])
+                key, tok = parts[1], None if parts[2] == "-" or WRITES_ONLY else int(parts[2])
                 with lock:
                     seen = last_seen.get(key)
                     if tok is not None and seen is not None and tok < seen:

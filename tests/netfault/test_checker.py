@@ -127,6 +127,8 @@ class Bounds(unittest.TestCase):
 
 
 class Storage(unittest.TestCase):
+    args = []
+
     def setUp(self):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -135,7 +137,7 @@ class Storage(unittest.TestCase):
         self.dir = tempfile.TemporaryDirectory()
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "storage.py"),
-             f"127.0.0.1:{self.port}", os.path.join(self.dir.name, "log.jsonl")],
+             f"127.0.0.1:{self.port}", os.path.join(self.dir.name, "log.jsonl")] + self.args,
             stdout=subprocess.PIPE)
         self.assertIn(b"listening", self.proc.stdout.readline())
 
@@ -169,6 +171,19 @@ class Storage(unittest.TestCase):
     def test_without_tokens_everything_is_accepted(self):
         self.assertEqual(self.call("PUT k - a-1 x"), "OK")
         self.assertEqual(self.call("PUT k - b-1 y"), "OK")
+
+
+class StorageWritesOnly(Storage):
+    args = ["--writes-only"]
+
+    def test_a_read_fences_older_holders(self):
+        # the store that loses read-modify-write updates: the older holder's read
+        # is served, only its write is refused
+        self.assertEqual(self.call("GET s 8"), "VAL []")
+        self.assertEqual(self.call("GET s 7"), "VAL []")
+        self.assertEqual(self.call("PUT s 7 a-1 [1]"), "OK")
+        self.assertEqual(self.call("PUT s 8 b-1 [2]"), "OK")
+        self.assertEqual(self.call("GET s -"), "VAL [2]")
 
 
 if __name__ == "__main__":
