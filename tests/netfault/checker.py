@@ -136,11 +136,13 @@ def check_fenced(hmap, storage_log, key):
 
 
 def check_bounds(events, paused, slack_ms):
-    """[(t, description)] for acquires / releases that took longer than their bound.
-    `paused`: [(start_ns, end_ns)] when this client was stopped."""
+    """([(t, description)] for acquires / releases that took longer than their bound,
+    how many were checked, {op: (longest ms, its bound)}). `paused`: [(start_ns,
+    end_ns)] when this client was stopped; operations it overlaps are not checked."""
     viol = []
     invoked = {}
     checked = 0
+    longest = {}
     for e in events:
         if e.get("ev") not in ("acquire", "release"):
             continue
@@ -154,6 +156,8 @@ def check_bounds(events, paused, slack_ms):
         if any(p0 < e["t"] and t0 < p1 for p0, p1 in paused):
             continue
         checked += 1
+        if e["dur_ms"] > longest.get(e["ev"], (0, 0))[0]:
+            longest[e["ev"]] = (e["dur_ms"], e["bound_ms"])
         if e["dur_ms"] > e["bound_ms"] + slack_ms:
             viol.append((e["t"], f"{e['ev']} of {e.get('hid')} took {e['dur_ms']:.0f} ms, bound {e['bound_ms']} ms"))
-    return viol, checked
+    return viol, checked, longest

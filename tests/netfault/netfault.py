@@ -636,15 +636,12 @@ class Harness:
             for c in cs:
                 ev = checker.load_history(c["hist"])
                 events += ev
-                over, n = checker.check_bounds(ev, self.paused_clients.get(c["id"], []), BOUND_SLACK_MS)
+                over, n, longest = checker.check_bounds(ev, self.paused_clients.get(c["id"], []), BOUND_SLACK_MS)
                 bounds["checked"] += n
                 bounds["over"] += over
-                for e in ev:
-                    if "dur_ms" in e and e.get("ev") in ("acquire", "release"):
-                        k = e["ev"]
-                        m = bounds["max"].get(k, (0, 0))
-                        if e["dur_ms"] > m[0]:
-                            bounds["max"][k] = (e["dur_ms"], e["bound_ms"])
+                for k, v in longest.items():
+                    if v[0] > bounds["max"].get(k, (0, 0))[0]:
+                        bounds["max"][k] = v
             hmap = checker.holds(events, t_end)
             if workload == "mutex":
                 viol = checker.check_mutex(hmap)

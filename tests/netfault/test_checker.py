@@ -114,16 +114,19 @@ class Fenced(unittest.TestCase):
 class Bounds(unittest.TestCase):
     def test_within_bound_passes(self):
         ev = hold(1, "1-1", 10 * MS, 20 * MS)
-        v, n = checker.check_bounds(ev, [], 100)
+        v, n, longest = checker.check_bounds(ev, [], 100)
         self.assertEqual((v, n), ([], 2))
+        self.assertEqual(longest, {"acquire": (1.0, 2150), "release": (1.0, 50)})
 
     def test_late_release_fails_unless_paused(self):
         ev = hold(1, "1-1", 10 * MS, 20 * MS)
         ev[3] = dict(ev[3], dur_ms=5000.0, t=ev[2]["t"] + 5000 * MS)
-        v, _ = checker.check_bounds(ev, [], 100)
+        v, _, longest = checker.check_bounds(ev, [], 100)
         self.assertEqual(len(v), 1)
-        v, n = checker.check_bounds(ev, [(ev[2]["t"] + MS, ev[2]["t"] + 4000 * MS)], 100)
+        self.assertEqual(longest["release"], (5000.0, 50))
+        v, n, longest = checker.check_bounds(ev, [(ev[2]["t"] + MS, ev[2]["t"] + 4000 * MS)], 100)
         self.assertEqual((v, n), ([], 1))
+        self.assertNotIn("release", longest)
 
 
 class Storage(unittest.TestCase):
