@@ -47,8 +47,9 @@ enum Command {
     Harness(harness::HarnessArgs),
     /// Run a command while holding a Redlock lock: a distributed flock(1). Exits with
     /// the command's status, 75 if the lock is held elsewhere past --wait, 69 if too
-    /// few nodes are reachable, 74 if the lock was lost while the command ran (the
-    /// command got SIGTERM, then SIGKILL after --grace), 64 on bad usage.
+    /// few nodes are reachable, 74 if the lock was lost while the command ran (its
+    /// process group got SIGTERM, then SIGKILL when the lock's validity ended or after
+    /// --grace), 64 on bad usage or a --ttl the nodes refuse.
     Lock(lock::LockArgs),
 }
 
