@@ -53,10 +53,10 @@ pub fn is_secret(spec: &Spec, args: &[Bytes], i: usize) -> bool {
         // CONFIG SET name value...: the values of secret settings, whatever else fails.
         "config" => {
             args.len() >= 4
-                && args.len() % 2 == 0
+                && args.len().is_multiple_of(2)
                 && is(&args[1], "set")
                 && i >= 3
-                && i % 2 == 1
+                && !i.is_multiple_of(2)
                 && SENSITIVE_CONFIGS
                     .iter()
                     .any(|name| args[i - 1].eq_ignore_ascii_case(name))

@@ -206,21 +206,6 @@ impl Exposition {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn basic_credentials_encode_as_base64() {
-        assert_eq!(basic_credentials("Aladdin:open sesame"), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
-        assert_eq!(basic_credentials("a:b"), "Basic YTpi");
-        assert_eq!(basic_credentials("ab:c"), "Basic YWI6Yw==");
-        let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization:  Basic YTpi \r\n\r\n";
-        assert_eq!(header(head, "Authorization"), Some(&b"Basic YTpi"[..]));
-        assert_eq!(header(head, "cookie"), None);
-    }
-}
-
 /// The exposition text.
 pub(crate) fn render(shared: &Shared) -> String {
     let mut out = Exposition(String::with_capacity(16 * 1024));
@@ -377,4 +362,19 @@ pub(crate) fn render(shared: &Shared) -> String {
         .sample(&format!("{duration}_count"), &cmd, count);
     }
     out.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_encode_as_base64() {
+        assert_eq!(basic_credentials("Aladdin:open sesame"), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert_eq!(basic_credentials("a:b"), "Basic YTpi");
+        assert_eq!(basic_credentials("ab:c"), "Basic YWI6Yw==");
+        let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization:  Basic YTpi \r\n\r\n";
+        assert_eq!(header(head, "Authorization"), Some(&b"Basic YTpi"[..]));
+        assert_eq!(header(head, "cookie"), None);
+    }
 }
