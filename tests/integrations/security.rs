@@ -143,7 +143,11 @@ fn netns_or_skip(test: &str) -> Option<Netns> {
     match Netns::make() {
         Ok(ns) => Some(ns),
         Err(e) => {
-            eprintln!("skipped: {test}: cannot make a network namespace and veth pair ({e})");
+            // Straight to the process's stderr: the harness's capture (which hides what
+            // a passing test prints) would make the skip silent.
+            let line =
+                format!("skipped: {test}: cannot make a network namespace and veth pair ({e})\n");
+            let _ = std::io::stderr().write_all(line.as_bytes());
             None
         }
     }
@@ -722,7 +726,9 @@ async fn redis_call_replies_count_against_the_lua_memory_limit() {
 #[tokio::test(flavor = "multi_thread")]
 async fn acl_save_keeps_the_mode_and_follows_no_planted_symlink() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = support::process::data_dir("aclsave");
+    // Removed on drop, also when an assertion fails.
+    let temp = TempPath::new("aclsave");
+    let dir = temp.0.clone();
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("users.acl");
     std::fs::write(&path, "user default on nopass ~* &* +@all\n").unwrap();
@@ -758,5 +764,4 @@ async fn acl_save_keeps_the_mode_and_follows_no_planted_symlink() {
     let users: Vec<String> = q(&mut con, &["ACL", "USERS"]).await.unwrap();
     assert_eq!(users, ["alice", "default"]);
     node.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
