@@ -35,6 +35,10 @@ pub struct Config {
     /// Refuse writes that would leave a key without a TTL.
     pub require_ttl: bool,
     pub requirepass: Option<String>,
+    /// Redis's `protected-mode`: while the default user has no password, clients
+    /// from anywhere but the loopback address get `-DENIED` and are disconnected.
+    /// CONFIG SET protected-mode changes it live.
+    pub protected_mode: bool,
     /// Users from a file in Redis's ACL syntax (`--aclfile`), read at start; ACL LOAD
     /// reads it again, ACL SAVE writes it.
     pub aclfile: Option<PathBuf>,
@@ -53,6 +57,8 @@ pub struct Config {
     pub pubsub_output_limit: usize,
     /// Where to serve Prometheus metrics (`GET /metrics`); off when `None`.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// `user:password` a scrape must send (HTTP basic auth); `None`: no auth.
+    pub metrics_auth: Option<String>,
     /// The data directory (`--dir`): the fencing-token reservation and the
     /// clean-shutdown snapshot. `None` keeps both in memory only, so a restarted
     /// process forgets its token mark: the library default for embedding (the binary
@@ -76,6 +82,7 @@ impl Default for Config {
             fence_at_boot: true,
             require_ttl: false,
             requirepass: None,
+            protected_mode: true,
             aclfile: None,
             maxclients: 10_000,
             databases: 16,
@@ -86,6 +93,7 @@ impl Default for Config {
             seed: None,
             pubsub_output_limit: 32 * 1024 * 1024,
             metrics_addr: None,
+            metrics_auth: None,
             dir: None,
             maxmemory: 0,
         }
@@ -134,6 +142,11 @@ impl Config {
         }
         if let Some(tls) = &self.tls {
             tls.validate()?;
+        }
+        if self.metrics_auth.as_ref().is_some_and(|a| !a.contains(':')) {
+            return Err(ConfigError::Metrics(
+                "metrics-auth must be USER:PASSWORD".into(),
+            ));
         }
         Ok(())
     }
@@ -219,6 +232,9 @@ pub enum ConfigError {
     Tls(String),
     /// An ACL file that cannot be read or has a bad line (the message names it).
     Acl(String),
+    /// A metrics setting that cannot work: an auth file that cannot be read, an auth
+    /// without `user:password`.
+    Metrics(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -239,7 +255,7 @@ impl std::fmt::Display for ConfigError {
             ConfigError::NoListener => f.write_str(
                 "no port to listen on: port 0 turns plain TCP off, so give a tls-port",
             ),
-            ConfigError::Tls(e) | ConfigError::Acl(e) => f.write_str(e),
+            ConfigError::Tls(e) | ConfigError::Acl(e) | ConfigError::Metrics(e) => f.write_str(e),
         }
     }
 }

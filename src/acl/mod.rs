@@ -14,10 +14,12 @@ use crate::glob;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod log;
+pub mod redact;
 mod rules;
 
 pub use log::AclLog;
@@ -113,6 +115,11 @@ impl User {
             .fold(false, |found, p| found | same_secret(p, &digest))
     }
 
+    /// Whether the user needs no password.
+    pub fn nopass(&self) -> bool {
+        self.nopass
+    }
+
     /// Whether a new connection is this user without AUTH (the default user, on
     /// and nopass).
     pub fn auto_auth(&self) -> bool {
@@ -129,6 +136,20 @@ impl User {
         } else {
             self.allowed[id / 64] &= !(1 << (id % 64));
         }
+    }
+
+    /// Whether the user may use `channel` (PUBLISH, SUBSCRIBE: matched against the
+    /// user's patterns) or the pattern `channel` (`literal`, PSUBSCRIBE: only a
+    /// pattern of the user's, as written, allows it).
+    pub fn channel_allowed(&self, channel: &[u8], literal: bool) -> bool {
+        self.allchannels
+            || self.channels.iter().any(|p| {
+                if literal {
+                    p[..] == channel[..]
+                } else {
+                    glob::matches(p, channel)
+                }
+            })
     }
 
     /// Whether the user may run `spec` with `args`: the command (or subcommand),
@@ -158,14 +179,7 @@ impl User {
                 _ => (0..0, false),
             };
             for i in channels {
-                let ok = self.channels.iter().any(|p| {
-                    if literal {
-                        p[..] == args[i][..]
-                    } else {
-                        glob::matches(p, &args[i])
-                    }
-                });
-                if !ok {
+                if !self.channel_allowed(&args[i], literal) {
                     return Err(Denied::Channel(i));
                 }
             }
@@ -183,6 +197,9 @@ pub struct Acl {
     requirepass: Option<String>,
     generation: AtomicU64,
     pub log: Mutex<AclLog>,
+    /// `protected-mode`: while the default user has no password, only loopback
+    /// clients are served.
+    protected_mode: AtomicBool,
 }
 
 impl Acl {
@@ -196,6 +213,7 @@ impl Acl {
             requirepass: requirepass.map(str::to_string),
             generation: AtomicU64::new(0),
             log: Mutex::new(AclLog::default()),
+            protected_mode: AtomicBool::new(true),
         }
     }
 
@@ -219,6 +237,30 @@ impl Acl {
             map.insert(u.name.clone(), Arc::new(u));
         }
         self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn protected_mode(&self) -> bool {
+        self.protected_mode.load(Ordering::Relaxed)
+    }
+
+    /// `protected-mode yes|no` (flag, config file, CONFIG SET).
+    pub fn set_protected_mode(&self, on: bool) {
+        self.protected_mode.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a new connection from `peer` is refused by protected mode: it is on,
+    /// the default user has no password, and the peer is not the loopback address
+    /// (Redis's test: 127.0.0.1 or ::1, an IPv4-mapped 127.0.0.1 counted as the
+    /// former).
+    pub fn protected_refuses(&self, peer: IpAddr) -> bool {
+        if !self.protected_mode() || !self.default_user().nopass {
+            return false;
+        }
+        let local = match peer.to_canonical() {
+            IpAddr::V4(a) => a == std::net::Ipv4Addr::LOCALHOST,
+            IpAddr::V6(a) => a == std::net::Ipv6Addr::LOCALHOST,
+        };
+        !local
     }
 
     /// Changes whenever a user changes or goes: connections then re-read theirs.
@@ -265,7 +307,7 @@ impl Acl {
 
 /// Compares secrets in time that does not depend on where the first difference is
 /// (Redis's time_independent_strcmp), so response times leak nothing but length.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
+pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

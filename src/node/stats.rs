@@ -29,6 +29,9 @@ pub struct Stats {
     pub expired_keys: AtomicU64,
     /// Failed AUTH / HELLO AUTH attempts (INFO's `acl_access_denied_auth`).
     pub auth_failures: AtomicU64,
+    /// At most one log line a second about failed AUTHs (an attacker controls how
+    /// many there are).
+    pub auth_log: LogLimit,
     /// Commands refused by ACL rules, by what was refused (INFO's
     /// acl_access_denied_cmd / _key / _channel).
     pub acl_denied_cmd: AtomicU64,
@@ -44,6 +47,38 @@ pub struct Stats {
     pub slowlog: SlowLog,
     pub latency: LatencyMonitor,
     pub locks: LockStats,
+}
+
+/// A log line that events outside the server's control (failed AUTHs, refused
+/// metrics connections) would otherwise repeat without bound: at most one a second,
+/// saying how many events it stands for.
+#[derive(Default)]
+pub struct LogLimit {
+    /// Monotonic ms (the real clock: this is about log volume) before which no line
+    /// is written.
+    next_ms: AtomicU64,
+    /// Events since the last line written.
+    pending: AtomicU64,
+}
+
+impl LogLimit {
+    const INTERVAL_MS: u64 = 1000;
+
+    /// Counts one event at `now_ms`; `Some(n)` when a line is due now, standing for
+    /// `n` events (this one and those not written since the last line).
+    pub fn event(&self, now_ms: u64) -> Option<u64> {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        let next = self.next_ms.load(Ordering::Relaxed);
+        if now_ms < next
+            || self
+                .next_ms
+                .compare_exchange(next, now_ms + Self::INTERVAL_MS, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return None;
+        }
+        Some(self.pending.swap(0, Ordering::Relaxed))
+    }
 }
 
 /// Why a command was refused before it ran.
@@ -120,6 +155,7 @@ impl Stats {
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
+            auth_log: LogLimit::default(),
             acl_denied_cmd: AtomicU64::new(0),
             acl_denied_key: AtomicU64::new(0),
             acl_denied_channel: AtomicU64::new(0),
@@ -262,15 +298,15 @@ impl SlowLog {
 
     fn observe(&self, spec: &Spec, args: &[Bytes], usec: u64, client: &ClientInfo, clock: &Clock) {
         let threshold = self.slower_than_us.load(Ordering::Relaxed);
-        // AUTH and HELLO carry passwords: never logged.
-        if threshold < 0 || (usec as i64) < threshold || spec.flags & flags::NO_AUTH != 0 {
+        // QUIT is answered before it is a command in Redis: never logged.
+        if threshold < 0 || (usec as i64) < threshold || spec.name == "quit" {
             return;
         }
         let entry = SlowEntry {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             unix_s: clock.wall_ms().div_euclid(1000),
             usec,
-            args: trim_args(args),
+            args: trim_args(spec, args),
             addr: client.addr.to_string(),
             name: client.name.lock().clone().unwrap_or_default(),
         };
@@ -307,7 +343,9 @@ impl SlowLog {
 
 /// What a slow-log entry keeps of the arguments: at most 32 (the last saying how many
 /// more there were), each at most 128 bytes (saying how many more there were).
-fn trim_args(args: &[Bytes]) -> Vec<Bytes> {
+/// Secrets (passwords, ACL rules: `crate::acl::redact`) are kept as `(redacted)`.
+fn trim_args(spec: &Spec, args: &[Bytes]) -> Vec<Bytes> {
+    let secrets = crate::acl::redact::has_secrets(spec);
     let keep = if args.len() > SLOWLOG_MAX_ARGS {
         SLOWLOG_MAX_ARGS - 1
     } else {
@@ -315,8 +353,11 @@ fn trim_args(args: &[Bytes]) -> Vec<Bytes> {
     };
     let mut out: Vec<Bytes> = args[..keep]
         .iter()
-        .map(|a| {
-            if a.len() > SLOWLOG_MAX_ARG_LEN {
+        .enumerate()
+        .map(|(i, a)| {
+            if secrets && crate::acl::redact::is_secret(spec, args, i) {
+                Bytes::from_static(crate::acl::redact::REDACTED)
+            } else if a.len() > SLOWLOG_MAX_ARG_LEN {
                 let mut t = a[..SLOWLOG_MAX_ARG_LEN].to_vec();
                 t.extend_from_slice(
                     format!("... ({} more bytes)", a.len() - SLOWLOG_MAX_ARG_LEN).as_bytes(),
@@ -450,12 +491,13 @@ mod tests {
     #[test]
     fn slow_log_trims_like_redis() {
         let args: Vec<Bytes> = (0..40).map(|i| Bytes::from(i.to_string())).collect();
-        let t = trim_args(&args);
+        let rpush = crate::commands::command_table::lookup(b"rpush").unwrap();
+        let t = trim_args(rpush, &args);
         assert_eq!(t.len(), 32);
         assert_eq!(&t[30][..], b"30");
         assert_eq!(&t[31][..], b"... (9 more arguments)");
         let long = vec![Bytes::from(vec![b'x'; 130])];
-        let t = trim_args(&long);
+        let t = trim_args(rpush, &long);
         assert_eq!(t[0].len(), 128 + "... (2 more bytes)".len());
         assert!(t[0].ends_with(b"... (2 more bytes)"));
     }

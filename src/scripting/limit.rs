@@ -1,5 +1,7 @@
 //! The Lua VM's memory limit, lifted around our own calls into the Lua API (building
 //! KEYS/ARGV, converting replies): the script's code runs under it, our code does not.
+//! What a conversion leaves in the script (a redis.call reply) still counts: past the
+//! limit, the next allocation fails (`over_limit`, checked by redis.call).
 
 use super::engine::MEMORY_LIMIT;
 use mlua::{ffi, Lua};
@@ -24,6 +26,23 @@ pub(super) fn unlimited<R>(lua: &Lua, f: impl FnOnce() -> R) -> R {
     let previous = lua.set_memory_limit(0).unwrap_or(MEMORY_LIMIT);
     let _restore = Restore(lua, previous);
     f()
+}
+
+/// Whether the VM holds more than its limit: after a redis.call reply was converted
+/// with the limit lifted, the script must not keep what it could not have allocated
+/// itself (40 copies of a large LRANGE reply would otherwise grow it without bound).
+///
+/// # Safety
+/// `state` is a state of a VM made by this crate, on the thread running it.
+pub(super) unsafe fn over_limit(state: *mut ffi::lua_State) -> bool {
+    if RAW_LIMIT.get() == Some(&true) {
+        let mut ud = std::ptr::null_mut();
+        ffi::lua_getallocf(state, &mut ud);
+        let words = ud.cast::<isize>();
+        let limit = *words.add(1);
+        return limit > 0 && *words > limit;
+    }
+    Lua::get_or_init_from_ptr(state).used_memory() > MEMORY_LIMIT
 }
 
 /// Whether mlua keeps the memory limit where `unlimited_raw` writes it: checked once,

@@ -94,11 +94,31 @@ unsafe fn from_stack(state: *mut ffi::lua_State) -> Result<(Reply, bool), String
 /// raise skips no destructor.
 unsafe fn finish(state: *mut ffi::lua_State, results: Option<c_int>) -> c_int {
     if let Some(results) = results {
+        if super::limit::over_limit(state) {
+            over_limit(state, results);
+        }
         return results;
     }
     ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
     ffi::lua_call(state, 0, 0);
     0
+}
+
+/// The reply (`results` values on top of the stack) took the VM past its memory
+/// limit: dropped and collected (the limit lifted, so the collection cannot fail), and
+/// Lua's out-of-memory error raised, as for an allocation of the script's own: the
+/// script cannot keep what it could not have allocated. Collected first so that the
+/// error's own handling (a few small allocations) finds the VM under its limit again.
+///
+/// # Safety
+/// As `finish`: the longjmp of the raise skips no destructor.
+unsafe fn over_limit(state: *mut ffi::lua_State, results: c_int) -> ! {
+    ffi::lua_settop(state, -results - 1);
+    let lua = Lua::get_or_init_from_ptr(state);
+    unlimited_raw(state, lua, || ffi::lua_gc(state, ffi::LUA_GCCOLLECT, 0));
+    // More than the whole limit: refused whatever the VM holds, raising LUA_ERRMEM.
+    ffi::lua_newuserdata(state, super::engine::MEMORY_LIMIT + 1);
+    unreachable!("an allocation past the memory limit returned")
 }
 
 /// Runs the command for a script: its reply and whether the script asked for RESP3,

@@ -28,6 +28,10 @@ const PAUSED_INPUT_LIMIT: usize = 1024 * 1024;
 /// back at once, not when the client disconnects.
 const SHRINK_BUFFER_ABOVE: usize = 1024 * 1024;
 
+/// What protected mode answers a client that is not on the loopback address (Redis
+/// 7.0's words, typo included), before closing the connection.
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
 /// A connection's byte stream: `TcpStream`, or a TLS stream over one.
 pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 
@@ -50,6 +54,28 @@ pub(super) async fn serve<S: Stream>(
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
         let _ = stream.flush().await;
+        return;
+    }
+    if shared.acl.protected_refuses(peer.ip()) {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = stream.write_all(PROTECTED_MODE_DENIED).await;
+        let _ = stream.flush().await;
+        let _ = stream.shutdown().await;
+        // What the client sent already is read before the close (briefly, a bounded
+        // amount): closing with unread input sends a reset, which can make the client
+        // lose the answer.
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(100), async {
+            let mut buf = [0u8; 4096];
+            for _ in 0..16 {
+                if !matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {
+                    break;
+                }
+            }
+        })
+        .await;
         return;
     }
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);

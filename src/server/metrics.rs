@@ -1,12 +1,20 @@
 //! `--metrics-addr`: a Prometheus text endpoint (`GET /metrics`) with what an operator
 //! of a lock service asks first. A tiny HTTP/1.0-style responder: one request per
 //! connection, bounded in size and time, so a scraper can never hold resources.
+//!
+//! The endpoint has a budget of its own, apart from the client connections: at most
+//! `MAX_CONNECTIONS` open at once (more are answered 503 and closed at once), a
+//! request head must arrive within `HEAD_TIMEOUT`, and failures are logged at most
+//! once a second. Idle or flooding connections to it can neither hold the node's file
+//! descriptors nor starve the lock port. Optional HTTP basic auth
+//! (`Config::metrics_auth`).
 
-use crate::node::stats::CommandTotals;
+use crate::node::stats::{CommandTotals, LogLimit};
 use crate::commands::command_table;
 use crate::node::Shared;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -14,10 +22,24 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// Largest request head read; a scrape is a few hundred bytes.
 const MAX_REQUEST: usize = 8 * 1024;
+/// A scrape sends its request at once: a connection that has not sent a whole head by
+/// then is dropped.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(1);
+/// Bound on the whole exchange (a slow reader of the answer).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Metrics connections open at once; a Prometheus server scrapes one at a time.
+pub(super) const MAX_CONNECTIONS: usize = 16;
+
+/// What the refused get: no request is read.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// Serves until the server shuts down.
 pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let accept_log = LogLimit::default();
+    let busy_log = LogLimit::default();
+    let auth = shared.config.metrics_auth.as_deref().map(basic_credentials);
+    let auth: Option<Arc<str>> = auth.map(Arc::from);
     loop {
         let stop = shared.shutdown.notified();
         tokio::pin!(stop);
@@ -30,14 +52,35 @@ pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         }
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS => {
+                    // Refused without waiting for anything: the descriptor goes back now.
+                    let _ = stream.try_write(BUSY);
+                    drop(stream);
+                    if let Some(n) = busy_log.event(now_ms()) {
+                        tracing::warn!(
+                            refused = n,
+                            "metrics: {MAX_CONNECTIONS} connections already open, refused {n} more since the last line"
+                        );
+                    }
+                }
                 Ok((stream, _)) => {
                     let shared = shared.clone();
+                    let open = open.clone();
+                    let auth = auth.clone();
+                    open.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(async move {
-                        let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &shared)).await;
+                        let _ = tokio::time::timeout(
+                            REQUEST_TIMEOUT,
+                            answer(stream, &shared, auth.as_deref()),
+                        )
+                        .await;
+                        open.fetch_sub(1, Ordering::Relaxed);
                     });
                 }
                 Err(e) => {
-                    tracing::warn!("metrics accept failed: {e}");
+                    if let Some(n) = accept_log.event(now_ms()) {
+                        tracing::warn!(failures = n, "metrics accept failed: {e}");
+                    }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
@@ -46,17 +89,72 @@ pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+fn now_ms() -> u64 {
+    crate::clock::mono_ns() / 1_000_000
+}
+
+/// The `Authorization` header value that `user:pass` sends: `Basic <base64>`.
+fn basic_credentials(user_pass: &str) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::from("Basic ");
+    for chunk in user_pass.as_bytes().chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The value of header `name` (case-insensitive) in a request head.
+fn header<'a>(head: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    head.split(|&b| b == b'\n').skip(1).find_map(|line| {
+        let colon = line.iter().position(|&b| b == b':')?;
+        line[..colon]
+            .eq_ignore_ascii_case(name.as_bytes())
+            .then(|| line[colon + 1..].trim_ascii())
+    })
+}
+
+async fn answer(mut stream: TcpStream, shared: &Shared, auth: Option<&str>) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            break;
+    let read_head = async {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+            if head.len() > MAX_REQUEST {
+                return Ok(false);
+            }
         }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_REQUEST {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "").await;
+        Ok::<bool, std::io::Error>(true)
+    };
+    match tokio::time::timeout(HEAD_TIMEOUT, read_head).await {
+        Err(_) => return Ok(()),
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(false)) => {
+            return respond(&mut stream, "431 Request Header Fields Too Large", "", "").await
+        }
+        Ok(Ok(true)) => {}
+    }
+    if let Some(expected) = auth {
+        let given = header(&head, "authorization").unwrap_or_default();
+        if !crate::acl::same_secret(given, expected.as_bytes()) {
+            return respond(
+                &mut stream,
+                "401 Unauthorized",
+                "WWW-Authenticate: Basic realm=\"redlockd metrics\"\r\n",
+                "",
+            )
+            .await;
         }
     }
     let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
@@ -66,15 +164,16 @@ async fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         parts.next().unwrap_or_default(),
     );
     match (method, path) {
-        (b"GET", b"/metrics") => respond(&mut stream, "200 OK", &render(shared)).await,
-        (b"GET", _) => respond(&mut stream, "404 Not Found", "try /metrics\n").await,
-        _ => respond(&mut stream, "405 Method Not Allowed", "").await,
+        (b"GET", b"/metrics") => respond(&mut stream, "200 OK", "", &render(shared)).await,
+        (b"GET", _) => respond(&mut stream, "404 Not Found", "", "try /metrics\n").await,
+        _ => respond(&mut stream, "405 Method Not Allowed", "", "").await,
     }
 }
 
-async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+/// Writes a response; `extra` is more header lines, each ending in CRLF.
+async fn respond(stream: &mut TcpStream, status: &str, extra: &str, body: &str) -> std::io::Result<()> {
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await?;
@@ -263,4 +362,19 @@ pub(crate) fn render(shared: &Shared) -> String {
         .sample(&format!("{duration}_count"), &cmd, count);
     }
     out.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_encode_as_base64() {
+        assert_eq!(basic_credentials("Aladdin:open sesame"), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert_eq!(basic_credentials("a:b"), "Basic YTpi");
+        assert_eq!(basic_credentials("ab:c"), "Basic YWI6Yw==");
+        let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization:  Basic YTpi \r\n\r\n";
+        assert_eq!(header(head, "Authorization"), Some(&b"Basic YTpi"[..]));
+        assert_eq!(header(head, "cookie"), None);
+    }
 }

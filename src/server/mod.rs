@@ -93,6 +93,8 @@ impl Server {
             tracing::info!(users = users.len(), "ACL users loaded");
             shared.acl.load(users);
         }
+        shared.acl.set_protected_mode(shared.config.protected_mode);
+        warn_if_exposed(&shared);
         crate::alloc::mark_startup();
         log_fence(&shared, addr);
         if let Some(at) = tls_addr {
@@ -105,6 +107,12 @@ impl Server {
                 let metrics = TcpListener::bind(at).await?;
                 let bound = metrics.local_addr()?;
                 tracing::info!(addr = %bound, "metrics at http://{bound}/metrics");
+                if !bound.ip().is_loopback() && shared.config.metrics_auth.is_none() {
+                    tracing::warn!(
+                        addr = %bound,
+                        "metrics are served beyond the loopback address without --metrics-auth: anyone who reaches it can read them"
+                    );
+                }
                 tokio::spawn(metrics::serve(metrics, shared.clone()));
                 Some(bound)
             }
@@ -120,6 +128,26 @@ impl Server {
             shared,
             accept: Some(accept),
         })
+    }
+}
+
+/// A node bound beyond the loopback address whose default user has no password: with
+/// protected mode off, anyone who reaches the port can take and release every lock.
+fn warn_if_exposed(shared: &Shared) {
+    let bind = shared.config.bind;
+    if bind.is_loopback() || !shared.acl.default_user().nopass() {
+        return;
+    }
+    if shared.acl.protected_mode() {
+        tracing::info!(
+            %bind,
+            "protected mode: the default user has no password, so only clients on the loopback address are served (set a password, or --protected-mode no)"
+        );
+    } else {
+        tracing::warn!(
+            %bind,
+            "protected mode is off and the default user has no password: anyone who can reach this address can run every command (set --requirepass or ACL users)"
+        );
     }
 }
 
@@ -268,6 +296,7 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
     let mut net = shared.faults.net.subscribe();
     let mut connections = JoinSet::new();
     let mut first = 0;
+    let accept_log = crate::node::stats::LogLimit::default();
     'serve: loop {
         let stop = shared.shutdown.notified();
         tokio::pin!(stop);
@@ -311,8 +340,11 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
                     }
                 }
                 Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
+                    // Out of file descriptors and the like: back off instead of spinning,
+                    // and say so at most once a second.
+                    if let Some(n) = accept_log.event(crate::clock::mono_ns() / 1_000_000) {
+                        tracing::warn!(failures = n, "accept failed: {e}");
+                    }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },

@@ -42,6 +42,7 @@ mod redlock_client;
 mod redlock_inprocess;
 mod rslock_interop;
 mod scripting;
+mod security;
 mod sorted_sets;
 mod strings;
 mod testing_backend;

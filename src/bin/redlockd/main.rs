@@ -106,6 +106,10 @@ struct ServerArgs {
     /// Password for the default user (AUTH / HELLO AUTH).
     #[arg(long, env = "REDLOCKD_REQUIREPASS", hide_env_values = true)]
     requirepass: Option<String>,
+    /// Redis's protected mode: while the default user has no password, clients from
+    /// anywhere but 127.0.0.1 / ::1 get -DENIED and are disconnected.
+    #[arg(long, default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, env = "REDLOCKD_PROTECTED_MODE")]
+    protected_mode: bool,
     /// Users, passwords and permissions from a file in Redis's ACL syntax (`user alice
     /// on >pass ~lock:* +@read +@write`), read at start: a bad line stops the start.
     #[arg(long, env = "REDLOCKD_ACLFILE")]
@@ -128,10 +132,21 @@ struct ServerArgs {
     /// Seed for the server's randomness (SCAN order, Lua math.random); random if unset.
     #[arg(long, env = "REDLOCKD_SEED")]
     seed: Option<u64>,
-    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9121). Off by
-    /// default. A cluster serves node i's on ADDR's port + i.
-    #[arg(long, env = "REDLOCKD_METRICS_ADDR")]
+    /// Serve Prometheus metrics at http://ADDR/metrics: IP:PORT, or a bare PORT for
+    /// 127.0.0.1:PORT. Off by default. A cluster serves node i's on ADDR's port + i.
+    #[arg(long, value_parser = parse_metrics_addr, env = "REDLOCKD_METRICS_ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// USER:PASSWORD a scrape of the metrics must send (HTTP basic auth).
+    #[arg(
+        long,
+        env = "REDLOCKD_METRICS_AUTH",
+        hide_env_values = true,
+        conflicts_with = "metrics_auth_file"
+    )]
+    metrics_auth: Option<String>,
+    /// A file whose first line is the metrics' USER:PASSWORD (kept off the command line).
+    #[arg(long, env = "REDLOCKD_METRICS_AUTH_FILE")]
+    metrics_auth_file: Option<PathBuf>,
     /// Data directory: the fencing-token reservation and the clean-shutdown snapshot.
     /// Created if missing, locked while the node runs. `redlockd cluster` gives each
     /// node its own subdirectory, node-PORT (node-INDEX with --base-port 0).
@@ -197,8 +212,23 @@ impl ServerArgs {
         } else {
             self.dir.clone()
         };
+        let metrics_auth = match (&self.metrics_auth, &self.metrics_auth_file) {
+            (Some(a), _) => Some(a.clone()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| {
+                        ConfigError::Metrics(format!("cannot read {}: {e}", path.display()))
+                    })?
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
         Ok(Config {
             metrics_addr,
+            metrics_auth,
             dir: Some(dir),
             bind: self.bind,
             port,
@@ -208,6 +238,7 @@ impl ServerArgs {
             restart_delay: self.restart_delay,
             require_ttl: self.require_ttl,
             requirepass: self.requirepass.clone(),
+            protected_mode: self.protected_mode,
             aclfile: self.aclfile.clone(),
             maxclients: self.maxclients,
             proto_max_bulk_len: self.proto_max_bulk_len,
@@ -246,6 +277,24 @@ impl ServerArgs {
             AuthClientsArg::No => AuthClients::No,
         };
         Ok(Some(tls))
+    }
+}
+
+/// `IP:PORT`, or a bare `PORT` on the loopback address.
+fn parse_metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok((std::net::Ipv4Addr::LOCALHOST, port).into());
+    }
+    s.parse()
+        .map_err(|_| format!("{s:?} is neither IP:PORT nor PORT"))
+}
+
+/// `yes` or `no`, as Redis's boolean settings.
+fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("expected yes or no".into()),
     }
 }
 

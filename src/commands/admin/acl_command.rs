@@ -162,6 +162,7 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                     e.0
                 ))
             })?;
+            disconnect_revoked(ctx, Some(&args[2]));
             Ok(Reply::Ok)
         }
         "deluser" if n >= 3 => {
@@ -169,7 +170,7 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 return Err(Reply::error("ERR The 'default' user cannot be removed"));
             }
             let deleted = a.delete(&args[2..]);
-            disconnect_removed_users(ctx);
+            disconnect_revoked(ctx, None);
             Ok(Reply::Integer(deleted as i64))
         }
         "getuser" if n == 3 => Ok(a.get(&args[2]).map_or(Reply::Null, |u| getuser(&u))),
@@ -307,27 +308,47 @@ fn load(ctx: &mut Ctx) -> CmdResult {
     let path = ctx.shared.config.aclfile.as_ref().ok_or_else(|| Reply::error(NO_FILE))?;
     let users = acl::read_file(path).map_err(|e| Reply::error(format!("ERR {e}")))?;
     ctx.shared.acl.replace(users);
-    disconnect_removed_users(ctx);
+    disconnect_revoked(ctx, None);
     Ok(Reply::Ok)
 }
 
-/// Disconnects the clients whose user is gone (ACL DELUSER, ACL LOAD), as Redis does;
-/// the caller's own connection closes after this reply.
-fn disconnect_removed_users(ctx: &mut Ctx) {
+/// Disconnects the clients that lost a right they hold on to, as Redis does: those
+/// whose user is gone (ACL DELUSER, ACL LOAD), and subscribers to a channel or pattern
+/// their user may no longer use (ACL SETUSER of `changed`, ACL LOAD: every user). Their
+/// subscriptions end at once, so the next PUBLISH does not count them; the caller's own
+/// connection closes after this reply.
+///
+/// ACL LOAD does as Redis 7.2's (whose version redlockd reports): Redis 7.0's
+/// disconnected every client of every user but the default one, rights lost or not.
+fn disconnect_revoked(ctx: &mut Ctx, changed: Option<&[u8]>) {
     let me = ctx.client.id();
+    let subscriptions = ctx.shared.pubsub.by_client();
     for c in ctx.shared.clients.iter() {
-        if ctx.shared.acl.get(&c.user.lock()).is_none() {
-            if c.id == me {
-                ctx.client.close_after_reply = true;
-            } else {
-                c.kill();
-            }
+        let name = c.user.lock().clone();
+        if changed.is_some_and(|n| n != &name[..]) {
+            continue;
+        }
+        let lost = match ctx.shared.acl.get(&name) {
+            None => true,
+            Some(user) => subscriptions.get(&c.id).is_some_and(|subs| {
+                subs.channels.iter().any(|ch| !user.channel_allowed(ch, false))
+                    || subs.patterns.iter().any(|p| !user.channel_allowed(p, true))
+            }),
+        };
+        if !lost {
+            continue;
+        }
+        ctx.shared.pubsub.drop_client(c.id);
+        if c.id == me {
+            ctx.client.close_after_reply = true;
+        } else {
+            c.kill();
         }
     }
 }
 
-/// ACL SAVE: every user, as ACL LIST shows them, written to the file (through a
-/// temporary file renamed over it).
+/// ACL SAVE: every user, as ACL LIST shows them, written to the file atomically
+/// (`write_atomically`): a crash leaves the old file or the new one, never a part.
 fn save(ctx: &mut Ctx) -> CmdResult {
     let path = ctx.shared.config.aclfile.as_ref().ok_or_else(|| Reply::error(NO_FILE))?;
     let mut text = Vec::new();
@@ -335,12 +356,54 @@ fn save(ctx: &mut Ctx) -> CmdResult {
         text.extend_from_slice(&u.describe());
         text.push(b'\n');
     }
-    let tmp = path.with_extension("tmp-save");
-    std::fs::write(&tmp, &text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            tracing::warn!(path = %path.display(), "ACL SAVE failed: {e}");
-            Reply::error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
-        })?;
+    write_atomically(path, &text).map_err(|e| {
+        tracing::warn!(path = %path.display(), "ACL SAVE failed: {e}");
+        Reply::error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
+    })?;
     Ok(Reply::Ok)
+}
+
+/// Replaces `path` with `text`: a new file of a name no one can predict in the same
+/// directory, created exclusively (an existing name, a symlink planted there
+/// included, fails instead of being followed), given the old file's mode (0600 for a
+/// new one: it holds password hashes), written and fsynced, renamed over `path`, and
+/// the directory fsynced so the rename survives a crash.
+fn write_atomically(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the aclfile path names no file")
+    })?;
+    let mode = match std::fs::metadata(path) {
+        Ok(m) => m.permissions().mode() & 0o7777,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0o600,
+        Err(e) => return Err(e),
+    };
+    let tmp = dir.join(format!(
+        ".{}.save-{}-{:016x}",
+        name.to_string_lossy(),
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        // The umask applied at creation: set the mode itself.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return written;
+    }
+    std::fs::File::open(dir)?.sync_all()
 }

@@ -58,6 +58,10 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ("lua-time-limit", ctx.shared.scripts.busy_ms().to_string()),
                 ("requirepass", c.requirepass.clone().unwrap_or_default()),
                 (
+                    "protected-mode",
+                    if ctx.shared.acl.protected_mode() { "yes" } else { "no" }.to_string(),
+                ),
+                (
                     "aclfile",
                     c.aclfile
                         .as_ref()
@@ -193,6 +197,18 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
     let mut changes: Vec<(&str, i64)> = Vec::new();
     for pair in pairs.chunks(2) {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        if name == "protected-mode" {
+            if changes.iter().any(|(n, _)| *n == "protected-mode") {
+                return Err(failed("protected-mode", "duplicate parameter"));
+            }
+            let on = match pair[1].to_ascii_lowercase().as_slice() {
+                b"yes" => 1,
+                b"no" => 0,
+                _ => return Err(failed("protected-mode", "argument must be 'yes' or 'no'")),
+            };
+            changes.push(("protected-mode", on));
+            continue;
+        }
         if let Some(known) = memory_setting(&name) {
             if changes.iter().any(|(n, _)| *n == known) {
                 return Err(failed(known, "duplicate parameter"));
@@ -229,6 +245,7 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
             "maxclients" => ctx.shared.set_maxclients(value as usize),
             "maxmemory" => ctx.shared.set_maxmemory(value as u64),
             "maxmemory-policy" => {}
+            "protected-mode" => ctx.shared.acl.set_protected_mode(value == 1),
             "slowlog-log-slower-than" => stats.slowlog.slower_than_us.store(value, Relaxed),
             "slowlog-max-len" => stats.slowlog.set_max_len(value as usize),
             "busy-reply-threshold" | "lua-time-limit" => {

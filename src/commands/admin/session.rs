@@ -48,17 +48,35 @@ fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), R
                 .auth_failures
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1;
-            tracing::warn!(
-                client = ctx.client.id(),
-                addr = %ctx.client.info.addr,
-                user = %String::from_utf8_lossy(name),
-                failed_auth_total = n,
-                "AUTH failed: wrong password, unknown or disabled user"
-            );
+            // The name is the client's input, sent before any authentication: written
+            // escaped and cut short, and at most one line a second for all clients.
+            if let Some(events) = ctx.shared.stats.auth_log.event(crate::clock::mono_ns() / 1_000_000) {
+                tracing::warn!(
+                    client = ctx.client.id(),
+                    addr = %ctx.client.info.addr,
+                    user = %loggable_name(name),
+                    failed_auth_total = n,
+                    since_last_line = events,
+                    "AUTH failed: wrong password, unknown or disabled user (ACL LOG has the last ones)"
+                );
+            }
             let name = Bytes::copy_from_slice(name);
             crate::commands::admin::acl_command::log_denial(ctx, "auth", "toplevel", Bytes::from_static(b"AUTH"), name);
             Err(Reply::error(errors::WRONGPASS))
         }
+    }
+}
+
+/// A user name as a log line shows it: at most 64 bytes, every byte outside
+/// printable ASCII escaped (a newline cannot start a forged line, nor ESC drive a
+/// terminal).
+fn loggable_name(name: &[u8]) -> String {
+    const MAX: usize = 64;
+    let shown = name[..name.len().min(MAX)].escape_ascii().to_string();
+    if name.len() > MAX {
+        format!("{shown}... ({} more bytes)", name.len() - MAX)
+    } else {
+        shown
     }
 }
 

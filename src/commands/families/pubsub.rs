@@ -153,6 +153,33 @@ impl PubSub {
         receivers
     }
 
+    /// Every subscribed client's channels and patterns, by client id (a walk of the
+    /// whole registry: for ACL changes, not for the request path).
+    pub fn by_client(&self) -> HashMap<u64, ClientSubs> {
+        let mut out: HashMap<u64, ClientSubs> = HashMap::new();
+        for (kind, map) in [(Kind::Channel, &self.channels), (Kind::Pattern, &self.patterns)] {
+            for (name, subs) in map.read().iter() {
+                for id in subs.keys() {
+                    kind.set(out.entry(*id).or_default()).insert(name.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Takes client `id` off every channel and pattern at once: a client disconnected
+    /// for rights it lost gets no message from the next PUBLISH, even before its
+    /// connection has ended.
+    pub fn drop_client(&self, id: u64) {
+        for map in [&self.channels, &self.patterns] {
+            let mut map = map.write();
+            map.retain(|_, subs| {
+                subs.remove(&id);
+                !subs.is_empty()
+            });
+        }
+    }
+
     /// Drops every subscription of a client (RESET, disconnect).
     pub fn forget(&self, id: u64, subs: &mut ClientSubs) {
         for name in subs.channels.drain() {
