@@ -37,11 +37,14 @@ enum Expect {
 }
 use Expect::*;
 
+/// One way of calling a command: its arguments and what the fence does with it.
+type Case = (&'static [&'static str], Expect);
+
 /// Every write command of the table, with the arguments that make it create a key or
 /// lengthen a TTL (Fenced) or, for writes that cannot, a typical call (Runs), against
 /// the fixture below. `@s+20` / `@ms+20000` are wall times 20 s from now.
 #[rustfmt::skip]
-const WRITES: &[(&str, &[(&[&str], Expect)])] = &[
+const WRITES: &[(&str, &[Case])] = &[
     // strings
     ("set", &[(&["SET", "new", "v"], Fenced), (&["SET", "new", "v", "NX", "PX", "1000"], Fenced),
               (&["SET", "s", "w", "XX", "PX", "20000"], Fenced), (&["SET", "s", "w", "IFEQ", "v", "PX", "20000"], Fenced)]),
@@ -364,7 +367,7 @@ async fn flags_of(c: &mut Raw) -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// The write cases of one command name.
-fn cases_of(name: &str) -> &'static [(&'static [&'static str], Expect)] {
+fn cases_of(name: &str) -> &'static [Case] {
     WRITES
         .iter()
         .find(|(n, _)| *n == name)
