@@ -25,6 +25,13 @@ pub type CmdResult = Result<Reply, Reply>;
 /// clone of a `Bytes` is an atomic increment, and its drop a decrement), leaving the
 /// vector empty.
 pub async fn dispatch(ctx: &mut Ctx<'_>, args: &mut Vec<Bytes>) -> Reply {
+    let client_command = eq_ignore_case(&args[0], "client");
+    let reply = dispatch_checked(ctx, args).await;
+    admin::tracking::end_of_request(ctx.client, client_command);
+    reply
+}
+
+async fn dispatch_checked(ctx: &mut Ctx<'_>, args: &mut Vec<Bytes>) -> Reply {
     let spec = match check(ctx, args) {
         Ok(spec) => spec,
         Err(e) => {
@@ -124,10 +131,18 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     } else {
         ctx.started()
     };
-    let reply = match (spec.handler)(ctx, args) {
-        Ok(r) => r,
-        Err(e) => e,
+    let reply = {
+        // Key changes made now are this client's (client-side caching's NOLOOP).
+        let _actor = crate::store::Actor::enter(ctx.client.id());
+        match (spec.handler)(ctx, args) {
+            Ok(r) => r,
+            Err(e) => e,
+        }
     };
+    if spec.flags & flags::READONLY != 0 && !reply.is_error() {
+        admin::tracking::remember_reads(ctx, spec, args);
+    }
+    admin::tracking::deliver(ctx.shared, Some(&mut *ctx.client));
     let failed = reply.is_error();
     let usec = crate::clock::mono_ns().saturating_sub(started) / 1000;
     let stats = &ctx.shared.stats;

@@ -8,7 +8,9 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use crate::commands::admin::tracking::{ClientTracking, Tracker};
+use crate::commands::families::pubsub::Subscriber;
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Poll, Waker};
 
 /// What other connections may see of a client (CLIENT LIST, INFO clients) and the
@@ -40,6 +42,12 @@ pub struct ClientInfo {
     pub wake: WakeSlot,
     /// What the test backend's faults track per connection (see `faults`).
     pub fault: super::faults::ClientFaults,
+    /// Client-side caching's mode (CLIENT TRACKING ON), for deliveries from other
+    /// connections and CLIENT LIST.
+    pub tracking: Mutex<Option<Arc<Tracker>>>,
+    /// The connection's delivery queue (set by its task): where other connections'
+    /// invalidation messages go.
+    pub pushes: OnceLock<Weak<Subscriber>>,
 }
 
 impl ClientInfo {
@@ -51,18 +59,32 @@ impl ClientInfo {
                 .map(|b| String::from_utf8_lossy(b).into_owned())
                 .unwrap_or_default()
         };
+        // Redis's order: b (blocked), then t, R, B (tracking); N when none.
+        let tracking = c.tracking.lock().clone();
+        let mut flags = String::new();
+        if c.is_blocked() {
+            flags.push('b');
+        }
+        if let Some(t) = &tracking {
+            flags.push_str(&t.list_flags());
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let redir = tracking.as_ref().map_or(-1, |t| t.redirect as i64);
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             c.id,
             c.addr,
             c.laddr,
             text(&c.name.lock()),
             now.saturating_sub(c.created_ms) / 1000,
             now.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000,
-            if c.is_blocked() { "b" } else { "N" },
+            flags,
             c.db.load(Ordering::Relaxed),
             c.last_cmd(),
             String::from_utf8_lossy(&c.user.lock()),
+            redir,
             c.resp.load(Ordering::Relaxed),
             text(&c.lib_name.lock()),
             text(&c.lib_ver.lock()),
@@ -87,6 +109,8 @@ impl ClientInfo {
             blocking: AtomicU8::new(WaitState::No as u8),
             wake: WakeSlot::default(),
             fault: Default::default(),
+            tracking: Mutex::new(None),
+            pushes: OnceLock::new(),
         }
     }
 
@@ -263,6 +287,8 @@ pub struct ClientState {
     pub multi: Option<crate::commands::exec::multi::Transaction>,
     /// The keys WATCHed and the flag writes to them set.
     pub watch: crate::commands::exec::multi::Watching,
+    /// Client-side caching: the mode, CLIENT CACHING, invalidations due after a reply.
+    pub tracking: ClientTracking,
 }
 
 impl ClientState {
@@ -282,6 +308,7 @@ impl ClientState {
             pubsub: Default::default(),
             multi: None,
             watch: Default::default(),
+            tracking: Default::default(),
         }
     }
 

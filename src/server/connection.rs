@@ -87,6 +87,7 @@ pub(super) async fn serve<S: Stream>(
         tracing::debug!(client = id, "connection ended: {e}");
     }
     shared.pubsub.forget(id, &mut client.pubsub);
+    crate::commands::admin::tracking::disable(&shared, &mut client);
     crate::commands::exec::multi::forget(&shared, &mut client);
     shared.clients.remove(&id);
     shared.connections.fetch_sub(1, Ordering::Relaxed);
@@ -105,6 +106,8 @@ async fn run<S: Stream>(
     let info = client.info.clone();
     // This connection's pub/sub delivery queue.
     let (subscriber, mut messages) = Subscriber::new(info.clone());
+    // Other connections' client-side caching invalidations come through it too.
+    let _ = info.pushes.set(Arc::downgrade(&subscriber));
     client.pubsub.handle = Some(subscriber.clone());
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
@@ -181,6 +184,10 @@ async fn run<S: Stream>(
                             }
                         }
                         encode(&reply, client.proto, &mut wbuf);
+                        // Invalidations of this client's own changes follow its reply.
+                        for push in client.tracking.after_reply.drain(..) {
+                            encode(&push, client.proto, &mut wbuf);
+                        }
                         if client.close_after_reply {
                             close = true;
                             break;
@@ -248,8 +255,9 @@ async fn run<S: Stream>(
         }
         let input_full = paused && rbuf.len() > PAUSED_INPUT_LIMIT;
         let can_read = !eof && !input_full;
-        // The pub/sub queue can only fill while subscribed (a message sent before an
-        // UNSUBSCRIBE may still be queued); most connections never look at it.
+        // The pub/sub queue fills while subscribed (a message sent before an
+        // UNSUBSCRIBE may still be queued) or with client-side caching's
+        // invalidations, whose sender wakes the task; most connections never look at it.
         let listening = !paused && (client.pubsub.any() || subscriber.has_queued());
         // One wait per turn, on one task wake-up: the socket, the pub/sub queue (when
         // listening; not while paused: a stopped process sends nothing) and the wake
@@ -269,7 +277,9 @@ async fn run<S: Stream>(
                 if let Poll::Ready(n) = read.as_mut().poll(cx) {
                     return Poll::Ready(Event::Read(n));
                 }
-                if listening {
+                // A message queued since (an invalidation for a client that is
+                // neither subscribed nor tracking: a redirect target) wakes this too.
+                if listening || (!paused && subscriber.has_queued()) {
                     if let Poll::Ready(Some(msg)) = messages.poll_recv(cx) {
                         return Poll::Ready(Event::Message(msg));
                     }

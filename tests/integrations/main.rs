@@ -13,6 +13,7 @@ mod blocking_from_script;
 mod blocking_zsets;
 mod cas;
 mod cli;
+mod client_tracking;
 mod connection;
 mod differential;
 mod differential_types;

@@ -87,9 +87,10 @@ fn info_server(ctx: &Ctx, out: &mut String) {
 }
 
 fn info_clients(ctx: &Ctx, out: &mut String) {
+    let (tracking_clients, _) = super::tracking::info_counts(ctx.shared);
     let _ = write!(
         out,
-        "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
+        "connected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:{tracking_clients}\r\n",
         ctx.shared.clients.len(),
         ctx.shared.maxclients(),
         ctx.shared.blocking.blocked_clients(),
@@ -163,6 +164,12 @@ fn info_stats(ctx: &Ctx, out: &mut String) {
         "pubsub_channels:{}\r\npubsub_patterns:{}\r\n",
         ctx.shared.pubsub.channel_count(),
         ctx.shared.pubsub.pattern_count(),
+    );
+    let (keys, items) = ctx.shared.keyspace.tracked().counts();
+    let (_, prefixes) = super::tracking::info_counts(ctx.shared);
+    let _ = write!(
+        out,
+        "tracking_total_keys:{keys}\r\ntracking_total_items:{items}\r\ntracking_total_prefixes:{prefixes}\r\n",
     );
 }
 

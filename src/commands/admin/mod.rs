@@ -10,3 +10,4 @@ pub mod memory;
 pub mod ops;
 pub mod server;
 pub mod session;
+pub mod tracking;

@@ -179,6 +179,7 @@ pub fn reset(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ctx.client.set_user(default, &ctx.shared.acl);
     crate::commands::families::pubsub::unsubscribe_all(ctx);
     crate::commands::exec::multi::reset(ctx);
+    super::tracking::disable(ctx.shared, ctx.client);
     Ok(Reply::status("RESET"))
 }
 
@@ -331,6 +332,10 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 Err(errors::syntax())
             }
         }
+        "tracking" if args.len() >= 3 => super::tracking::tracking(ctx, args),
+        "caching" if args.len() == 3 => super::tracking::caching(ctx, args),
+        "trackinginfo" if args.len() == 2 => super::tracking::trackinginfo(ctx),
+        "getredir" if args.len() == 2 => super::tracking::getredir(ctx),
         "help" => Ok(Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -354,13 +359,22 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 "    Accepted; redlockd never evicts.",
                 "NO-TOUCH (ON|OFF)",
                 "    Accepted; redlockd keeps no LRU.",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                "         [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Control server assisted client side caching.",
+                "TRACKINGINFO",
+                "    Report tracking status for the current connection.",
+                "CACHING (YES|NO)",
+                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                "GETREDIR",
+                "    Return the client ID we are redirecting to when client tracking is enabled.",
             ]
             .iter()
             .map(|s| Reply::status(s))
             .collect(),
         )),
         "id" | "setname" | "getname" | "setinfo" | "info" | "kill" | "no-evict" | "no-touch"
-        | "unblock" => {
+        | "unblock" | "tracking" | "caching" | "trackinginfo" | "getredir" => {
             Err(arity_err())
         }
         _ => Err(errors::unknown_subcommand("client", &args[1])),

@@ -56,6 +56,12 @@ impl Subscriber {
         self.queued.fetch_sub(msg.size, Ordering::Relaxed);
     }
 
+    /// Queues a message that is not a publication (an invalidation of client-side
+    /// caching), counted against the same output limit.
+    pub fn push(&self, reply: Reply, limit: usize) {
+        self.deliver(reply, 64, limit);
+    }
+
     fn deliver(&self, reply: Reply, size: usize, limit: usize) {
         if self.info.killed.load(Ordering::Relaxed) {
             return;
@@ -153,6 +159,7 @@ impl PubSub {
         receivers
     }
 
+<<<<<<< HEAD
     /// Every subscribed client's channels and patterns, by client id (a walk of the
     /// whole registry: for ACL changes, not for the request path).
     pub fn by_client(&self) -> HashMap<u64, ClientSubs> {
@@ -178,6 +185,14 @@ impl PubSub {
                 !subs.is_empty()
             });
         }
+=======
+    /// Whether client `id` subscribes to `channel`.
+    pub fn subscribed(&self, channel: &[u8], id: u64) -> bool {
+        self.channels
+            .read()
+            .get(channel)
+            .is_some_and(|subs| subs.contains_key(&id))
+>>>>>>> javago
     }
 
     /// Drops every subscription of a client (RESET, disconnect).

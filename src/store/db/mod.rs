@@ -2,6 +2,7 @@ use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::packed::Packed;
 use super::siphash::siphash;
 use super::shard_table::Table;
+use super::tracking::TrackedKeys;
 use super::watch::{WatchFlag, Watched};
 use super::{Entry, ValueRef};
 use bytes::Bytes;
@@ -81,6 +82,9 @@ pub struct RefMut<'a> {
     guard: RwLockWriteGuard<'a, Table>,
     entry: NonNull<Packed>,
     hash: u64,
+    db: &'a Db,
+    /// Written through (`deref_mut`): reported to client-side caching once.
+    changed: bool,
 }
 
 impl Deref for RefMut<'_> {
@@ -94,6 +98,10 @@ impl Deref for RefMut<'_> {
 
 impl DerefMut for RefMut<'_> {
     fn deref_mut(&mut self) -> &mut Packed {
+        if !self.changed {
+            self.changed = true;
+            self.db.tracked.changed(self.key());
+        }
         // SAFETY: as in `deref`, and the write lock makes the access exclusive.
         unsafe { self.entry.as_mut() }
     }
@@ -102,6 +110,7 @@ impl DerefMut for RefMut<'_> {
 impl RefMut<'_> {
     /// Removes the entry (freed once its shard is unlocked).
     pub fn remove(mut self) {
+        self.db.tracked.changed(self.key());
         let target = self.entry.as_ptr().cast_const();
         let gone = self.guard.remove(self.hash, |p| std::ptr::eq(p, target));
         drop(self.guard);
@@ -120,6 +129,7 @@ pub struct Vacant<'a, 'k> {
 impl Vacant<'_, '_> {
     /// Stores `entry` at the key (its bytes copied into the entry's block).
     pub fn insert(mut self, entry: Entry) {
+        self.db.tracked.changed(self.key);
         let packed = Packed::new(self.key, entry.value, entry.deadline_ms);
         let db = self.db;
         self.guard
@@ -150,12 +160,21 @@ pub struct Db {
     hasher: KeyHash,
     shards: Box<[Shard]>,
     watched: Watched,
+    /// Client-side caching's key table, shared by every database (`tracking.rs`).
+    tracked: Arc<TrackedKeys>,
     expiry: ExpiryIndex,
 }
 
 impl Db {
+    #[cfg(test)]
     pub fn new(seed: u64) -> Db {
+        Db::with_tracking(seed, Arc::default())
+    }
+
+    /// A database reporting its key changes to `tracked`.
+    pub fn with_tracking(seed: u64, tracked: Arc<TrackedKeys>) -> Db {
         Db {
+            tracked,
             hasher: KeyHash::new(seed),
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
@@ -192,6 +211,7 @@ impl Db {
         };
         if gone.is_some() {
             self.watched.touch(key, false);
+            self.tracked.changed(key);
         }
     }
 
@@ -247,6 +267,8 @@ impl Db {
             guard: table,
             entry,
             hash,
+            db: self,
+            changed: false,
         })
     }
 
@@ -265,6 +287,7 @@ impl Db {
                 // reclaims them), and a write lock is held either way.
                 drop(table.remove(hash, |p| p.key() == key));
                 self.watched.touch(key, false);
+                self.tracked.changed(key);
                 None
             }
             found => found.map(NonNull::from),
@@ -285,6 +308,8 @@ impl Db {
                 guard: table,
                 entry,
                 hash,
+                db: self,
+                changed: false,
             }),
             None => Slot::Vacant(Vacant {
                 guard: table,
@@ -303,6 +328,7 @@ impl Db {
             table.remove(hash, |p| p.key() == key)
         }?;
         self.watched.touch(key, false);
+        self.tracked.changed(key);
         (!gone.is_expired(now_ms)).then_some(gone)
     }
 
@@ -337,6 +363,7 @@ impl Db {
         };
         drop(old);
         self.watched.touch(key, true);
+        self.tracked.changed(key);
     }
 
     /// WATCH: registers `flag` to be dirtied when `key` changes. A key already expired
@@ -406,6 +433,7 @@ impl Db {
         for key in existed {
             self.watched.touch(&key, false);
         }
+        self.tracked.flushed();
     }
 
     /// Every live key (for KEYS). Each shard is locked only while it is read.
@@ -511,17 +539,27 @@ impl Db {
 /// is not here but in `commands::atomic`.
 pub struct Keyspace {
     dbs: Vec<Db>,
+    tracked: Arc<TrackedKeys>,
 }
 
 impl Keyspace {
     pub fn new(databases: usize, seed: u64) -> Keyspace {
+        let tracked = Arc::new(TrackedKeys::default());
         Keyspace {
-            dbs: (0..databases).map(|_| Db::new(seed)).collect(),
+            dbs: (0..databases)
+                .map(|_| Db::with_tracking(seed, tracked.clone()))
+                .collect(),
+            tracked,
         }
     }
 
     pub fn db(&self, index: usize) -> &Db {
         &self.dbs[index]
+    }
+
+    /// Client-side caching's key table, shared by every database.
+    pub fn tracked(&self) -> &TrackedKeys {
+        &self.tracked
     }
 
     pub fn len(&self) -> usize {

@@ -77,6 +77,7 @@ impl Db {
                             table.remove(hash, |p| p.is_expired(now_ms) && mine(p.key()))
                         {
                             self.watched.touch(p.key(), false);
+                            self.tracked.changed(p.key());
                             gone.push(p);
                         }
                         // Due later in a slot being looked at now: file it again. (A
