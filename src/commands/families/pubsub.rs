@@ -159,7 +159,6 @@ impl PubSub {
         receivers
     }
 
-<<<<<<< HEAD
     /// Every subscribed client's channels and patterns, by client id (a walk of the
     /// whole registry: for ACL changes, not for the request path).
     pub fn by_client(&self) -> HashMap<u64, ClientSubs> {
@@ -185,14 +184,14 @@ impl PubSub {
                 !subs.is_empty()
             });
         }
-=======
+    }
+
     /// Whether client `id` subscribes to `channel`.
     pub fn subscribed(&self, channel: &[u8], id: u64) -> bool {
         self.channels
             .read()
             .get(channel)
             .is_some_and(|subs| subs.contains_key(&id))
->>>>>>> javago
     }
 
     /// Drops every subscription of a client (RESET, disconnect).
