@@ -175,7 +175,17 @@ impl TestServer {
     /// and not just for finding nothing to act on.
     pub fn raise_fence(&self) {
         let shared = self.shared();
-        shared.fence.restart(shared.clock.now_ms());
+        let full = shared.fence.delay_ms();
+        shared.fence.raise(shared.clock.now_ms(), full, crate::durability::fence::FenceRule::NoHistory);
+    }
+
+    /// A crash, a reboot of the machine and a restart: the data directory survives,
+    /// but the monotonic clock of the boot that recorded the locks' deadlines does not
+    /// (a test hook: the node's clock epoch changes, as a new kernel boot id would).
+    /// The fence then lasts the longest TTL granted before, + margin.
+    pub fn crash_restart_after_reboot(&self) {
+        self.shared().reach.pretend_reboot();
+        self.crash_restart();
     }
 
     /// A crash that also loses the data directory (a replaced disk): the node comes
