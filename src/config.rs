@@ -12,6 +12,10 @@ use std::time::Duration;
 /// the locks it really granted (`durability::reach`).
 pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(300);
 
+/// The max-ttl of test configs (`Config::for_tests`, `TestServer::config`): short, so
+/// that a fence without a record is quick to advance past on the manual clock.
+pub const TEST_MAX_TTL: Duration = Duration::from_secs(30);
+
 /// Added to max-ttl for the default restart delay: covers clock-rate drift between
 /// nodes and the client's own timing slack.
 pub const RESTART_MARGIN: Duration = Duration::from_secs(1);
@@ -105,10 +109,12 @@ impl Default for Config {
 }
 
 impl Config {
-    /// A config for tests: port 0, a manual clock, no fence, DEBUG enabled.
+    /// A config for tests: port 0, a manual clock, no fence, DEBUG enabled, and
+    /// max-ttl [`TEST_MAX_TTL`].
     pub fn for_tests() -> Config {
         Config {
             port: 0,
+            max_ttl: TEST_MAX_TTL,
             restart_delay: Some(Duration::ZERO),
             clock: Some(Clock::manual()),
             enable_debug_command: true,

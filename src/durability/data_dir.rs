@@ -88,6 +88,8 @@ pub struct NodeDir {
     state: Mutex<StateFile>,
     /// Whether `node.state` was made by this open (no history at all).
     created: bool,
+    /// Test hook: the next state write fails as a failed fsync would.
+    fail_next_write: std::sync::atomic::AtomicBool,
 }
 
 struct StateFile {
@@ -117,6 +119,7 @@ impl NodeDir {
             lock: Mutex::new(Some(lock)),
             state: Mutex::new(state),
             created,
+            fail_next_write: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -189,8 +192,22 @@ impl NodeDir {
         self.state.lock().current
     }
 
+    /// Test hook: the next `update` fails with EIO, as a failed fsync would, and
+    /// changes nothing.
+    #[doc(hidden)]
+    pub fn fail_next_write(&self) {
+        self.fail_next_write
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Changes the state and makes it durable (one fsync) before returning.
     pub fn update(&self, change: impl FnOnce(&mut NodeState)) -> io::Result<NodeState> {
+        if self
+            .fail_next_write
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         let mut s = self.state.lock();
         let mut next = s.current;
         change(&mut next);

@@ -55,8 +55,8 @@ pub struct Fence {
     chosen: Mutex<(FenceRule, u64)>,
     /// The fence without any usable record: max-ttl + margin, or --restart-delay; 0
     /// turns the fence off.
-    delay_ms: u64,
-    max_ttl_ms: u64,
+    delay_ms: AtomicU64,
+    max_ttl_ms: AtomicU64,
     require_ttl: bool,
 }
 
@@ -65,8 +65,8 @@ impl Fence {
         let fence = Fence {
             until_ms: AtomicU64::new(0),
             chosen: Mutex::new((FenceRule::NoHistory, delay_ms)),
-            delay_ms,
-            max_ttl_ms,
+            delay_ms: AtomicU64::new(delay_ms),
+            max_ttl_ms: AtomicU64::new(max_ttl_ms),
             require_ttl,
         };
         fence.raise(now_ms, delay_ms, FenceRule::NoHistory);
@@ -97,11 +97,18 @@ impl Fence {
 
     /// The fence without a usable record (0: the fence is off).
     pub fn delay_ms(&self) -> u64 {
-        self.delay_ms
+        self.delay_ms.load(Ordering::Relaxed)
     }
 
     pub fn max_ttl_ms(&self) -> u64 {
-        self.max_ttl_ms
+        self.max_ttl_ms.load(Ordering::Relaxed)
+    }
+
+    /// Another max-ttl and no-record fence, as a new process with other flags would
+    /// have (the test backend's restarts between lives).
+    pub fn reconfigure(&self, max_ttl_ms: u64, delay_ms: u64) {
+        self.max_ttl_ms.store(max_ttl_ms, Ordering::Relaxed);
+        self.delay_ms.store(delay_ms, Ordering::Relaxed);
     }
 
     pub fn require_ttl(&self) -> bool {
@@ -126,10 +133,10 @@ impl Fence {
 
     /// Refuses a TTL longer than max-ttl.
     pub fn check_ttl(&self, ttl_ms: i64) -> Result<(), Reply> {
-        if ttl_ms > self.max_ttl_ms as i64 {
+        let max = self.max_ttl_ms();
+        if ttl_ms > max as i64 {
             return Err(Reply::error(format!(
-                "ERR TTL of {ttl_ms} ms is above this server's max-ttl of {} ms (raise --max-ttl)",
-                self.max_ttl_ms
+                "ERR TTL of {ttl_ms} ms is above this server's max-ttl of {max} ms (raise --max-ttl)"
             )));
         }
         Ok(())

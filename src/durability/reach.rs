@@ -33,8 +33,8 @@ const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 /// The clock epoch deadlines are recorded in: the kernel's boot id and the offset from
 /// the server clock's milliseconds to CLOCK_MONOTONIC's. A manual clock (tests) is an
-/// epoch of its own, made with the node (so a crash-restart in the same process is the
-/// same boot, and a new process is another).
+/// epoch of its own, made with the clock: nodes started on one manual clock share its
+/// boot; a new process (a new clock) is another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Epoch {
     pub id: [u8; 16],
@@ -46,7 +46,7 @@ impl Epoch {
     pub fn of(clock: &Clock) -> Epoch {
         if clock.is_manual() {
             return Epoch {
-                id: rand::random(),
+                id: clock.epoch_id(),
                 offset_ms: 0,
             };
         }

@@ -92,10 +92,11 @@ pub fn boot(shared: &Shared, first: bool) -> io::Result<BootKind> {
             len = len.max(longest_ttl_ms.saturating_add(margin));
         }
     }
-    // What this life starts with: keys restored, or the fence covering forgotten ones.
+    // How long forgotten or restored keys may still live: what this life starts its
+    // record with (the margin is added again by each fence, not accumulated).
     let covered = match &verdict {
         Verdict::Accepted(snap) => snap.longest_remaining_ms().max(len),
-        _ => len,
+        _ => len.saturating_sub(margin),
     };
 
     if let Some(dir) = shared.node_dir.as_deref() {
@@ -286,4 +287,197 @@ pub fn save(shared: &Shared) -> io::Result<()> {
         "clean shutdown: live keys saved; the next boot restores them and skips the restart fence"
     );
     Ok(())
+}
+
+/// The loader meets damaged and crafted data directories as hostile input: a clear
+/// refusal (the fence applies) or a clear start error, never a panic, never a key
+/// outside this run's rules, never a lower token mark.
+#[cfg(test)]
+mod hostile_dirs {
+    use super::*;
+    use crate::config::Config;
+    use crate::durability::snapshot::crc32;
+    use crate::store::{Entry, Value, ValueRef, ZSet};
+    use bytes::Bytes;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::path::{Path, PathBuf};
+
+    fn temp_dir() -> PathBuf {
+        std::env::temp_dir().join(format!(
+            "redlockd-unit-hostile-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ))
+    }
+
+    fn config(dir: &Path, require_ttl: bool) -> Config {
+        Config {
+            dir: Some(dir.to_path_buf()),
+            restart_delay: None,
+            require_ttl,
+            ..Config::for_tests()
+        }
+    }
+
+    /// A directory whose node shut down cleanly with a string with a TTL, a string
+    /// without, and a sorted set, and token mark 7. Returns node.state's and the
+    /// snapshot's bytes.
+    fn clean_directory(dir: &Path) -> (Vec<u8>, Vec<u8>) {
+        let shared = Shared::open(config(dir, false)).unwrap();
+        let now = shared.clock.now_ms();
+        let db = shared.keyspace.db(0);
+        db.insert(
+            b"lock",
+            Entry {
+                value: Value::Str(Bytes::from_static(b"owner")),
+                deadline_ms: Some(now + 5_000),
+            },
+        );
+        db.insert(b"plain", Entry::new(Value::Str(Bytes::from_static(b"x"))));
+        let mut z = ZSet::new();
+        z.insert(b"m", 1.5);
+        db.insert(
+            b"z",
+            Entry {
+                value: Value::ZSet(Box::new(z)),
+                deadline_ms: Some(now + 5_000),
+            },
+        );
+        shared.tokens.raise(7).unwrap();
+        save(&shared).unwrap();
+        drop(shared);
+        (
+            std::fs::read(dir.join("node.state")).unwrap(),
+            std::fs::read(dir.join("snapshot.rdl")).unwrap(),
+        )
+    }
+
+    fn reseal(raw: &mut [u8]) {
+        let n = raw.len();
+        let crc = crc32(&raw[..n - 4]);
+        raw[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Starts a node on `dir` with `snapshot` in place of its own; checks what any
+    /// start must keep, and returns the node when it started.
+    fn boot_with(dir: &Path, snapshot: &[u8], require_ttl: bool) -> Option<Shared> {
+        std::fs::write(dir.join("snapshot.rdl"), snapshot).unwrap();
+        let shared = Shared::open(config(dir, require_ttl)).ok()?;
+        assert!(!dir.join("snapshot.rdl").exists(), "consumed before serving");
+        assert!(shared.tokens.get() >= 7, "the mark never goes below 7");
+        let now = shared.clock.now_ms();
+        for db in shared.keyspace.dbs() {
+            db.for_each_live(now, |_, value, deadline| {
+                if require_ttl {
+                    assert!(deadline.is_some(), "a key without TTL under --require-ttl");
+                }
+                if let Some(d) = deadline {
+                    assert!(d - now <= shared.fence.max_ttl_ms(), "a TTL above max-ttl");
+                }
+                if let ValueRef::ZSet(z) = value {
+                    for (_, score) in z.iter() {
+                        assert!(!score.is_nan(), "a NaN score");
+                    }
+                }
+            });
+        }
+        Some(shared)
+    }
+
+    #[test]
+    fn crafted_snapshots_are_refused_with_the_fence_up() {
+        let dir = temp_dir();
+        let (state, good) = clean_directory(&dir);
+        let restart = |snapshot: &[u8], require_ttl: bool| {
+            std::fs::write(dir.join("node.state"), &state).unwrap();
+            let shared = boot_with(&dir, snapshot, require_ttl).expect("starts");
+            (
+                shared.last_boot.lock().name(),
+                shared.keyspace.db(0).len(),
+                shared.fence.chosen().0,
+            )
+        };
+        // The control: the snapshot as written is used.
+        assert_eq!(restart(&good, false), ("snapshot", 3, FenceRule::Snapshot));
+        // A key in database 999: past the 16 this run has.
+        let first_key = 8 + 4 + 16 + 8 + 8 + 8 + 8 + 8;
+        let mut bad = good.clone();
+        bad[first_key..first_key + 2].copy_from_slice(&999u16.to_le_bytes());
+        reseal(&mut bad);
+        assert_eq!(restart(&bad, false).0, "fence");
+        // A NaN score.
+        let at = good
+            .windows(8)
+            .position(|w| w == 1.5f64.to_bits().to_le_bytes())
+            .unwrap();
+        let mut bad = good.clone();
+        bad[at..at + 8].copy_from_slice(&f64::NAN.to_bits().to_le_bytes());
+        reseal(&mut bad);
+        assert_eq!(restart(&bad, false).0, "fence");
+        // A key without TTL, under --require-ttl.
+        assert_eq!(restart(&good, true).0, "fence");
+        // A lower token mark than node.state recorded.
+        let mark_at = 8 + 4 + 16 + 8 + 8;
+        let mut bad = good.clone();
+        bad[mark_at..mark_at + 8].copy_from_slice(&1u64.to_le_bytes());
+        reseal(&mut bad);
+        assert_eq!(restart(&bad, false).0, "fence");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Random damage, re-sealed so that it passes the checksum and reaches the parser
+    /// and the rules, and random node.state bytes: never a panic.
+    #[test]
+    fn damaged_snapshots_and_state_files_never_panic_the_loader() {
+        let dir = temp_dir();
+        let (state, good) = clean_directory(&dir);
+        let mut rng = SmallRng::seed_from_u64(33);
+        for round in 0..300 {
+            std::fs::write(dir.join("node.state"), &state).unwrap();
+            let mut bad = good.clone();
+            match round % 4 {
+                0 => {
+                    for _ in 0..rng.random_range(1..4) {
+                        let i = rng.random_range(12..bad.len() - 4);
+                        bad[i] = rng.random();
+                    }
+                }
+                1 => bad.truncate(rng.random_range(0..good.len())),
+                2 => {
+                    let i = rng.random_range(12..bad.len() - 4);
+                    let extra: Vec<u8> = (0..rng.random_range(1..64)).map(|_| rng.random()).collect();
+                    bad.splice(i..i, extra);
+                }
+                _ => {
+                    let i = rng.random_range(0..bad.len() - 4);
+                    bad[i] ^= 1 << rng.random_range(0..8);
+                }
+            }
+            if bad.len() > 16 && rng.random_bool(0.8) {
+                reseal(&mut bad);
+            }
+            let require_ttl = rng.random_bool(0.3);
+            drop(boot_with(&dir, &bad, require_ttl));
+        }
+        for _ in 0..100 {
+            let mut raw = state.clone();
+            for _ in 0..rng.random_range(1..8) {
+                let i = rng.random_range(0..raw.len());
+                raw[i] = rng.random();
+            }
+            if rng.random_bool(0.3) {
+                raw.truncate(rng.random_range(0..raw.len()));
+            }
+            std::fs::write(dir.join("node.state"), &raw).unwrap();
+            let _ = std::fs::remove_file(dir.join("snapshot.rdl"));
+            // A start or a clear error; never a panic, never a mark below 7 unless the
+            // file is refused or no slot survived (a new identity, said in the log).
+            match Shared::open(config(&dir, false)) {
+                Ok(shared) => drop(shared),
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -196,6 +196,11 @@ impl Shared {
             Err(e) => {
                 tracing::error!("{e}");
                 self.reach.set_broken();
+                if let Some(dir) = &self.node_dir {
+                    if let Err(e) = dir.remove_snapshot() {
+                        tracing::error!("cannot remove the snapshot either: {e}");
+                    }
+                }
                 let len = (self.fence.max_ttl_ms() + crate::config::RESTART_MARGIN.as_millis() as u64)
                     .max(self.fence.delay_ms());
                 self.fence.raise(self.clock.now_ms(), len, FenceRule::NoHistory);
