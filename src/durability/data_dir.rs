@@ -575,4 +575,83 @@ mod tests {
         assert!(err.to_string().contains("corrupt"), "{err}");
         std::fs::remove_dir_all(&p).unwrap();
     }
+
+    #[test]
+    fn the_directory_is_private() {
+        let p = temp_dir("modes");
+        let d = NodeDir::open(&p).unwrap();
+        d.write_snapshot(b"x").unwrap();
+        let mode = |f: &Path| std::fs::metadata(f).unwrap().mode() & 0o777;
+        assert_eq!(mode(&p), 0o700);
+        assert_eq!(mode(&p.join(STATE_FILE)), 0o600);
+        assert_eq!(mode(&p.join(SNAPSHOT_FILE)), 0o600);
+        assert_eq!(mode(&p.join(LOCK_FILE)), 0o600);
+        drop(d);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn init_declares_a_new_node_once_and_a_copy_needs_adopting() {
+        let p = temp_dir("init");
+        assert!(NodeDir::init(&p, false).unwrap().contains("declared"));
+        let err = NodeDir::init(&p, false).unwrap_err();
+        assert!(err.to_string().contains("already belongs to a node"), "{err}");
+        let d = NodeDir::open(&p).unwrap();
+        assert!(d.state().declared_new);
+        assert!(!d.created());
+        d.update(|s| {
+            s.token_reserved = 20_000;
+            s.history = Some(History {
+                epoch: [1; 16],
+                reach_ms: 5,
+                ttl_ms: 6,
+            })
+        })
+        .unwrap();
+        d.write_snapshot(b"old").unwrap();
+        drop(d);
+        // A copy (new inode) put back in place.
+        let bytes = std::fs::read(p.join(STATE_FILE)).unwrap();
+        std::fs::remove_file(p.join(STATE_FILE)).unwrap();
+        std::fs::write(p.join(STATE_FILE), bytes).unwrap();
+        let err = NodeDir::open(&p).unwrap_err();
+        assert!(err.to_string().contains("is a copy"), "{err}");
+        assert!(err.to_string().contains("--adopt"), "{err}");
+        assert!(NodeDir::init(&p, true).unwrap().contains("adopted"));
+        let d = NodeDir::open(&p).unwrap();
+        assert_eq!(d.state().token_reserved, 20_000, "the reservation is kept");
+        assert_eq!(d.state().history, None, "the record is not trusted");
+        assert!(!p.join(SNAPSHOT_FILE).exists());
+        drop(d);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn an_older_versions_state_is_read_and_rewritten() {
+        let p = temp_dir("v1");
+        std::fs::create_dir_all(&p).unwrap();
+        let mut slot = [0u8; SLOT_V1_LEN];
+        slot[..8].copy_from_slice(SLOT_MAGIC);
+        slot[8..12].copy_from_slice(&SLOT_V1.to_le_bytes());
+        slot[12..20].copy_from_slice(&1u64.to_le_bytes());
+        slot[20..36].copy_from_slice(&[4; 16]);
+        slot[36..44].copy_from_slice(&9u64.to_le_bytes());
+        slot[44..52].copy_from_slice(&30_001u64.to_le_bytes());
+        let crc = crc32(&slot[..SLOT_V1_BODY]);
+        slot[SLOT_V1_BODY..SLOT_V1_BODY + 4].copy_from_slice(&crc.to_le_bytes());
+        let mut file = vec![0u8; 2 * SLOT_V1_LEN];
+        file[SLOT_V1_LEN..].copy_from_slice(&slot);
+        std::fs::write(p.join(STATE_FILE), file).unwrap();
+        let d = NodeDir::open(&p).unwrap();
+        let s = d.state();
+        assert_eq!((s.node_id, s.boot, s.token_reserved), ([4; 16], 9, 30_001));
+        assert_eq!(s.history, None);
+        drop(d);
+        assert_eq!(
+            std::fs::metadata(p.join(STATE_FILE)).unwrap().len(),
+            2 * SLOT_LEN as u64
+        );
+        assert_eq!(NodeDir::open(&p).unwrap().state().token_reserved, 30_001);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
 }

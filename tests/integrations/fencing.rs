@@ -220,12 +220,12 @@ async fn a_clean_restart_resumes_the_ttl_left_and_an_unfinished_fence() {
     server.advance(Duration::from_secs(5));
     server.crash_restart();
     server.advance(Duration::from_secs(10));
-    // The crash fenced until the lock's deadline (15 s left, + 500 ms reserved + 1 s);
-    // shut down cleanly while that fence still had 6.5 s left: it is not forgotten.
+    // The crash fenced until the lock's deadline (15 s left, + 1 s reserved + 1 s);
+    // shut down cleanly while that fence still had 7 s left: it is not forgotten.
     assert!(server.restart_clean(), "the snapshot is restored");
     let mut c = Raw::to(&server).await;
     let reply = c.cmd(&["SET", "x", "1", "PX", "100"]).await;
-    assert!(reply.contains("for another 6500 ms"), "{reply}");
+    assert!(reply.contains("for another 7000 ms"), "{reply}");
     server.shutdown().await;
 }
 
@@ -308,7 +308,10 @@ async fn stale_foreign_or_damaged_snapshots_are_refused() {
     start_declared_new(&b, clock.clone()).await.shutdown().await;
     std::fs::write(b.join("snapshot.rdl"), &saved).unwrap();
     let h = start_on(&b, clock.clone()).await;
-    assert!(refused(&h), "another node's snapshot is refused (and fences for its TTL)");
+    assert!(
+        refused(&h),
+        "another node's snapshot is refused (and fences for its TTL)"
+    );
     let mut c = Raw::to(&h).await;
     assert_eq!(c.cmd(&["GET", "lock"]).await, NIL, "another node's keys");
     assert!(!b.join("snapshot.rdl").exists(), "removed at boot");
@@ -344,7 +347,11 @@ async fn stale_foreign_or_damaged_snapshots_are_refused() {
     std::fs::write(b.join("snapshot.rdl"), &bad).unwrap();
     let h = start_on(&b, clock.clone()).await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["GET", "lock"]).await, NIL, "a corrupt snapshot is refused");
+    assert_eq!(
+        c.cmd(&["GET", "lock"]).await,
+        NIL,
+        "a corrupt snapshot is refused"
+    );
     assert!(refused(&h), "and the record of the lock keeps the fence up");
     drop(c);
     clock.advance(Duration::from_secs(12));
@@ -374,7 +381,10 @@ async fn a_snapshot_cannot_lower_the_token_mark() {
     let clock = redlockd::Clock::manual();
     let h = start_declared_new(&dir, clock.clone()).await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["FENCING.GRANT", "t", "v", "PX", "5000"]).await, int(0));
+    assert_eq!(
+        c.cmd(&["FENCING.GRANT", "t", "v", "PX", "5000"]).await,
+        int(0)
+    );
     assert_eq!(c.cmd(&["FENCING.COMMIT", "t", "v", "1"]).await, int(1));
     drop(c);
     h.shutdown().await;
@@ -411,7 +421,10 @@ async fn a_restored_backup_is_refused_until_adopted() {
     let clock = redlockd::Clock::manual();
     let h = start_declared_new(&dir, clock.clone()).await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["FENCING.GRANT", "t", "v", "PX", "5000"]).await, int(0));
+    assert_eq!(
+        c.cmd(&["FENCING.GRANT", "t", "v", "PX", "5000"]).await,
+        int(0)
+    );
     assert_eq!(c.cmd(&["FENCING.COMMIT", "t", "v", "1"]).await, int(1));
     drop(c);
     h.shutdown().await;
@@ -441,7 +454,11 @@ async fn a_restored_backup_is_refused_until_adopted() {
     assert!(done.contains("adopted"), "{done}");
     assert!(!dir.join("snapshot.rdl").exists());
     let h = start_on(&dir, clock.clone()).await;
-    assert_eq!(h.fence_remaining(), Duration::from_secs(31), "max-ttl + margin");
+    assert_eq!(
+        h.fence_remaining(),
+        Duration::from_secs(31),
+        "max-ttl + margin"
+    );
     h.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -272,8 +272,8 @@ fn fence_rule(port: u16) -> String {
 }
 
 /// kill -9 of a node that granted only 1 s locks and an immediate restart: the real
-/// clock's boot is the same, so the fence lasts until those locks' deadlines (+ 500 ms
-/// reserved + 1 s of margin), not max-ttl (5 minutes by default).
+/// clock's boot is the same, so the fence lasts until those locks' deadlines (+ up to
+/// 1 s reserved + 1 s of margin), not max-ttl (5 minutes by default).
 #[test]
 fn kill_9_of_a_node_with_short_locks_serves_again_after_them() {
     let mut node = Node::new(free_ports(1), os_args(&["--log", "warn"]));
@@ -296,7 +296,7 @@ fn kill_9_of_a_node_with_short_locks_serves_again_after_them() {
         .unwrap_or_else(|| panic!("{rule}"))
         .parse()
         .unwrap();
-    assert!((1_000..=2_500).contains(&len), "{rule}");
+    assert!((1_000..=3_000).contains(&len), "{rule}");
     let reply = call(node.port, &["SET", "lock0", "B", "NX", "PX", "1000"]).unwrap();
     assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
     // Served again once the fence is over: polled, bounded.
@@ -338,7 +338,11 @@ fn a_killed_node_never_grants_a_lock_still_held_there() {
     let reply = call(node.port, &["SET", "lock", "B", "NX", "PX", "1000"]).unwrap();
     assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
     let rule = fence_rule(node.port);
-    let len: u64 = rule.strip_prefix("same-boot/").expect(&rule).parse().unwrap();
+    let len: u64 = rule
+        .strip_prefix("same-boot/")
+        .expect(&rule)
+        .parse()
+        .unwrap();
     assert!(
         Duration::from_millis(len) + granted.elapsed() >= Duration::from_millis(21_000),
         "{rule}: the fence ends before the lock's deadline + margin"
@@ -346,7 +350,13 @@ fn a_killed_node_never_grants_a_lock_still_held_there() {
     drop(node);
 
     // After a reboot (manual clock: a new process is a new clock epoch).
-    let args = ["--clock", "manual", "--enable-debug-command", "--log", "warn"];
+    let args = [
+        "--clock",
+        "manual",
+        "--enable-debug-command",
+        "--log",
+        "warn",
+    ];
     let mut node = Node::new(free_ports(1), os_args(&args));
     init(&node.dir);
     node.start();
@@ -388,7 +398,10 @@ fn a_failed_fsync_at_boot_stops_the_start() {
     let built = std::process::Command::new("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(&shim)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/failsync.c"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/failsync.c"
+        ))
         .arg("-ldl")
         .status();
     assert!(
@@ -447,7 +460,9 @@ fn a_restored_backup_is_refused() {
     for (path, bytes) in &backup {
         std::fs::write(path, bytes).unwrap();
     }
-    let e = node.try_start().expect_err("a restored node.state is refused");
+    let e = node
+        .try_start()
+        .expect_err("a restored node.state is refused");
     assert!(e.contains("exited at start"), "{e}");
 }
 
@@ -474,7 +489,11 @@ fn a_fresh_cluster_accepts_locks_at_once() {
             "node {port}"
         );
     }
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     support::process::signal(&child, "-TERM");
     support::process::wait_bounded(&mut child);
     let _ = std::fs::remove_dir_all(&dir);

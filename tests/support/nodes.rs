@@ -274,7 +274,12 @@ impl<'c> CheckerFaults<'c> {
     /// Node `n` restarts as a new process with another --max-ttl (cleanly or after a
     /// crash): lowered below the clients' TTL, or back to `normal`. A lowered max-ttl
     /// must never shorten the fence below what the earlier life granted.
-    pub fn max_ttl_change(&mut self, n: usize, normal: Duration, rng: &mut impl rand::Rng) -> String {
+    pub fn max_ttl_change(
+        &mut self,
+        n: usize,
+        normal: Duration,
+        rng: &mut impl rand::Rng,
+    ) -> String {
         let clean = rng.random_bool(0.5);
         let to = if rng.random_bool(0.5) {
             Duration::from_millis(rng.random_range(500..normal.as_millis() as u64))

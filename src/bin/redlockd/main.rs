@@ -503,7 +503,11 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
             .config(i, port, ports.len() > 1, &clock)
             .map_err(|e| StartError::Config(e.to_string()))?;
         // `cluster` makes its nodes' directories: one it makes is a new node.
-        if let Some(dir) = config.dir.as_ref().filter(|d| ports.len() > 1 && !d.exists()) {
+        if let Some(dir) = config
+            .dir
+            .as_ref()
+            .filter(|d| ports.len() > 1 && !d.exists())
+        {
             redlockd::NodeDir::init(dir, false).map_err(|e| StartError::Other(e.to_string()))?;
         }
         let handle = Server::start(config).await.map_err(|e| {
