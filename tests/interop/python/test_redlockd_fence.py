@@ -16,8 +16,10 @@ FENCED = ["--clock", "manual", "--enable-debug-command"]
 
 def fence_text(ms):
     return (
-        "restart fence: this node restarted less than max-ttl ago and refuses "
-        f"writes for another {ms} ms"
+        "restart fence: this node restarted and may have granted locks that are "
+        f"still held; it refuses writes for another {ms} ms (its data directory "
+        "holds no record of what it granted; a brand-new node is declared with "
+        "`redlockd init --dir DIR` before its first start)"
     )
 
 
