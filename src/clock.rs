@@ -30,6 +30,9 @@ struct Inner {
     /// The real clock's wall-minus-monotonic milliseconds, as last kept
     /// (`wall_offset_ms`); `i64::MIN` until first measured.
     wall_offset_ms: AtomicI64,
+    /// Random, made with the clock: the "boot" a manual clock's readings belong to
+    /// (`durability::reach`): nodes sharing one manual clock share its boot.
+    epoch_id: [u8; 16],
 }
 
 enum Source {
@@ -132,12 +135,18 @@ impl Clock {
                 moved: Notify::new(),
                 on_advance: Mutex::new(Vec::new()),
                 wall_offset_ms: AtomicI64::new(i64::MIN),
+                epoch_id: rand::random(),
             }),
         }
     }
 
     pub fn is_manual(&self) -> bool {
         matches!(self.inner.source, Source::Manual { .. })
+    }
+
+    /// A random id made with this clock (see `Inner::epoch_id`).
+    pub(crate) fn epoch_id(&self) -> [u8; 16] {
+        self.inner.epoch_id
     }
 
     /// Monotonic milliseconds. Only differences mean anything.

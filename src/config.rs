@@ -5,9 +5,16 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Default bound on every TTL. 30 s covers the common lock clients' defaults
-/// (Redisson's 30 s watchdog lease, pottery's 10 s, node-redlock examples).
-pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(30);
+/// Default bound on every TTL: 5 minutes. It lets clients work with their own defaults:
+/// Symfony Lock's RedisStore (initial TTL 300 s), Django's cache (300 s), rate limiters
+/// with 60-120 s windows, Redisson's 30 s lease. A node pays it only as the restart
+/// fence when it has no record of what it granted; otherwise the fence lasts as long as
+/// the locks it really granted (`durability::reach`).
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(300);
+
+/// The max-ttl of test configs (`Config::for_tests`, `TestServer::config`): short, so
+/// that a fence without a record is quick to advance past on the manual clock.
+pub const TEST_MAX_TTL: Duration = Duration::from_secs(30);
 
 /// Added to max-ttl for the default restart delay: covers clock-rate drift between
 /// nodes and the client's own timing slack.
@@ -25,12 +32,13 @@ pub struct Config {
     pub tls: Option<TlsConfig>,
     /// Every TTL must be at most this.
     pub max_ttl: Duration,
-    /// How long after boot writes are fenced; `None` means max_ttl + RESTART_MARGIN,
-    /// zero disables the fence.
+    /// The restart fence when the data directory has no usable record of what the node
+    /// granted; `None` means max_ttl + RESTART_MARGIN, zero disables the fence.
     pub restart_delay: Option<Duration>,
-    /// Whether the fence is up at first boot. A crash-restart or `start` after `stop`
-    /// always raises it. Off only where no client can hold a lock from before this
-    /// process existed (a fresh test cluster).
+    /// Whether the fence may be up at first boot. Off declares the node new, as
+    /// `redlockd init` does: only where no client can hold a lock from before this
+    /// process existed (a fresh test cluster). A crash-restart or `start` after `stop`
+    /// always raises the fence its record calls for.
     pub fence_at_boot: bool,
     /// Refuse writes that would leave a key without a TTL.
     pub require_ttl: bool,
@@ -101,10 +109,12 @@ impl Default for Config {
 }
 
 impl Config {
-    /// A config for tests: port 0, a manual clock, no fence, DEBUG enabled.
+    /// A config for tests: port 0, a manual clock, no fence, DEBUG enabled, and
+    /// max-ttl [`TEST_MAX_TTL`].
     pub fn for_tests() -> Config {
         Config {
             port: 0,
+            max_ttl: TEST_MAX_TTL,
             restart_delay: Some(Duration::ZERO),
             clock: Some(Clock::manual()),
             enable_debug_command: true,

@@ -45,6 +45,7 @@ server! {
     pub use clock::Clock;
     pub use config::{AuthClients, Config, ConfigError, DurationError, TlsConfig};
     pub use server::{Server, ServerHandle, StartError};
+    pub use durability::data_dir::NodeDir;
 }
 
 #[cfg(feature = "client")]

@@ -58,7 +58,8 @@ impl<'a> Ctx<'a> {
         self.shared.keyspace.db(self.client.db)
     }
 
-    /// The monotonic deadline for a TTL of `ttl_ms` from now, after the max-ttl check.
+    /// The monotonic deadline for a TTL of `ttl_ms` from now, after the max-ttl check,
+    /// recorded durably (`durability::reach`) before any key can get it.
     pub fn deadline_after(&self, ttl_ms: i64) -> Result<u64, Reply> {
         if let Err(e) = self.shared.fence.check_ttl(ttl_ms) {
             self.shared
@@ -68,7 +69,9 @@ impl<'a> Ctx<'a> {
                 .fetch_add(1, Ordering::Relaxed);
             return Err(e);
         }
-        Ok((self.now_ms as i64).saturating_add(ttl_ms).max(0) as u64)
+        let deadline = (self.now_ms as i64).saturating_add(ttl_ms).max(0) as u64;
+        self.shared.reach.cover(self.now_ms, deadline)?;
+        Ok(deadline)
     }
 
     /// The monotonic deadline for a Unix-ms instant, after the max-ttl check. An

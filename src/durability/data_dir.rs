@@ -3,44 +3,80 @@
 //!
 //! - `redlockd.lock`: held with `flock` while the node runs, so two nodes can never
 //!   share a directory (each would hand out tokens from the same reservation).
-//! - `node.state`: the node's identity (a random id made with the directory), its boot
-//!   count, and the fencing-token reservation (the mark may reach this value without
-//!   another write). Two fixed-size slots, each with a sequence number and a CRC, are
-//!   written in turn and fsynced: a write torn by a crash leaves the other slot, which
-//!   still holds everything that was ever handed out (nothing above a reservation is
-//!   handed out before its fsync returns). One fsync per update.
+//! - `node.state`: the node's identity (a random id made with the directory), its
+//!   generation (bumped, fsynced, at every start: a snapshot is bound to the generation
+//!   that wrote it), the fencing-token reservation (the mark may reach this value
+//!   without another write), and how far the locks it granted may reach (`History`:
+//!   what the restart fence after a crash waits for). Two fixed-size slots, each with a
+//!   sequence number and a CRC, are written in turn and fsynced: a write torn by a crash
+//!   leaves the other slot, which still covers everything that was ever handed out
+//!   (nothing beyond a reservation is handed out before its fsync returns). The file
+//!   also records its own inode number: a copy (a backup put back, a directory copied
+//!   from another machine) has another one and is refused until an operator accepts it
+//!   (`redlockd init --adopt`).
 //! - `snapshot.rdl`: written only by a clean shutdown (see `durability::snapshot`).
+//!
+//! The directory is created 0700 and its files 0600: the snapshot holds every lock's
+//! owner value.
 
 use crate::durability::snapshot::crc32;
 use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 const LOCK_FILE: &str = "redlockd.lock";
 const STATE_FILE: &str = "node.state";
+const STATE_TMP: &str = "node.state.tmp";
 pub const SNAPSHOT_FILE: &str = "snapshot.rdl";
 const SNAPSHOT_TMP: &str = "snapshot.rdl.tmp";
 
 const SLOT_MAGIC: &[u8; 8] = b"RLKDSTAT";
-const SLOT_VERSION: u32 = 1;
-/// Bytes per slot: magic 8, version 4, seq 8, node id 16, boot 8, reservation 8, crc 4,
-/// padding to a round size.
-const SLOT_LEN: usize = 64;
-const SLOT_BODY: usize = 8 + 4 + 8 + 16 + 8 + 8;
+/// Version 1 (64-byte slots) had no history, no inode and no flags; it is read and
+/// rewritten as version 2 at the first start.
+const SLOT_V1: u32 = 1;
+const SLOT_V1_LEN: usize = 64;
+const SLOT_V1_BODY: usize = 8 + 4 + 8 + 16 + 8 + 8;
+const SLOT_VERSION: u32 = 2;
+/// Bytes per slot: magic 8, version 4, seq 8, node id 16, generation 8, reservation 8,
+/// history epoch 16, reach 8, ttl 8, inode 8, flags 1, padding 3, crc 4, padding.
+const SLOT_LEN: usize = 128;
+const SLOT_BODY: usize = 96;
+
+const FLAG_HISTORY: u8 = 1;
+const FLAG_DECLARED_NEW: u8 = 2;
+
+/// How far the locks granted by a node's lives may reach: what the restart fence after
+/// a crash must outlast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct History {
+    /// The clock epoch `reach_ms` is counted in (the kernel's boot id for the real
+    /// clock): a different epoch now means the machine rebooted since.
+    pub epoch: [u8; 16],
+    /// No key granted reaches past this instant of `epoch`'s monotonic clock.
+    pub reach_ms: u64,
+    /// No key alive at any moment of the last life had more than this left (the
+    /// longest TTL granted, or the fence it started with): the fence after a reboot.
+    pub ttl_ms: u64,
+}
 
 /// What `node.state` holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeState {
     /// Random, made with the directory: a snapshot from another node is refused.
     pub node_id: [u8; 16],
-    /// Incremented (and fsynced) at every boot: a snapshot is only accepted from the
-    /// boot right before this one, so one older than a crash is refused.
+    /// The generation, incremented (and fsynced) at every start: a snapshot is only
+    /// accepted by the start right after the run that wrote it.
     pub boot: u64,
     /// The fencing-token mark never exceeds this without a new fsynced write.
     pub token_reserved: u64,
+    /// What the node's lives granted; `None`: unknown (a directory made without
+    /// `redlockd init`, or written by a version that kept none).
+    pub history: Option<History>,
+    /// Made by `redlockd init`: a brand-new node that never granted anything.
+    pub declared_new: bool,
 }
 
 /// An open, locked data directory.
@@ -50,6 +86,10 @@ pub struct NodeDir {
     /// or by `unlock` once the server has stopped).
     lock: Mutex<Option<File>>,
     state: Mutex<StateFile>,
+    /// Whether `node.state` was made by this open (no history at all).
+    created: bool,
+    /// Test hook: the next state write fails as a failed fsync would.
+    fail_next_write: std::sync::atomic::AtomicBool,
 }
 
 struct StateFile {
@@ -57,6 +97,8 @@ struct StateFile {
     current: NodeState,
     /// Sequence number of the last slot written; the next write goes to the other slot.
     seq: u64,
+    /// The file's inode number, written into every slot.
+    ino: u64,
 }
 
 impl std::fmt::Debug for NodeDir {
@@ -66,51 +108,65 @@ impl std::fmt::Debug for NodeDir {
 }
 
 impl NodeDir {
-    /// Creates `path` if missing, locks it, and reads (or creates) the node's state.
-    /// Errors say what to do: not writable, locked by another node, a corrupt state.
+    /// Creates `path` if missing (0700), locks it, and reads (or creates) the node's
+    /// state. Errors say what to do: not writable, locked by another node, a corrupt or
+    /// copied state.
     pub fn open(path: &Path) -> io::Result<NodeDir> {
-        let shown = path.display();
-        std::fs::create_dir_all(path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot create data directory {shown}: {e}"),
-            )
-        })?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path.join(LOCK_FILE))
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("data directory {shown} is not writable: {e}"),
-                )
-            })?;
-        // SAFETY: flock on a descriptor this function owns; no memory is involved.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == ErrorKind::WouldBlock {
-                return Err(io::Error::new(
-                    ErrorKind::AddrInUse,
-                    format!(
-                        "data directory {shown} is in use by another redlockd node ({} is locked); give each node its own --dir",
-                        path.join(LOCK_FILE).display()
-                    ),
-                ));
-            }
-            return Err(io::Error::new(
-                e.kind(),
-                format!("cannot lock data directory {shown}: {e}"),
-            ));
-        }
-        let state = StateFile::open(path)?;
+        let lock = lock_dir(path)?;
+        let (state, created) = StateFile::open(path, false)?;
         Ok(NodeDir {
             path: path.to_path_buf(),
             lock: Mutex::new(Some(lock)),
             state: Mutex::new(state),
+            created,
+            fail_next_write: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// `redlockd init --dir PATH`: declares a brand-new node (its first start serves at
+    /// once), or with `adopt` accepts a `node.state` that was copied or restored: its
+    /// identity and token reservation are kept, its history and snapshot are not (the
+    /// next start raises the full fence). Returns what was done, for the operator.
+    pub fn init(path: &Path, adopt: bool) -> io::Result<String> {
+        let _lock = lock_dir(path)?;
+        let state_path = path.join(STATE_FILE);
+        let shown = path.display();
+        if adopt {
+            if !state_path.exists() {
+                return Err(io::Error::new(
+                    ErrorKind::NotFound,
+                    format!("{} does not exist: nothing to adopt", state_path.display()),
+                ));
+            }
+            let (mut state, _) = StateFile::open(path, true)?;
+            let mut next = state.current;
+            next.history = None;
+            next.declared_new = false;
+            state.replace(path, next)?;
+            remove_durably(path, SNAPSHOT_FILE)?;
+            return Ok(format!(
+                "{shown}: node {} adopted with token reservation {}; its snapshot was removed and its next start raises the full restart fence",
+                crate::protocol::numfmt::hex(&next.node_id),
+                next.token_reserved
+            ));
+        }
+        if state_path.exists() {
+            return Err(io::Error::new(
+                ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: {shown} already belongs to a node (a node that ran may hold locks; it is not new)",
+                    state_path.display()
+                ),
+            ));
+        }
+        let (mut state, _) = StateFile::open(path, false)?;
+        let mut next = state.current;
+        next.declared_new = true;
+        state.write(next)?;
+        Ok(format!(
+            "{shown}: new node {} declared; its first start serves at once",
+            crate::protocol::numfmt::hex(&next.node_id)
+        ))
     }
 
     /// Releases the directory for another node (this server has stopped and will not
@@ -123,6 +179,11 @@ impl NodeDir {
         &self.path
     }
 
+    /// Whether this open made `node.state` (the directory had no node in it).
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
     pub fn snapshot_path(&self) -> PathBuf {
         self.path.join(SNAPSHOT_FILE)
     }
@@ -131,8 +192,22 @@ impl NodeDir {
         self.state.lock().current
     }
 
+    /// Test hook: the next `update` fails with EIO, as a failed fsync would, and
+    /// changes nothing.
+    #[doc(hidden)]
+    pub fn fail_next_write(&self) {
+        self.fail_next_write
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Changes the state and makes it durable (one fsync) before returning.
     pub fn update(&self, change: impl FnOnce(&mut NodeState)) -> io::Result<NodeState> {
+        if self
+            .fail_next_write
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         let mut s = self.state.lock();
         let mut next = s.current;
         change(&mut next);
@@ -147,16 +222,16 @@ impl NodeDir {
         let _ = std::fs::remove_file(self.path.join(SNAPSHOT_TMP));
         let mut s = self.state.lock();
         std::fs::remove_file(self.path.join(STATE_FILE))?;
-        *s = StateFile::open(&self.path)?;
+        *s = StateFile::open(&self.path, false)?.0;
         Ok(())
     }
 
-    /// Writes a snapshot atomically: a temporary file, fsync, rename, fsync of the
-    /// directory. A crash at any point leaves either no snapshot or the whole one.
+    /// Writes a snapshot atomically: a temporary file (0600), fsync, rename, fsync of
+    /// the directory. A crash at any point leaves either no snapshot or the whole one.
     pub fn write_snapshot(&self, bytes: &[u8]) -> io::Result<()> {
         let tmp = self.path.join(SNAPSHOT_TMP);
         {
-            let f = File::create(&tmp)?;
+            let f = private_file(&tmp, true)?;
             f.write_all_at(bytes, 0)?;
             f.sync_all()?;
         }
@@ -175,11 +250,65 @@ impl NodeDir {
 
     /// Removes the snapshot (consumed or refused) durably, so no later boot sees it.
     pub fn remove_snapshot(&self) -> io::Result<()> {
-        match std::fs::remove_file(self.snapshot_path()) {
-            Ok(()) => sync_dir(&self.path),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
+        remove_durably(&self.path, SNAPSHOT_FILE)
+    }
+}
+
+/// Creates `path` (0700) if missing and takes its flock.
+fn lock_dir(path: &Path) -> io::Result<File> {
+    let shown = path.display();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create data directory {shown}: {e}"),
+            )
+        })?;
+    let lock = private_file(&path.join(LOCK_FILE), false).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("data directory {shown} is not writable: {e}"),
+        )
+    })?;
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == ErrorKind::WouldBlock {
+            return Err(io::Error::new(
+                ErrorKind::AddrInUse,
+                format!(
+                    "data directory {shown} is in use by another redlockd node ({} is locked); give each node its own --dir",
+                    path.join(LOCK_FILE).display()
+                ),
+            ));
         }
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot lock data directory {shown}: {e}"),
+        ));
+    }
+    Ok(lock)
+}
+
+/// Opens (creating 0600, readable and writable) a file of the data directory.
+fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(truncate)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+}
+
+fn remove_durably(dir: &Path, name: &str) -> io::Result<()> {
+    match std::fs::remove_file(dir.join(name)) {
+        Ok(()) => sync_dir(dir),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -188,30 +317,64 @@ fn sync_dir(path: &Path) -> io::Result<()> {
 }
 
 impl StateFile {
-    fn open(dir: &Path) -> io::Result<StateFile> {
+    /// Reads `node.state`, or makes a new identity when there is none. `adopting`
+    /// accepts a file whose inode is not the one it records (see `NodeDir::init`).
+    /// Returns whether the file was made now.
+    fn open(dir: &Path, adopting: bool) -> io::Result<(StateFile, bool)> {
         let path = dir.join(STATE_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)?;
-        let mut raw = [0u8; 2 * SLOT_LEN];
-        let len = file.metadata()?.len() as usize;
-        let n = len.min(raw.len());
+        let file = private_file(&path, false)?;
+        let meta = file.metadata()?;
+        let ino = meta.ino();
+        let mut raw = vec![0u8; 2 * SLOT_LEN];
+        let n = (meta.len() as usize).min(raw.len());
         file.read_exact_at(&mut raw[..n], 0)?;
-        let slots = [decode_slot(&raw[..SLOT_LEN]), decode_slot(&raw[SLOT_LEN..])];
-        let best = slots.iter().flatten().max_by_key(|(seq, _)| *seq).copied();
-        if let Some((seq, current)) = best {
-            return Ok(StateFile { file, current, seq });
+        let v2 = [
+            decode_slot(&raw[..SLOT_LEN]),
+            decode_slot(&raw[SLOT_LEN..]),
+        ];
+        if let Some((seq, current, recorded_ino)) =
+            v2.iter().flatten().max_by_key(|(seq, ..)| *seq).copied()
+        {
+            let state = StateFile {
+                file,
+                current,
+                seq,
+                ino,
+            };
+            if recorded_ino != ino && !adopting {
+                return Err(io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!(
+                        "{} is a copy (its inode is {ino}, it was written as {recorded_ino}): a directory restored from a backup may hold a token mark below tokens this node already handed out, and a stale snapshot. If this is a stopped node's directory moved as a whole, accept it with `redlockd init --dir {} --adopt` (the next start raises the full restart fence); see the operations guide, \"Backups and restores\"",
+                        path.display(),
+                        dir.display()
+                    ),
+                ));
+            }
+            return Ok((state, false));
+        }
+        let v1 = [
+            decode_v1_slot(&raw[..SLOT_V1_LEN]),
+            decode_v1_slot(&raw[SLOT_V1_LEN..2 * SLOT_V1_LEN]),
+        ];
+        if let Some((_, old)) = v1.iter().flatten().max_by_key(|(seq, _)| *seq).copied() {
+            // An older version's file: no history, no inode. Rewritten whole.
+            let mut state = StateFile {
+                file,
+                current: old,
+                seq: 0,
+                ino,
+            };
+            state.replace(dir, old)?;
+            return Ok((state, false));
         }
         // No valid slot. Only a first write cut short by a crash leaves that, and then
-        // nothing was ever handed out: slot 1 (written second) is still untouched.
-        if raw[SLOT_LEN..].iter().any(|&b| b != 0) {
+        // nothing was ever handed out: slot 0 (written second) is still untouched.
+        if raw[..SLOT_LEN].iter().any(|&b| b != 0) {
             return Err(io::Error::new(
                 ErrorKind::InvalidData,
                 format!(
-                    "{} is corrupt (no slot passes its checksum): the fencing-token mark is unknown, so tokens could go backwards; restore it from a backup, or move it away to start this node as new",
+                    "{} is corrupt (no slot passes its checksum): the fencing-token mark is unknown, so tokens could go backwards. Move it away to start this node with a new identity and the full restart fence (its token mark then restarts at 0); see the operations guide, \"Backups and restores\"",
                     path.display()
                 ),
             ));
@@ -224,26 +387,50 @@ impl StateFile {
                 node_id,
                 boot: 0,
                 token_reserved: 0,
+                history: None,
+                declared_new: false,
             },
             seq: 0,
+            ino,
         };
         state.write(state.current)?;
         sync_dir(dir)?;
-        Ok(state)
+        Ok((state, true))
     }
 
     fn write(&mut self, next: NodeState) -> io::Result<()> {
         let seq = self.seq + 1;
-        let slot = encode_slot(seq, &next);
-        self.file.write_all_at(&slot, (seq % 2) * SLOT_LEN as u64)?;
+        let slot = encode_slot(seq, &next, self.ino);
+        self.file
+            .write_all_at(&slot, (seq % 2) * SLOT_LEN as u64)?;
         self.file.sync_data()?;
         self.seq = seq;
         self.current = next;
         Ok(())
     }
+
+    /// Writes `next` as a whole new file (temporary file, fsync, rename, directory
+    /// fsync): for a change of format or of inode, where writing slots in place could
+    /// tear the only good copy.
+    fn replace(&mut self, dir: &Path, next: NodeState) -> io::Result<()> {
+        let tmp = dir.join(STATE_TMP);
+        let file = private_file(&tmp, true)?;
+        let ino = file.metadata()?.ino();
+        let slot = encode_slot(1, &next, ino);
+        file.write_all_at(&slot, SLOT_LEN as u64)?;
+        file.set_len(2 * SLOT_LEN as u64)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, dir.join(STATE_FILE))?;
+        sync_dir(dir)?;
+        self.file = file;
+        self.ino = ino;
+        self.seq = 1;
+        self.current = next;
+        Ok(())
+    }
 }
 
-fn encode_slot(seq: u64, s: &NodeState) -> [u8; SLOT_LEN] {
+fn encode_slot(seq: u64, s: &NodeState, ino: u64) -> [u8; SLOT_LEN] {
     let mut out = [0u8; SLOT_LEN];
     out[..8].copy_from_slice(SLOT_MAGIC);
     out[8..12].copy_from_slice(&SLOT_VERSION.to_le_bytes());
@@ -251,12 +438,25 @@ fn encode_slot(seq: u64, s: &NodeState) -> [u8; SLOT_LEN] {
     out[20..36].copy_from_slice(&s.node_id);
     out[36..44].copy_from_slice(&s.boot.to_le_bytes());
     out[44..52].copy_from_slice(&s.token_reserved.to_le_bytes());
+    let mut flags = 0;
+    if let Some(h) = &s.history {
+        flags |= FLAG_HISTORY;
+        out[52..68].copy_from_slice(&h.epoch);
+        out[68..76].copy_from_slice(&h.reach_ms.to_le_bytes());
+        out[76..84].copy_from_slice(&h.ttl_ms.to_le_bytes());
+    }
+    if s.declared_new {
+        flags |= FLAG_DECLARED_NEW;
+    }
+    out[84..92].copy_from_slice(&ino.to_le_bytes());
+    out[92] = flags;
     let crc = crc32(&out[..SLOT_BODY]);
     out[SLOT_BODY..SLOT_BODY + 4].copy_from_slice(&crc.to_le_bytes());
     out
 }
 
-fn decode_slot(raw: &[u8]) -> Option<(u64, NodeState)> {
+/// A slot: its sequence number, the state, and the inode it was written for.
+fn decode_slot(raw: &[u8]) -> Option<(u64, NodeState, u64)> {
     let u64_at = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().expect("8 bytes"));
     if &raw[..8] != SLOT_MAGIC || raw[8..12] != SLOT_VERSION.to_le_bytes() {
         return None;
@@ -267,12 +467,52 @@ fn decode_slot(raw: &[u8]) -> Option<(u64, NodeState)> {
     }
     let mut node_id = [0u8; 16];
     node_id.copy_from_slice(&raw[20..36]);
+    let flags = raw[92];
+    let history = (flags & FLAG_HISTORY != 0).then(|| {
+        let mut epoch = [0u8; 16];
+        epoch.copy_from_slice(&raw[52..68]);
+        History {
+            epoch,
+            reach_ms: u64_at(68),
+            ttl_ms: u64_at(76),
+        }
+    });
     Some((
         u64_at(12),
         NodeState {
             node_id,
             boot: u64_at(36),
             token_reserved: u64_at(44),
+            history,
+            declared_new: flags & FLAG_DECLARED_NEW != 0,
+        },
+        u64_at(84),
+    ))
+}
+
+fn decode_v1_slot(raw: &[u8]) -> Option<(u64, NodeState)> {
+    let u64_at = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().expect("8 bytes"));
+    if &raw[..8] != SLOT_MAGIC || raw[8..12] != SLOT_V1.to_le_bytes() {
+        return None;
+    }
+    let crc = u32::from_le_bytes(
+        raw[SLOT_V1_BODY..SLOT_V1_BODY + 4]
+            .try_into()
+            .expect("4 bytes"),
+    );
+    if crc != crc32(&raw[..SLOT_V1_BODY]) {
+        return None;
+    }
+    let mut node_id = [0u8; 16];
+    node_id.copy_from_slice(&raw[20..36]);
+    Some((
+        u64_at(12),
+        NodeState {
+            node_id,
+            boot: u64_at(36),
+            token_reserved: u64_at(44),
+            history: None,
+            declared_new: false,
         },
     ))
 }
@@ -333,6 +573,85 @@ mod tests {
         std::fs::write(p.join(STATE_FILE), [7u8; 2 * SLOT_LEN]).unwrap();
         let err = NodeDir::open(&p).unwrap_err();
         assert!(err.to_string().contains("corrupt"), "{err}");
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn the_directory_is_private() {
+        let p = temp_dir("modes");
+        let d = NodeDir::open(&p).unwrap();
+        d.write_snapshot(b"x").unwrap();
+        let mode = |f: &Path| std::fs::metadata(f).unwrap().mode() & 0o777;
+        assert_eq!(mode(&p), 0o700);
+        assert_eq!(mode(&p.join(STATE_FILE)), 0o600);
+        assert_eq!(mode(&p.join(SNAPSHOT_FILE)), 0o600);
+        assert_eq!(mode(&p.join(LOCK_FILE)), 0o600);
+        drop(d);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn init_declares_a_new_node_once_and_a_copy_needs_adopting() {
+        let p = temp_dir("init");
+        assert!(NodeDir::init(&p, false).unwrap().contains("declared"));
+        let err = NodeDir::init(&p, false).unwrap_err();
+        assert!(err.to_string().contains("already belongs to a node"), "{err}");
+        let d = NodeDir::open(&p).unwrap();
+        assert!(d.state().declared_new);
+        assert!(!d.created());
+        d.update(|s| {
+            s.token_reserved = 20_000;
+            s.history = Some(History {
+                epoch: [1; 16],
+                reach_ms: 5,
+                ttl_ms: 6,
+            })
+        })
+        .unwrap();
+        d.write_snapshot(b"old").unwrap();
+        drop(d);
+        // A copy (new inode) put back in place.
+        let bytes = std::fs::read(p.join(STATE_FILE)).unwrap();
+        std::fs::remove_file(p.join(STATE_FILE)).unwrap();
+        std::fs::write(p.join(STATE_FILE), bytes).unwrap();
+        let err = NodeDir::open(&p).unwrap_err();
+        assert!(err.to_string().contains("is a copy"), "{err}");
+        assert!(err.to_string().contains("--adopt"), "{err}");
+        assert!(NodeDir::init(&p, true).unwrap().contains("adopted"));
+        let d = NodeDir::open(&p).unwrap();
+        assert_eq!(d.state().token_reserved, 20_000, "the reservation is kept");
+        assert_eq!(d.state().history, None, "the record is not trusted");
+        assert!(!p.join(SNAPSHOT_FILE).exists());
+        drop(d);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn an_older_versions_state_is_read_and_rewritten() {
+        let p = temp_dir("v1");
+        std::fs::create_dir_all(&p).unwrap();
+        let mut slot = [0u8; SLOT_V1_LEN];
+        slot[..8].copy_from_slice(SLOT_MAGIC);
+        slot[8..12].copy_from_slice(&SLOT_V1.to_le_bytes());
+        slot[12..20].copy_from_slice(&1u64.to_le_bytes());
+        slot[20..36].copy_from_slice(&[4; 16]);
+        slot[36..44].copy_from_slice(&9u64.to_le_bytes());
+        slot[44..52].copy_from_slice(&30_001u64.to_le_bytes());
+        let crc = crc32(&slot[..SLOT_V1_BODY]);
+        slot[SLOT_V1_BODY..SLOT_V1_BODY + 4].copy_from_slice(&crc.to_le_bytes());
+        let mut file = vec![0u8; 2 * SLOT_V1_LEN];
+        file[SLOT_V1_LEN..].copy_from_slice(&slot);
+        std::fs::write(p.join(STATE_FILE), file).unwrap();
+        let d = NodeDir::open(&p).unwrap();
+        let s = d.state();
+        assert_eq!((s.node_id, s.boot, s.token_reserved), ([4; 16], 9, 30_001));
+        assert_eq!(s.history, None);
+        drop(d);
+        assert_eq!(
+            std::fs::metadata(p.join(STATE_FILE)).unwrap().len(),
+            2 * SLOT_LEN as u64
+        );
+        assert_eq!(NodeDir::open(&p).unwrap().state().token_reserved, 30_001);
         std::fs::remove_dir_all(&p).unwrap();
     }
 }

@@ -3,20 +3,60 @@
 //! A node that restarts has forgotten its locks. If it granted a lock before the crash,
 //! a second client could now win a majority with it. Redlock's answer is to keep a
 //! restarted node from granting anything until every lock it could have granted has
-//! expired: that is at most `max_ttl` after the crash, because no TTL may be longer.
-//! So: every TTL is bounded by `max_ttl`, and for `restart_delay` (>= max_ttl) after
-//! boot every command that could create a key or lengthen a TTL is refused with
-//! TRYAGAIN. The fence runs on the monotonic clock, so a wall-clock step cannot end it.
+//! expired. How long that is comes from what the data directory recorded before each
+//! grant (`reach`), by the first rule that applies (`FenceRule`): the latest recorded
+//! deadline on the same boot, the longest recorded TTL after a reboot, nothing for a
+//! node declared new, and `max_ttl` (every TTL is bounded by it) + margin when nothing
+//! usable is recorded. While the fence is up, every command that could create a key or
+//! lengthen a TTL is refused with TRYAGAIN. The fence runs on the monotonic clock, so a
+//! wall-clock step cannot end it.
 
 use crate::protocol::Reply;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which rule chose the fence at the last boot (INFO fence `fence_rule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceRule {
+    /// `--restart-delay 0`: no fence, ever.
+    Off,
+    /// A brand-new node (`redlockd init`, or a test cluster's fresh node): it granted
+    /// nothing before.
+    DeclaredNew,
+    /// A clean-shutdown snapshot was restored: only what was left of an earlier fence.
+    Snapshot,
+    /// A crash on the same boot: until the latest recorded deadline + margin.
+    SameBoot,
+    /// A crash and a reboot: the longest recorded TTL + margin, from boot.
+    Reboot,
+    /// Nothing usable recorded (missing, damaged, copied, or a memory-only node):
+    /// max-ttl + margin, or --restart-delay.
+    NoHistory,
+}
+
+impl FenceRule {
+    pub fn name(self) -> &'static str {
+        match self {
+            FenceRule::Off => "off",
+            FenceRule::DeclaredNew => "declared-new",
+            FenceRule::Snapshot => "snapshot",
+            FenceRule::SameBoot => "same-boot",
+            FenceRule::Reboot => "reboot",
+            FenceRule::NoHistory => "no-history",
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct Fence {
     /// Monotonic ms at which the fence lifts (0 when it is off).
     until_ms: AtomicU64,
-    delay_ms: u64,
-    max_ttl_ms: u64,
+    /// The rule and the length (ms) chosen at the last boot.
+    chosen: Mutex<(FenceRule, u64)>,
+    /// The fence without any usable record: max-ttl + margin, or --restart-delay; 0
+    /// turns the fence off.
+    delay_ms: AtomicU64,
+    max_ttl_ms: AtomicU64,
     require_ttl: bool,
 }
 
@@ -24,38 +64,25 @@ impl Fence {
     pub fn new(now_ms: u64, delay_ms: u64, max_ttl_ms: u64, require_ttl: bool) -> Fence {
         let fence = Fence {
             until_ms: AtomicU64::new(0),
-            delay_ms,
-            max_ttl_ms,
+            chosen: Mutex::new((FenceRule::NoHistory, delay_ms)),
+            delay_ms: AtomicU64::new(delay_ms),
+            max_ttl_ms: AtomicU64::new(max_ttl_ms),
             require_ttl,
         };
-        fence.restart(now_ms);
+        fence.raise(now_ms, delay_ms, FenceRule::NoHistory);
         fence
     }
 
-    /// Starts the fence again, as at boot (a crash-restart).
-    pub fn restart(&self, now_ms: u64) {
-        let until = if self.delay_ms == 0 {
-            0
-        } else {
-            now_ms + self.delay_ms
-        };
+    /// Raises the fence for `len_ms` from `now_ms` (0: none), as `rule` chose.
+    pub fn raise(&self, now_ms: u64, len_ms: u64, rule: FenceRule) {
+        let until = if len_ms == 0 { 0 } else { now_ms + len_ms };
+        *self.chosen.lock() = (rule, len_ms);
         self.until_ms.store(until, Ordering::Relaxed);
     }
 
-    /// Resumes a fence that had `remaining_ms` left when the node shut down cleanly
-    /// (0: none). Downtime does not count towards it: the safe side.
-    pub fn resume(&self, now_ms: u64, remaining_ms: u64) {
-        let until = if remaining_ms == 0 {
-            0
-        } else {
-            now_ms + remaining_ms
-        };
-        self.until_ms.store(until, Ordering::Relaxed);
-    }
-
-    /// Lifts the fence now.
-    pub fn lift(&self) {
-        self.until_ms.store(0, Ordering::Relaxed);
+    /// The rule and length chosen at the last boot.
+    pub fn chosen(&self) -> (FenceRule, u64) {
+        *self.chosen.lock()
     }
 
     /// Milliseconds until the fence lifts, or 0 when it is not active.
@@ -68,12 +95,20 @@ impl Fence {
         self.until_ms.load(Ordering::Relaxed)
     }
 
+    /// The fence without a usable record (0: the fence is off).
     pub fn delay_ms(&self) -> u64 {
-        self.delay_ms
+        self.delay_ms.load(Ordering::Relaxed)
     }
 
     pub fn max_ttl_ms(&self) -> u64 {
-        self.max_ttl_ms
+        self.max_ttl_ms.load(Ordering::Relaxed)
+    }
+
+    /// Another max-ttl and no-record fence, as a new process with other flags would
+    /// have (the test backend's restarts between lives).
+    pub fn reconfigure(&self, max_ttl_ms: u64, delay_ms: u64) {
+        self.max_ttl_ms.store(max_ttl_ms, Ordering::Relaxed);
+        self.delay_ms.store(delay_ms, Ordering::Relaxed);
     }
 
     pub fn require_ttl(&self) -> bool {
@@ -86,17 +121,22 @@ impl Fence {
         if left == 0 {
             return Ok(());
         }
+        let hint = if self.chosen().0 == FenceRule::NoHistory {
+            " (its data directory holds no record of what it granted; a brand-new node is declared with `redlockd init --dir DIR` before its first start)"
+        } else {
+            ""
+        };
         Err(Reply::error(format!(
-            "TRYAGAIN restart fence: this node restarted less than max-ttl ago and refuses writes for another {left} ms"
+            "TRYAGAIN restart fence: this node restarted and may have granted locks that are still held; it refuses writes for another {left} ms{hint}"
         )))
     }
 
     /// Refuses a TTL longer than max-ttl.
     pub fn check_ttl(&self, ttl_ms: i64) -> Result<(), Reply> {
-        if ttl_ms > self.max_ttl_ms as i64 {
+        let max = self.max_ttl_ms();
+        if ttl_ms > max as i64 {
             return Err(Reply::error(format!(
-                "ERR TTL of {ttl_ms} ms is above this server's max-ttl of {} ms",
-                self.max_ttl_ms
+                "ERR TTL of {ttl_ms} ms is above this server's max-ttl of {max} ms (raise --max-ttl)"
             )));
         }
         Ok(())
@@ -126,7 +166,8 @@ mod tests {
         };
         let text = String::from_utf8_lossy(&e).to_string();
         assert!(text.starts_with("TRYAGAIN "), "{text}");
-        assert!(text.contains("300 ms"), "{text}");
+        assert!(text.contains("another 300 ms "), "{text}");
+        assert!(text.contains("redlockd init --dir"), "{text}");
         assert!(f.check_write(1500).is_ok());
     }
 
@@ -184,7 +225,7 @@ mod with_commands {
         let mut s = fenced();
         preload(&s, "k", Some(s.clock().now_ms() + 10_000));
         s.clock().advance(Duration::from_millis(1000));
-        let want = "-TRYAGAIN restart fence: this node restarted less than max-ttl ago and refuses writes for another 30000 ms\r\n";
+        let want = "-TRYAGAIN restart fence: this node restarted and may have granted locks that are still held; it refuses writes for another 30000 ms (its data directory holds no record of what it granted; a brand-new node is declared with `redlockd init --dir DIR` before its first start)\r\n";
         for args in [
             &["SET", "lock", "t", "NX", "PX", "1000"][..],
             &["SETNX", "lock", "t"],

@@ -181,12 +181,19 @@ pub fn decode(raw: &[u8]) -> Result<Snapshot, String> {
                 let mut members = Vec::new();
                 for _ in 0..n {
                     let m = r.bytes()?;
-                    members.push((m.to_vec(), f64::from_bits(r.u64()?)));
+                    let score = f64::from_bits(r.u64()?);
+                    if score.is_nan() {
+                        return Err("a sorted-set score is NaN".into());
+                    }
+                    members.push((m.to_vec(), score));
                 }
                 Value::ZSet(Box::new(ZSet::from_members(members)))
             }
             t => return Err(format!("unknown value type {t}")),
         };
+        if value_is_empty(&value) {
+            return Err("an empty collection (a key Redis would not keep)".into());
+        }
         keys.push(Stored {
             db,
             key,
@@ -198,6 +205,27 @@ pub fn decode(raw: &[u8]) -> Result<Snapshot, String> {
         return Err("trailing bytes after the last key".into());
     }
     Ok(Snapshot { header, keys })
+}
+
+fn value_is_empty(v: &Value) -> bool {
+    match v {
+        Value::Str(_) => false,
+        Value::Hash(h) => h.is_empty(),
+        Value::List(l) => l.is_empty(),
+        Value::Set(s) => s.is_empty(),
+        Value::ZSet(z) => z.is_empty(),
+    }
+}
+
+impl Snapshot {
+    /// The longest remaining TTL of its keys (0 without any).
+    pub fn longest_remaining_ms(&self) -> u64 {
+        self.keys
+            .iter()
+            .filter_map(|k| k.remaining_ms)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// Puts the snapshot's keys into `keyspace`, their TTLs resuming from `now_ms`.

@@ -95,18 +95,6 @@ impl TokenMark {
         self.reserved.store(reserved, Ordering::SeqCst);
         self.mark.store(reserved, Ordering::SeqCst);
     }
-
-    /// After a clean restart: the exact mark the snapshot saved (never below it, and
-    /// never past the reservation without making a new one durable).
-    pub fn restore(&self, mark: u64) -> io::Result<()> {
-        {
-            let _one_writer = self.persist.lock();
-            let reserved = self.dir.as_ref().map_or(0, |d| d.state().token_reserved);
-            self.reserved.store(reserved, Ordering::SeqCst);
-            self.mark.store(mark.min(reserved), Ordering::SeqCst);
-        }
-        self.raise(mark)
-    }
 }
 
 #[cfg(test)]
@@ -134,8 +122,6 @@ mod tests {
         }
         let t = TokenMark::new(Some(Arc::new(NodeDir::open(&p).unwrap())));
         assert_eq!(t.get(), 30_003, "a new process resumes at the reservation");
-        t.restore(25_000).unwrap();
-        assert_eq!(t.get(), 25_000);
         std::fs::remove_dir_all(&p).unwrap();
     }
 }

@@ -53,6 +53,9 @@ pub struct Shared {
     pub node_dir: Option<Arc<crate::durability::data_dir::NodeDir>>,
     /// The fencing-token high-water mark (FENCING.GRANT / FENCING.COMMIT).
     pub tokens: crate::durability::tokens::TokenMark,
+    /// How far granted locks reach, recorded before each grant (the restart fence's
+    /// measure).
+    pub reach: crate::durability::reach::Reach,
     /// How the node last booted (restored a snapshot, or raised the fence).
     pub last_boot: Mutex<crate::durability::restart::BootKind>,
     /// Cleared by SHUTDOWN NOSAVE: the next boot then raises the fence.
@@ -78,7 +81,7 @@ impl Shared {
             None => None,
         };
         let shared = Shared::build(config, node_dir);
-        crate::durability::restart::boot(&shared, true);
+        crate::durability::restart::boot(&shared, true)?;
         Ok(shared)
     }
 
@@ -91,9 +94,6 @@ impl Shared {
             config.max_ttl.as_millis() as u64,
             config.require_ttl,
         );
-        if !config.fence_at_boot {
-            fence.lift();
-        }
         let seed = config.seed.unwrap_or_else(rand::random);
         let run_id = {
             use rand::{Rng, SeedableRng};
@@ -125,6 +125,7 @@ impl Shared {
                 config.seed,
             ),
             tokens: crate::durability::tokens::TokenMark::new(node_dir.clone()),
+            reach: crate::durability::reach::Reach::new(&clock, node_dir.clone()),
             node_dir,
             last_boot: Mutex::new(crate::durability::restart::BootKind::Fresh),
             save_on_shutdown: AtomicBool::new(true),
@@ -185,8 +186,28 @@ impl Shared {
 
     /// What a fresh process starts with: an empty keyspace and the restart fence, or
     /// the keys of a clean-shutdown snapshot if one was just written (`restart`).
+    /// If this boot cannot be recorded durably, the node stays up (a test's or a
+    /// DEBUG restart's process keeps running) but fenced for max-ttl and refusing every
+    /// grant: a process start fails instead (`open`).
     pub fn boot(&self) -> crate::durability::restart::BootKind {
-        crate::durability::restart::boot(self, false)
+        use crate::durability::{fence::FenceRule, restart::BootKind};
+        match crate::durability::restart::boot(self, false) {
+            Ok(kind) => kind,
+            Err(e) => {
+                tracing::error!("{e}");
+                self.reach.set_broken();
+                if let Some(dir) = &self.node_dir {
+                    if let Err(e) = dir.remove_snapshot() {
+                        tracing::error!("cannot remove the snapshot either: {e}");
+                    }
+                }
+                let len = (self.fence.max_ttl_ms() + crate::config::RESTART_MARGIN.as_millis() as u64)
+                    .max(self.fence.delay_ms());
+                self.fence.raise(self.clock.now_ms(), len, FenceRule::NoHistory);
+                *self.last_boot.lock() = BootKind::Fenced;
+                BootKind::Fenced
+            }
+        }
     }
 
     pub fn kill_clients(&self) {

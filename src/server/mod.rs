@@ -100,7 +100,7 @@ impl Server {
         if let Some(at) = tls_addr {
             tracing::info!(addr = %at, "listening for TLS");
         }
-        announce_fence_end(&shared);
+        announce_fence_end(&shared, addr);
         crate::node::sweeper::install_manual_sweep(&shared);
         let metrics_addr = match shared.config.metrics_addr {
             Some(at) => {
@@ -161,13 +161,15 @@ fn log_fence(shared: &Shared, addr: SocketAddr) {
         tracing::info!(
             %addr,
             max_ttl_ms = fence.max_ttl_ms(),
-            "listening; restart fence disabled (--restart-delay 0)"
+            fence_rule = fence.chosen().0.name(),
+            "listening; no restart fence"
         );
     } else {
         tracing::info!(
             %addr,
             max_ttl_ms = fence.max_ttl_ms(),
             fence_ms = left,
+            fence_rule = fence.chosen().0.name(),
             fence_until_unix_ms = shared.clock.mono_to_wall(fence.until_ms()),
             "listening; restart fence up: writes get TRYAGAIN for the next {left} ms"
         );
@@ -176,7 +178,7 @@ fn log_fence(shared: &Shared, addr: SocketAddr) {
 
 /// Logs when the restart fence lifts, so whoever started the node knows when locks
 /// can be taken.
-fn announce_fence_end(shared: &Arc<Shared>) {
+fn announce_fence_end(shared: &Arc<Shared>, addr: SocketAddr) {
     let until = shared.fence.until_ms();
     if shared.fence.remaining_ms(shared.clock.now_ms()) == 0 {
         return;
@@ -189,7 +191,7 @@ fn announce_fence_end(shared: &Arc<Shared>) {
             .upgrade()
             .is_some_and(|s| !s.shutting_down.load(Ordering::SeqCst))
         {
-            tracing::info!("restart fence lifted: accepting locks");
+            tracing::info!(%addr, "restart fence lifted: accepting locks");
         }
     });
 }

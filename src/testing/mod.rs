@@ -64,6 +64,7 @@ impl TestServer {
     pub fn config(clock: Clock) -> Config {
         Config {
             port: 0,
+            max_ttl: crate::config::TEST_MAX_TTL,
             clock: Some(clock),
             fence_at_boot: false,
             enable_debug_command: true,
@@ -175,7 +176,51 @@ impl TestServer {
     /// and not just for finding nothing to act on.
     pub fn raise_fence(&self) {
         let shared = self.shared();
-        shared.fence.restart(shared.clock.now_ms());
+        let full = shared.fence.delay_ms();
+        shared.fence.raise(shared.clock.now_ms(), full, crate::durability::fence::FenceRule::NoHistory);
+    }
+
+    /// A crash, a reboot of the machine and a restart: the data directory survives,
+    /// but the monotonic clock of the boot that recorded the locks' deadlines does not
+    /// (a test hook: the node's clock epoch changes, as a new kernel boot id would).
+    /// The fence then lasts the longest TTL granted before, + margin.
+    pub fn crash_restart_after_reboot(&self) {
+        self.shared().reach.pretend_reboot();
+        self.crash_restart();
+    }
+
+    /// A crash and a restart whose first durable write (the record of the new start)
+    /// fails, as a failed fsync would: the node must not trust anything it could not
+    /// record; it stays fenced for max-ttl and refuses every grant until restarted.
+    pub fn crash_restart_failing_fsync(&self) {
+        if let Some(dir) = &self.shared().node_dir {
+            dir.fail_next_write();
+        }
+        self.crash_restart();
+    }
+
+    /// A restart as a new process with another `--max-ttl` (the no-record fence
+    /// follows it, unless the fence is off): after a clean shutdown when `clean`, else
+    /// after a crash. Returns whether a snapshot was restored.
+    pub fn restart_with_max_ttl(&self, max_ttl: Duration, clean: bool) -> bool {
+        let shared = self.shared();
+        let _exclusive = crate::commands::exec::gate::hold_exclusive_for_test_control(shared);
+        shared.kill_clients();
+        if clean {
+            if let Err(e) = crate::durability::restart::save(shared) {
+                tracing::error!("test restart_with_max_ttl: cannot save: {e}");
+            }
+        }
+        let max_ms = max_ttl.as_millis() as u64;
+        let delay = if shared.fence.delay_ms() == 0 {
+            0
+        } else {
+            max_ms + crate::config::RESTART_MARGIN.as_millis() as u64
+        };
+        shared.fence.reconfigure(max_ms, delay);
+        let kind = shared.boot();
+        shared.set_net(NetState::Up);
+        kind == BootKind::Snapshot
     }
 
     /// A crash that also loses the data directory (a replaced disk): the node comes

@@ -103,7 +103,7 @@ async fn set_conditions_exclude_each_other_and_nx_xx() {
     assert_eq!(c.cmd(&["SET", "s", "v", "IFNE", "a"]).await, WRONGTYPE);
     assert_eq!(
         c.cmd(&["SET", "k", "v", "IFNE", "a", "PX", "30001"]).await,
-        err("ERR TTL of 30001 ms is above this server's max-ttl of 30000 ms")
+        err("ERR TTL of 30001 ms is above this server's max-ttl of 30000 ms (raise --max-ttl)")
     );
 }
 

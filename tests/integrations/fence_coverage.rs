@@ -20,7 +20,7 @@ use support::*;
 const FENCE: Duration = Duration::from_secs(31);
 
 fn tryagain() -> String {
-    err("TRYAGAIN restart fence: this node restarted less than max-ttl ago and refuses writes for another 31000 ms")
+    err("TRYAGAIN restart fence: this node restarted and may have granted locks that are still held; it refuses writes for another 31000 ms (its data directory holds no record of what it granted; a brand-new node is declared with `redlockd init --dir DIR` before its first start)")
 }
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";

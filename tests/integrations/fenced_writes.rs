@@ -250,7 +250,9 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
                 clock.advance(Duration::from_millis(ms));
                 format!("advance {ms} ms")
             }
-            80..=85 => faults.crash_restart(n),
+            80..=82 => faults.crash_restart(n),
+            83..=84 => faults.max_ttl_change(n, TTL, &mut rng),
+            85 => faults.crash_restart_failing_fsync(n),
             86..=87 => faults.crash_restart_all(),
             88..=92 => faults.isolate_or_heal(n).await,
             93..=96 => {

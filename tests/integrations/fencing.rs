@@ -81,7 +81,7 @@ async fn bad_arguments_get_redis_style_errors() {
     );
     assert_eq!(
         c.cmd(&["FENCING.GRANT", "k", "v", "PX", "30001"]).await,
-        err("ERR TTL of 30001 ms is above this server's max-ttl of 30000 ms")
+        err("ERR TTL of 30001 ms is above this server's max-ttl of 30000 ms (raise --max-ttl)")
     );
     assert_eq!(
         c.cmd(&["FENCING.COMMIT", "k", "v", "x"]).await,
@@ -220,11 +220,12 @@ async fn a_clean_restart_resumes_the_ttl_left_and_an_unfinished_fence() {
     server.advance(Duration::from_secs(5));
     server.crash_restart();
     server.advance(Duration::from_secs(10));
-    // Shut down cleanly while the fence still had 21 s left: it is not forgotten.
+    // The crash fenced until the lock's deadline (15 s left, + 1 s reserved + 1 s);
+    // shut down cleanly while that fence still had 7 s left: it is not forgotten.
     assert!(server.restart_clean(), "the snapshot is restored");
     let mut c = Raw::to(&server).await;
     let reply = c.cmd(&["SET", "x", "1", "PX", "100"]).await;
-    assert!(reply.contains("for another 21000 ms"), "{reply}");
+    assert!(reply.contains("for another 7000 ms"), "{reply}");
     server.shutdown().await;
 }
 
@@ -281,49 +282,197 @@ async fn shutdown_saves_and_the_next_process_restores_once() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A node declared new (`redlockd init`) on `dir`: no fence at its first start.
+async fn start_declared_new(dir: &Path, clock: redlockd::Clock) -> TestServer {
+    redlockd::NodeDir::init(dir, false).expect("a new directory");
+    start_on(dir, clock).await
+}
+
+/// A snapshot is refused unless it is this node's, of the generation right before,
+/// whole, and with node.state's token mark. Each check is what makes its case refused:
+/// the node has a short fence of its own and the snapshot holds a 10 s lock, so a
+/// snapshot trusted by mistake would show the lock and no fence.
 #[tokio::test]
 async fn stale_foreign_or_damaged_snapshots_are_refused() {
     let (a, b) = (data_dir("fencing-a"), data_dir("fencing-b"));
     let clock = redlockd::Clock::manual();
-    // A snapshot of node a.
-    start_on(&a, clock.clone()).await.shutdown().await;
+    let refused = |h: &TestServer| h.fence_remaining() >= Duration::from_secs(10);
+    // A snapshot of node a, holding a 10 s lock.
+    let h = start_declared_new(&a, clock.clone()).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "lock", "a", "PX", "10000"]).await, OK);
+    drop(c);
+    h.shutdown().await;
     let saved = std::fs::read(a.join("snapshot.rdl")).unwrap();
-    // Node b boots once (new id), shuts down; its snapshot is swapped for a's.
-    start_on(&b, clock.clone()).await.shutdown().await;
+    // Node b: same generation and token mark as a; only the node id differs.
+    start_declared_new(&b, clock.clone()).await.shutdown().await;
     std::fs::write(b.join("snapshot.rdl"), &saved).unwrap();
     let h = start_on(&b, clock.clone()).await;
-    assert!(fenced(&h), "another node's snapshot is refused");
-    assert!(!b.join("snapshot.rdl").exists());
+    assert!(
+        refused(&h),
+        "another node's snapshot is refused (and fences for its TTL)"
+    );
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["GET", "lock"]).await, NIL, "another node's keys");
+    assert!(!b.join("snapshot.rdl").exists(), "removed at boot");
+    drop(c);
+    clock.advance(Duration::from_secs(12));
+    h.shutdown().await;
+    // b's own snapshot, with a 10 s lock, each time damaged another way.
+    let own = |b: &Path| {
+        let clock = clock.clone();
+        let b = b.to_path_buf();
+        async move {
+            let h = start_on(&b, clock.clone()).await;
+            clock.advance(Duration::from_secs(12));
+            let mut c = Raw::to(&h).await;
+            assert_eq!(c.cmd(&["SET", "lock", "b", "PX", "10000"]).await, OK);
+            drop(c);
+            h.shutdown().await;
+            std::fs::read(b.join("snapshot.rdl")).unwrap()
+        }
+    };
+    let good = own(&b).await;
+    // The control: the snapshot as written is used.
+    let h = start_on(&b, clock.clone()).await;
+    assert!(!refused(&h));
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["GET", "lock"]).await, bulk("b"));
+    drop(c);
+    clock.advance(Duration::from_secs(12));
     h.shutdown().await;
     // Damaged: one byte flipped.
-    let mut bad = std::fs::read(b.join("snapshot.rdl")).unwrap();
+    let mut bad = own(&b).await;
     bad[30] ^= 0x40;
     std::fs::write(b.join("snapshot.rdl"), &bad).unwrap();
     let h = start_on(&b, clock.clone()).await;
-    assert!(fenced(&h), "a corrupt snapshot is refused");
-    // (A snapshot keeps what is left of the fence: let it end before saving.)
-    clock.advance(Duration::from_secs(31));
+    let mut c = Raw::to(&h).await;
+    assert_eq!(
+        c.cmd(&["GET", "lock"]).await,
+        NIL,
+        "a corrupt snapshot is refused"
+    );
+    assert!(refused(&h), "and the record of the lock keeps the fence up");
+    drop(c);
+    clock.advance(Duration::from_secs(12));
     h.shutdown().await;
-    // Older than the last crash: put back a good snapshot after a crash-restart.
-    let good = std::fs::read(b.join("snapshot.rdl")).unwrap();
+    // Stale: a good snapshot of an earlier generation put back.
     let h = start_on(&b, clock.clone()).await;
-    assert!(!fenced(&h));
-    let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["DEBUG", "CRASH-RESTART"]).await, OK);
-    let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["SHUTDOWN", "NOSAVE"]).await, OK);
-    let mut h = h;
-    h.stopped().await;
-    drop(h);
+    h.shutdown().await;
     std::fs::write(b.join("snapshot.rdl"), &good).unwrap();
     let h = start_on(&b, clock.clone()).await;
-    assert!(
-        fenced(&h),
-        "a snapshot older than the last crash is refused"
+    let mut c = Raw::to(&h).await;
+    assert_eq!(
+        c.cmd(&["GET", "lock"]).await,
+        NIL,
+        "a snapshot of an earlier generation is refused"
     );
+    drop(c);
     h.shutdown().await;
     std::fs::remove_dir_all(&a).unwrap();
     std::fs::remove_dir_all(&b).unwrap();
+}
+
+/// The token mark comes from node.state, never lower: a snapshot whose mark differs
+/// from the one node.state recorded at shutdown is refused.
+#[tokio::test]
+async fn a_snapshot_cannot_lower_the_token_mark() {
+    let dir = data_dir("fencing-mark");
+    let clock = redlockd::Clock::manual();
+    let h = start_declared_new(&dir, clock.clone()).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(
+        c.cmd(&["FENCING.GRANT", "t", "v", "PX", "5000"]).await,
+        int(0)
+    );
+    assert_eq!(c.cmd(&["FENCING.COMMIT", "t", "v", "1"]).await, int(1));
+    drop(c);
+    h.shutdown().await;
+    let mark1 = std::fs::read(dir.join("snapshot.rdl")).unwrap();
+    let h = start_on(&dir, clock.clone()).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["FENCING.MARK"]).await, int(1), "the exact mark");
+    assert_eq!(c.cmd(&["FENCING.COMMIT", "t", "v", "10002"]).await, int(1));
+    drop(c);
+    h.shutdown().await;
+    // Put the old snapshot (mark 1) back, with its generation made current: only the
+    // mark check is left to refuse it.
+    let mut crafted = mark1.clone();
+    let gen_at = 8 + 4 + 16;
+    let current = std::fs::read(dir.join("snapshot.rdl")).unwrap();
+    crafted[gen_at..gen_at + 8].copy_from_slice(&current[gen_at..gen_at + 8]);
+    let n = crafted.len();
+    let crc = crc32(&crafted[..n - 4]);
+    crafted[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(dir.join("snapshot.rdl"), &crafted).unwrap();
+    let h = start_on(&dir, clock.clone()).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["FENCING.MARK"]).await, int(10_002));
+    drop(c);
+    h.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A data directory put back from a backup (a copy: node.state has another inode) is
+/// refused with what to do; `init --adopt` accepts it, fenced for max-ttl.
+#[tokio::test]
+async fn a_restored_backup_is_refused_until_adopted() {
+    let dir = data_dir("fencing-backup");
+    let clock = redlockd::Clock::manual();
+    let h = start_declared_new(&dir, clock.clone()).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(
+        c.cmd(&["FENCING.GRANT", "t", "v", "PX", "5000"]).await,
+        int(0)
+    );
+    assert_eq!(c.cmd(&["FENCING.COMMIT", "t", "v", "1"]).await, int(1));
+    drop(c);
+    h.shutdown().await;
+    let backup = std::fs::read(dir.join("node.state")).unwrap();
+    let snapshot = std::fs::read(dir.join("snapshot.rdl")).unwrap();
+    let h = start_on(&dir, clock.clone()).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["FENCING.COMMIT", "t", "v", "10002"]).await, int(1));
+    drop(c);
+    h.shutdown().await;
+    // The disk is replaced; the backup is copied back.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("node.state"), &backup).unwrap();
+    std::fs::write(dir.join("snapshot.rdl"), &snapshot).unwrap();
+    let e = Server::start(Config {
+        dir: Some(dir.clone()),
+        ..TestServer::config(clock.clone())
+    })
+    .await
+    .err()
+    .expect("a copied node.state is refused");
+    let text = e.to_string();
+    assert!(text.contains("node.state is a copy"), "{text}");
+    assert!(text.contains("--adopt"), "{text}");
+    let done = redlockd::NodeDir::init(&dir, true).unwrap();
+    assert!(done.contains("adopted"), "{done}");
+    assert!(!dir.join("snapshot.rdl").exists());
+    let h = start_on(&dir, clock.clone()).await;
+    assert_eq!(
+        h.fence_remaining(),
+        Duration::from_secs(31),
+        "max-ttl + margin"
+    );
+    h.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// CRC-32 (IEEE), to re-seal a crafted snapshot.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
 }
 
 #[tokio::test]

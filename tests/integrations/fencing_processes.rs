@@ -244,3 +244,257 @@ async fn a_clean_restart_keeps_locks_and_kill_9_brings_the_fence() {
     let fenced = call(node.port, &["SET", "new", "x", "PX", "100"]).unwrap();
     assert!(fenced.starts_with("-TRYAGAIN"), "{fenced}");
 }
+
+/// `redlockd init --dir DIR`: declares a brand-new node.
+fn init(dir: &std::path::Path) {
+    let out = std::process::Command::new(support::process::BIN)
+        .args(["init", "--dir"])
+        .arg(dir)
+        .output()
+        .expect("run redlockd init");
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// INFO fence's rule and length of the node on `port`, as `rule/length`.
+fn fence_rule(port: u16) -> String {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .expect("the node answers");
+    let info: String = redis::cmd("INFO").arg("fence").query(&mut c).unwrap();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or("?")
+            .to_string()
+    };
+    format!("{}/{}", field("fence_rule:"), field("fence_length_ms:"))
+}
+
+/// kill -9 of a node that granted only 1 s locks and an immediate restart: the real
+/// clock's boot is the same, so the fence lasts until those locks' deadlines (+ up to
+/// 1 s reserved + 1 s of margin), not max-ttl (5 minutes by default).
+#[test]
+fn kill_9_of_a_node_with_short_locks_serves_again_after_them() {
+    let mut node = Node::new(free_ports(1), os_args(&["--log", "warn"]));
+    init(&node.dir);
+    node.start();
+    assert_eq!(fence_rule(node.port), "declared-new/0");
+    for i in 0..20 {
+        let key = format!("lock{i}");
+        assert_eq!(
+            call(node.port, &["SET", &key, "A", "NX", "PX", "1000"]).as_deref(),
+            Some("+OK")
+        );
+    }
+    node.kill9();
+    let restarted = std::time::Instant::now();
+    node.start();
+    let rule = fence_rule(node.port);
+    let len: u64 = rule
+        .strip_prefix("same-boot/")
+        .unwrap_or_else(|| panic!("{rule}"))
+        .parse()
+        .unwrap();
+    assert!((1_000..=3_000).contains(&len), "{rule}");
+    let reply = call(node.port, &["SET", "lock0", "B", "NX", "PX", "1000"]).unwrap();
+    assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
+    // Served again once the fence is over: polled, bounded.
+    loop {
+        let reply = call(node.port, &["SET", "lock0", "B", "NX", "PX", "1000"]).unwrap();
+        if reply == "+OK" {
+            break;
+        }
+        assert!(reply.starts_with("-TRYAGAIN"), "{reply}");
+        assert!(
+            restarted.elapsed() < Duration::from_millis(len + 1_000),
+            "still fenced {:?} after the restart ({rule})",
+            restarted.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        restarted.elapsed() >= Duration::from_millis(len.saturating_sub(50)),
+        "{rule}"
+    );
+}
+
+/// A client holds a 20 s lock on a node that is killed and restarted: the node never
+/// grants it to anyone else before the 20 s are over, on the same boot (real clock)
+/// and after a reboot (a manual-clock process is a boot of its own).
+#[test]
+fn a_killed_node_never_grants_a_lock_still_held_there() {
+    // Same boot.
+    let mut node = Node::new(free_ports(1), os_args(&["--log", "warn"]));
+    init(&node.dir);
+    node.start();
+    assert_eq!(
+        call(node.port, &["SET", "lock", "A", "NX", "PX", "20000"]).as_deref(),
+        Some("+OK")
+    );
+    let granted = std::time::Instant::now();
+    node.kill9();
+    node.start();
+    let reply = call(node.port, &["SET", "lock", "B", "NX", "PX", "1000"]).unwrap();
+    assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
+    let rule = fence_rule(node.port);
+    let len: u64 = rule
+        .strip_prefix("same-boot/")
+        .expect(&rule)
+        .parse()
+        .unwrap();
+    assert!(
+        Duration::from_millis(len) + granted.elapsed() >= Duration::from_millis(21_000),
+        "{rule}: the fence ends before the lock's deadline + margin"
+    );
+    drop(node);
+
+    // After a reboot (manual clock: a new process is a new clock epoch).
+    let args = [
+        "--clock",
+        "manual",
+        "--enable-debug-command",
+        "--log",
+        "warn",
+    ];
+    let mut node = Node::new(free_ports(1), os_args(&args));
+    init(&node.dir);
+    node.start();
+    assert_eq!(
+        call(node.port, &["SET", "lock", "A", "NX", "PX", "20000"]).as_deref(),
+        Some("+OK")
+    );
+    node.kill9();
+    node.start();
+    assert_eq!(fence_rule(node.port), "reboot/21000");
+    advance(std::slice::from_ref(&node), 20_999);
+    let reply = call(node.port, &["SET", "lock", "B", "NX", "PX", "1000"]).unwrap();
+    assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
+    advance(std::slice::from_ref(&node), 1);
+    assert_eq!(
+        call(node.port, &["SET", "lock", "B", "NX", "PX", "1000"]).as_deref(),
+        Some("+OK")
+    );
+}
+
+/// A directory with no node in it and no declaration: the full fence (max-ttl + 1 s),
+/// and the reply says how to declare a brand-new node.
+#[test]
+fn an_undeclared_empty_directory_gets_the_full_fence() {
+    let node = Node::spawn(&["--max-ttl", "7s", "--log", "warn"]);
+    assert_eq!(fence_rule(node.port), "no-history/8000");
+    let reply = call(node.port, &["SET", "lock", "A", "NX", "PX", "1000"]).unwrap();
+    assert!(reply.contains("redlockd init --dir"), "{reply}");
+}
+
+/// The first durable write of a start fails (an LD_PRELOAD shim makes the first
+/// fdatasync fail with EIO): the node refuses to start, and its snapshot is never
+/// trusted by a start that could not move the generation forward.
+#[test]
+fn a_failed_fsync_at_boot_stops_the_start() {
+    let dir = support::process::data_dir("failsync");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shim = dir.join("failsync.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&shim)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/failsync.c"
+        ))
+        .arg("-ldl")
+        .status();
+    assert!(
+        built.is_ok_and(|s| s.success()),
+        "cc builds the fsync shim (needs a C compiler)"
+    );
+    let mut node = Node::new(free_ports(1), os_args(&["--log", "warn"]));
+    init(&node.dir);
+    node.start();
+    assert_eq!(
+        call(node.port, &["SET", "lock", "A", "NX", "PX", "20000"]).as_deref(),
+        Some("+OK")
+    );
+    node.terminate();
+    assert!(node.dir.join("snapshot.rdl").exists());
+    let out = std::process::Command::new(support::process::BIN)
+        .args(["--port", &node.port.to_string(), "--log", "warn", "--dir"])
+        .arg(&node.dir)
+        .env("LD_PRELOAD", &shim)
+        .output()
+        .expect("run redlockd");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot record this start"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A node's directory put back from a copy taken after a clean shutdown: refused at
+/// start (it could move the token mark back and hold a stale snapshot).
+#[test]
+fn a_restored_backup_is_refused() {
+    let mut node = Node::new(free_ports(1), os_args(&["--log", "warn"]));
+    init(&node.dir);
+    node.start();
+    assert_eq!(
+        call(node.port, &["FENCING.GRANT", "t", "v", "PX", "5000"]).as_deref(),
+        Some(":0")
+    );
+    assert_eq!(
+        call(node.port, &["FENCING.COMMIT", "t", "v", "1"]).as_deref(),
+        Some(":1")
+    );
+    node.terminate();
+    let backup: Vec<(std::path::PathBuf, Vec<u8>)> = ["node.state", "snapshot.rdl"]
+        .iter()
+        .map(|f| (node.dir.join(f), std::fs::read(node.dir.join(f)).unwrap()))
+        .collect();
+    node.start();
+    assert_eq!(
+        call(node.port, &["FENCING.COMMIT", "t", "v", "10002"]).as_deref(),
+        Some(":1")
+    );
+    node.kill9();
+    std::fs::remove_dir_all(&node.dir).unwrap();
+    std::fs::create_dir_all(&node.dir).unwrap();
+    for (path, bytes) in &backup {
+        std::fs::write(path, bytes).unwrap();
+    }
+    let e = node
+        .try_start()
+        .expect_err("a restored node.state is refused");
+    assert!(e.contains("exited at start"), "{e}");
+}
+
+/// `redlockd cluster` declares the node directories it makes: locks at once.
+#[test]
+fn a_fresh_cluster_accepts_locks_at_once() {
+    let base = free_ports(3);
+    let dir = support::process::data_dir("cluster");
+    let mut child = std::process::Command::new(support::process::BIN)
+        .args(["cluster", "--nodes", "3", "--base-port", &base.to_string()])
+        .args(["--log", "warn", "--dir"])
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn redlockd cluster");
+    let started = std::time::Instant::now();
+    for port in base..base + 3 {
+        support::process::wait_for_pong(port).unwrap();
+        assert_eq!(
+            call(port, &["SET", "lock", "A", "NX", "PX", "300000"]).as_deref(),
+            Some("+OK"),
+            "node {port}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    support::process::signal(&child, "-TERM");
+    support::process::wait_bounded(&mut child);
+    let _ = std::fs::remove_dir_all(&dir);
+}

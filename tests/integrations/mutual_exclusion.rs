@@ -115,7 +115,9 @@ async fn run_schedule(seed: u64, steps: usize, fence: bool) -> Outcome {
                 clock.advance(Duration::from_millis(ms));
                 format!("advance {ms} ms")
             }
-            75..=84 => faults.crash_restart(rng.random_range(0..NODES)),
+            75..=80 => faults.crash_restart(rng.random_range(0..NODES)),
+            81..=83 => faults.max_ttl_change(rng.random_range(0..NODES), TTL, &mut rng),
+            84 => faults.crash_restart_failing_fsync(rng.random_range(0..NODES)),
             85..=92 => faults.isolate_or_heal(rng.random_range(0..NODES)).await,
             93..=96 => {
                 let n = rng.random_range(0..NODES);

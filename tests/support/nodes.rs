@@ -271,6 +271,38 @@ impl<'c> CheckerFaults<'c> {
         format!("crash-restart all {} nodes", self.cluster.len())
     }
 
+    /// Node `n` restarts as a new process with another --max-ttl (cleanly or after a
+    /// crash): lowered below the clients' TTL, or back to `normal`. A lowered max-ttl
+    /// must never shorten the fence below what the earlier life granted.
+    pub fn max_ttl_change(
+        &mut self,
+        n: usize,
+        normal: Duration,
+        rng: &mut impl rand::Rng,
+    ) -> String {
+        let clean = rng.random_bool(0.5);
+        let to = if rng.random_bool(0.5) {
+            Duration::from_millis(rng.random_range(500..normal.as_millis() as u64))
+        } else {
+            normal
+        };
+        let restored = self.cluster.node(n).restart_with_max_ttl(to, clean);
+        self.isolated[n] = false;
+        format!(
+            "restart node {n} ({}) with max-ttl {} ms (snapshot restored: {restored})",
+            if clean { "clean" } else { "crash" },
+            to.as_millis()
+        )
+    }
+
+    /// Node `n` crashes and restarts, and its first durable write fails (a failed
+    /// fsync at boot).
+    pub fn crash_restart_failing_fsync(&mut self, n: usize) -> String {
+        self.cluster.node(n).crash_restart_failing_fsync();
+        self.isolated[n] = false;
+        format!("crash-restart node {n}, its boot fsync fails")
+    }
+
     /// Partitions node `n` away, or heals it if it was.
     pub async fn isolate_or_heal(&mut self, n: usize) -> String {
         let node = self.cluster.node(n);

@@ -51,6 +51,22 @@ enum Command {
     /// process group got SIGTERM, then SIGKILL when the lock's validity ended or after
     /// --grace), 64 on bad usage or a --ttl the nodes refuse.
     Lock(lock::LockArgs),
+    /// Declare a brand-new node: make its data directory with a record that it never
+    /// granted anything, so its first start serves at once instead of waiting out the
+    /// restart fence. Refused if the directory already holds a node. With --adopt,
+    /// accept a node.state that was copied or restored instead (operations guide).
+    Init(InitArgs),
+}
+
+#[derive(Args, Debug)]
+struct InitArgs {
+    /// The new node's data directory (created 0700 if missing).
+    #[arg(long, env = "REDLOCKD_DIR")]
+    dir: PathBuf,
+    /// Accept a node.state copied or restored from elsewhere: identity and token
+    /// reservation kept, snapshot removed, the next start fenced for max-ttl.
+    #[arg(long)]
+    adopt: bool,
 }
 
 #[derive(Args, Debug)]
@@ -92,12 +108,15 @@ struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1", env = "REDLOCKD_BIND")]
     bind: IpAddr,
-    /// Longest TTL a client may set; longer ones are refused. Also what the restart
-    /// fence waits for. Durations: 1500, 1500ms, 30s, 2m.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "REDLOCKD_MAX_TTL")]
+    /// Longest TTL a client may set; longer ones are refused. Also the restart fence of
+    /// a node whose data directory has no record of what it granted. Durations: 1500,
+    /// 1500ms, 30s, 2m.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, env = "REDLOCKD_MAX_TTL")]
     max_ttl: Duration,
-    /// How long after boot writes are refused with TRYAGAIN [default: max-ttl + 1s].
-    /// 0 disables the fence (safe only when no client can hold a lock from before).
+    /// How long after boot writes are refused with TRYAGAIN when the data directory has
+    /// no record of what the node granted [default: max-ttl + 1s]; with a record, the
+    /// fence lasts as long as the recorded locks. 0 disables the fence (safe only when
+    /// no client can hold a lock from before).
     #[arg(long, value_parser = parse_duration, env = "REDLOCKD_RESTART_DELAY")]
     restart_delay: Option<Duration>,
     /// Refuse writes that would leave a key without a TTL.
@@ -335,16 +354,28 @@ fn main() -> ExitCode {
         Some(Command::Cluster(c)) => c.server.log.clone(),
         Some(Command::Harness(h)) => h.log.clone(),
         // The lock command speaks on stderr only when something goes wrong.
-        Some(Command::Lock(_)) => "warn".to_string(),
+        Some(Command::Lock(_)) | Some(Command::Init(_)) => "warn".to_string(),
         None => cli.server.log.clone(),
     };
     init_logging(&log);
     let threads = match &cli.command {
         Some(Command::Cluster(c)) => c.server.threads,
         Some(Command::Harness(h)) => h.threads,
-        Some(Command::Lock(_)) => None,
+        Some(Command::Lock(_)) | Some(Command::Init(_)) => None,
         None => cli.server.threads,
     };
+    if let Some(Command::Init(args)) = &cli.command {
+        return match redlockd::NodeDir::init(&args.dir, args.adopt) {
+            Ok(done) => {
+                println!("{done}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("redlockd init: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let workers = threads.map_or_else(default_workers, usize::from);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -380,6 +411,7 @@ fn main() -> ExitCode {
             };
         }
         Some(Command::Cluster(c)) => Some(c),
+        Some(Command::Init(_)) => unreachable!("handled above"),
         None => None,
     };
     let result = runtime.block_on(async {
@@ -430,7 +462,7 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok(args);
     };
-    if first.starts_with('-') || ["cluster", "lock", "harness", "help"].contains(&first) {
+    if first.starts_with('-') || ["cluster", "lock", "harness", "init", "help"].contains(&first) {
         return Ok(args);
     }
     let text = std::fs::read_to_string(first)
@@ -470,6 +502,14 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
         let config = args
             .config(i, port, ports.len() > 1, &clock)
             .map_err(|e| StartError::Config(e.to_string()))?;
+        // `cluster` makes its nodes' directories: one it makes is a new node.
+        if let Some(dir) = config
+            .dir
+            .as_ref()
+            .filter(|d| ports.len() > 1 && !d.exists())
+        {
+            redlockd::NodeDir::init(dir, false).map_err(|e| StartError::Other(e.to_string()))?;
+        }
         let handle = Server::start(config).await.map_err(|e| {
             let msg = format!("cannot start a node on {}:{port}: {e}", args.bind);
             match e {
@@ -559,7 +599,7 @@ fn print_cluster_summary(handles: &[ServerHandle]) {
     if fence > 0 {
         let _ = writeln!(
             text,
-            "restart fence: writes get TRYAGAIN for the first {fence} ms (max-ttl + margin); --restart-delay 0 skips it"
+            "restart fence: writes get TRYAGAIN for the first {fence} ms (what these nodes may have granted before; INFO fence says why)"
         );
     }
     let _ = writeln!(text, "Ctrl-C stops all nodes.");

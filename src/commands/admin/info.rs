@@ -187,10 +187,12 @@ fn info_fence(ctx: &Ctx, out: &mut String) {
     } else {
         ctx.shared.clock.mono_to_wall(fence.until_ms())
     };
+    let (rule, length) = fence.chosen();
     let _ = write!(
         out,
-        "fence_active:{}\r\nfence_remaining_ms:{left}\r\nfence_until_unix_ms:{until_unix}\r\nmax_ttl_ms:{}\r\nrestart_delay_ms:{}\r\nrequire_ttl:{}\r\n",
+        "fence_active:{}\r\nfence_remaining_ms:{left}\r\nfence_until_unix_ms:{until_unix}\r\nfence_rule:{}\r\nfence_length_ms:{length}\r\nmax_ttl_ms:{}\r\nrestart_delay_ms:{}\r\nrequire_ttl:{}\r\n",
         (left > 0) as u8,
+        rule.name(),
         fence.max_ttl_ms(),
         fence.delay_ms(),
         fence.require_ttl() as u8,
@@ -207,11 +209,13 @@ fn info_fencing(ctx: &Ctx, out: &mut String) {
         .map_or(String::new(), |d| d.path().display().to_string());
     let _ = write!(
         out,
-        "fencing_token_mark:{}\r\nfencing_token_reserved:{}\r\nfencing_token_block:{}\r\nfencing_reservation_fsyncs:{}\r\ndir:{dir}\r\nlast_boot:{}\r\n",
+        "fencing_token_mark:{}\r\nfencing_token_reserved:{}\r\nfencing_token_block:{}\r\nfencing_reservation_fsyncs:{}\r\ngrant_reach_fsyncs:{}\r\ngrant_reach_ttl_ms:{}\r\ndir:{dir}\r\nlast_boot:{}\r\n",
         s.tokens.get(),
         s.tokens.reserved(),
         crate::durability::tokens::BLOCK,
         s.tokens.fsyncs(),
+        s.reach.fsyncs(),
+        s.reach.ttl_ms(),
         s.last_boot.lock().name(),
     );
 }

@@ -98,6 +98,7 @@ fn expire_generic(
         return Ok(Reply::Integer(1));
     }
     ctx.shared.fence.check_ttl(ttl_ms)?;
+    ctx.shared.reach.cover(now, new_deadline as u64)?;
     entry.set_deadline(Some(new_deadline as u64));
     Ok(Reply::Integer(1))
 }

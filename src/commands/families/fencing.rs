@@ -8,6 +8,12 @@
 //!
 //! The client takes token = max(mark over its granted quorum) + 1 and needs a majority
 //! of commits before using it. Why that is enough is in `tokens`.
+//!
+//! A commit is not bounded by what this node handed out: nodes' marks legitimately
+//! differ (a node that was down missed commits), so no node can tell a high token from
+//! a forged one. A client allowed to write a key can therefore pin the mark near
+//! 2^63-1 (availability, not safety: tokens still never go down); operators restrict
+//! FENCING.COMMIT with ACLs (docs/operations.md, "FENCING.COMMIT and who may send it").
 
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};

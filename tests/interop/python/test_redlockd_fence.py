@@ -1,5 +1,6 @@
 """redlockd's own promises, seen through unmodified clients: the restart fence
-(writes refused with -TRYAGAIN for max-ttl + 1 s after boot) and the max-TTL rule."""
+(writes refused with -TRYAGAIN for max-ttl + 1 s after a start with no record) and the
+max-TTL rule."""
 import pytest
 import redis
 from pottery import Redlock
@@ -15,8 +16,10 @@ FENCED = ["--clock", "manual", "--enable-debug-command"]
 
 def fence_text(ms):
     return (
-        "restart fence: this node restarted less than max-ttl ago and refuses "
-        f"writes for another {ms} ms"
+        "restart fence: this node restarted and may have granted locks that are "
+        f"still held; it refuses writes for another {ms} ms (its data directory "
+        "holds no record of what it granted; a brand-new node is declared with "
+        "`redlockd init --dir DIR` before its first start)"
     )
 
 
@@ -29,7 +32,11 @@ def test_fence_refuses_new_locks_until_max_ttl_passed(spawn, make_client):
     # redis-py maps a "-TRYAGAIN <text>" reply to TryAgainError("<text>")
     with pytest.raises(TryAgainError) as err:
         c.set(key, b"v", nx=True, px=10000)
+<<<<<<< HEAD
     assert str(err.value) == fence_text(31000)
+=======
+    assert "for another 31000 ms" in str(err.value), str(err.value)
+>>>>>>> b97485c (Restart fence tests per rule, hostile data directories, max-ttl changes and failed boot fsync in the checkers' fault menus; docs/operations.md; default max-ttl 5 minutes; grant bench)
     # reads and releases keep working behind the fence
     assert c.get(key) is None
     assert c.delete(key) == 0
@@ -38,7 +45,11 @@ def test_fence_refuses_new_locks_until_max_ttl_passed(spawn, make_client):
     advance_clock(clients, 30000)
     with pytest.raises(TryAgainError) as err:
         c.set(key, b"v", nx=True, px=10000)
+<<<<<<< HEAD
     assert str(err.value) == fence_text(1000)
+=======
+    assert "for another 1000 ms" in str(err.value), str(err.value)
+>>>>>>> b97485c (Restart fence tests per rule, hostile data directories, max-ttl changes and failed boot fsync in the checkers' fault menus; docs/operations.md; default max-ttl 5 minutes; grant bench)
     advance_clock(clients, 1001)
     assert lock.acquire(blocking=False) is True
     assert 9 < lock.locked() < 10

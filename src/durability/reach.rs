@@ -1,0 +1,307 @@
+//! How far the locks this node granted may reach, kept in `node.state` before a grant
+//! returns, so that the restart fence after a crash lasts as long as those locks and no
+//! longer.
+//!
+//! Two numbers are kept (`data_dir::History`): the latest deadline any key may have,
+//! on the monotonic clock of the machine's current boot (its kernel boot id names the
+//! epoch), and the longest time any key could still have to live at any moment of this
+//! life (the longest TTL granted, or the fence the life started with). After a crash on
+//! the same boot the fence waits until that deadline; after a reboot (another boot id:
+//! CLOCK_MONOTONIC started again, and the downtime is unknown) it waits for the longest
+//! TTL, counted from the new boot. No wall clock is involved.
+//!
+//! Both are reserved ahead: a grant whose deadline is within the reservation writes
+//! nothing; one past it reserves `RESERVE_AHEAD_MS` beyond its own deadline first (one
+//! fsync). A grant that comes within half of that of the reservation has a thread
+//! write the next one meanwhile, so a stream of grants costs about two fsyncs per
+//! `RESERVE_AHEAD_MS` of time, whatever their rate, and rarely waits for one. The
+//! reservation is what the fence waits for, so the same number bounds how much longer
+//! than needed a crashed node stays fenced.
+
+use crate::clock::Clock;
+use crate::durability::data_dir::{History, NodeDir};
+use crate::protocol::Reply;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How far past a grant's deadline a new reservation reaches. A grant within half of
+/// this of the reservation renews it in the background.
+pub const RESERVE_AHEAD_MS: u64 = 1000;
+
+/// Longest-TTL reservations are rounded up to this.
+pub const TTL_STEP_MS: u64 = 1000;
+
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The clock epoch deadlines are recorded in: the kernel's boot id and the offset from
+/// the server clock's milliseconds to CLOCK_MONOTONIC's. A manual clock (tests) is an
+/// epoch of its own, made with the clock: nodes started on one manual clock share its
+/// boot; a new process (a new clock) is another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Epoch {
+    pub id: [u8; 16],
+    /// epoch ms = clock ms + offset.
+    offset_ms: i64,
+}
+
+impl Epoch {
+    pub fn of(clock: &Clock) -> Epoch {
+        if clock.is_manual() {
+            return Epoch {
+                id: clock.epoch_id(),
+                offset_ms: 0,
+            };
+        }
+        let id = kernel_boot_id().unwrap_or_else(|| {
+            // Unknown boot id: a random one makes every start "after a reboot", which
+            // waits for the longest TTL: the safe side.
+            tracing::warn!("cannot read {BOOT_ID}: every restart counts as a reboot");
+            rand::random()
+        });
+        let mono_ms = crate::clock::mono_ns() / 1_000_000;
+        Epoch {
+            id,
+            // One millisecond of rounding, on the late side.
+            offset_ms: mono_ms as i64 - clock.now_ms() as i64 + 1,
+        }
+    }
+
+    pub fn to_epoch_ms(&self, clock_ms: u64) -> u64 {
+        (clock_ms as i64).saturating_add(self.offset_ms).max(0) as u64
+    }
+
+    pub fn to_clock_ms(&self, epoch_ms: u64) -> u64 {
+        (epoch_ms as i64).saturating_sub(self.offset_ms).max(0) as u64
+    }
+}
+
+/// The kernel's boot id (a UUID, new at every boot).
+fn kernel_boot_id() -> Option<[u8; 16]> {
+    let text = std::fs::read_to_string(BOOT_ID).ok()?;
+    let hex: String = text.trim().chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(id)
+}
+
+/// The durable reservation of how far granted locks reach (see the module docs).
+pub struct Reach {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    epoch: Mutex<Epoch>,
+    /// No key reaches past this (server clock ms); durable when `dir` is set.
+    reach_ms: AtomicU64,
+    /// No key had more than this left at any moment of this life.
+    ttl_ms: AtomicU64,
+    /// Serialises reservation writes.
+    persist: Mutex<()>,
+    /// Reservation writes (fsyncs) since the process started.
+    fsyncs: AtomicU64,
+    /// Set when this life's boot record could not be written: every grant is refused.
+    broken: AtomicBool,
+    /// A renewal is being written in the background.
+    renewing: AtomicBool,
+    /// Counts lives (`start`): a background renewal of an earlier life writes nothing.
+    life: AtomicU64,
+    dir: Option<Arc<NodeDir>>,
+}
+
+impl Reach {
+    pub fn new(clock: &Clock, dir: Option<Arc<NodeDir>>) -> Reach {
+        Reach {
+            inner: Arc::new(Inner {
+                epoch: Mutex::new(Epoch::of(clock)),
+                reach_ms: AtomicU64::new(0),
+                ttl_ms: AtomicU64::new(0),
+                persist: Mutex::new(()),
+                fsyncs: AtomicU64::new(0),
+                broken: AtomicBool::new(false),
+                renewing: AtomicBool::new(false),
+                life: AtomicU64::new(0),
+                dir,
+            }),
+        }
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        *self.inner.epoch.lock()
+    }
+
+    /// A test hook: the next boot sees another epoch, as after a reboot.
+    pub fn pretend_reboot(&self) {
+        self.inner.epoch.lock().id = rand::random();
+    }
+
+    /// The record this life starts with (written by the boot with the generation bump).
+    pub fn history_at_boot(&self, reach_ms: u64, ttl_ms: u64) -> History {
+        self.inner.history(reach_ms, ttl_ms)
+    }
+
+    /// After the boot record is durable: the reservation this life starts from.
+    pub fn start(&self, reach_ms: u64, ttl_ms: u64) {
+        let i = &self.inner;
+        let _one_writer = i.persist.lock();
+        i.life.fetch_add(1, Ordering::SeqCst);
+        i.reach_ms.store(reach_ms, Ordering::SeqCst);
+        i.ttl_ms.store(ttl_ms, Ordering::SeqCst);
+        i.broken.store(false, Ordering::SeqCst);
+    }
+
+    /// This life's boot record could not be made durable: refuse every grant.
+    pub fn set_broken(&self) {
+        self.inner.broken.store(true, Ordering::SeqCst);
+    }
+
+    pub fn reach_ms(&self) -> u64 {
+        self.inner.reach_ms.load(Ordering::SeqCst)
+    }
+
+    pub fn ttl_ms(&self) -> u64 {
+        self.inner.ttl_ms.load(Ordering::SeqCst)
+    }
+
+    pub fn fsyncs(&self) -> u64 {
+        self.inner.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Makes sure a key granted at `now_ms` until `deadline_ms` is covered by the
+    /// durable reservation, writing a new one first if not. An error reply means the
+    /// grant must not happen. A grant that comes within half a step of the reservation
+    /// starts the next one in the background, so a steady stream of grants does not
+    /// wait for fsyncs.
+    pub fn cover(&self, now_ms: u64, deadline_ms: u64) -> Result<(), Reply> {
+        let i = &self.inner;
+        let ttl = deadline_ms.saturating_sub(now_ms);
+        let reach = self.reach_ms();
+        if deadline_ms <= reach && ttl <= self.ttl_ms() && !i.broken() {
+            if deadline_ms.saturating_add(RESERVE_AHEAD_MS / 2) > reach {
+                self.renew_in_background(deadline_ms);
+            }
+            return Ok(());
+        }
+        let _one_writer = i.persist.lock();
+        if i.broken() {
+            return Err(Reply::error(
+                "ERR this node could not record its start in its data directory and grants nothing (see its log); restart it",
+            ));
+        }
+        i.extend(deadline_ms, ttl).map_err(|e| {
+            tracing::error!("cannot record a lock's deadline in the data directory: {e}");
+            Reply::error(format!(
+                "ERR cannot record the lock's deadline in the data directory: {e}"
+            ))
+        })
+    }
+
+    fn renew_in_background(&self, deadline_ms: u64) {
+        let i = &self.inner;
+        if i.dir.is_none() || i.renewing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let inner = self.inner.clone();
+        let life = i.life.load(Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("redlockd-reach".into())
+            .spawn(move || {
+                {
+                    let _one_writer = inner.persist.lock();
+                    if inner.life.load(Ordering::SeqCst) == life && !inner.broken() {
+                        if let Err(e) = inner.extend(deadline_ms, 0) {
+                            // The next grant past the reservation tries again itself.
+                            tracing::warn!("cannot renew the deadline reservation: {e}");
+                        }
+                    }
+                }
+                inner.renewing.store(false, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            i.renewing.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Inner {
+    fn history(&self, reach_ms: u64, ttl_ms: u64) -> History {
+        let epoch = *self.epoch.lock();
+        History {
+            epoch: epoch.id,
+            reach_ms: epoch.to_epoch_ms(reach_ms),
+            ttl_ms,
+        }
+    }
+
+    fn broken(&self) -> bool {
+        self.broken.load(Ordering::SeqCst)
+    }
+
+    /// Under `persist`: reserves past `deadline_ms` and `ttl` if they are not covered.
+    fn extend(&self, deadline_ms: u64, ttl: u64) -> std::io::Result<()> {
+        let reach = self.reach_ms.load(Ordering::SeqCst);
+        let ttl_res = self.ttl_ms.load(Ordering::SeqCst);
+        if deadline_ms.saturating_add(RESERVE_AHEAD_MS / 2) <= reach && ttl <= ttl_res {
+            return Ok(());
+        }
+        let next_reach = reach.max(deadline_ms.saturating_add(RESERVE_AHEAD_MS));
+        let next_ttl = ttl_res.max(ttl.div_ceil(TTL_STEP_MS).saturating_mul(TTL_STEP_MS));
+        if let Some(dir) = &self.dir {
+            let history = self.history(next_reach, next_ttl);
+            dir.update(|s| s.history = Some(history))?;
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.reach_ms.store(next_reach, Ordering::SeqCst);
+        self.ttl_ms.store(next_ttl, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_boot_id_reads_as_sixteen_bytes() {
+        if std::path::Path::new(BOOT_ID).exists() {
+            let id = kernel_boot_id().expect("a UUID");
+            assert_ne!(id, [0; 16]);
+            assert_eq!(kernel_boot_id(), Some(id), "stable within a boot");
+        }
+    }
+
+    #[test]
+    fn grants_within_the_reservation_write_nothing() {
+        let p = std::env::temp_dir().join(format!("redlockd-unit-reach-{}", rand::random::<u64>()));
+        let dir = Arc::new(NodeDir::open(&p).unwrap());
+        let clock = Clock::manual();
+        let r = Reach::new(&clock, Some(dir.clone()));
+        r.start(1000, 0);
+        let now = 1000;
+        // A stream of 1 s grants, one per ms of time, for 10 s.
+        for t in 0..10_000 {
+            r.cover(now + t, now + t + 1000).unwrap();
+        }
+        while r.inner.renewing.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let fsyncs = r.fsyncs();
+        assert!(
+            (10_000 / RESERVE_AHEAD_MS..=4 * 10_000 / RESERVE_AHEAD_MS + 2).contains(&fsyncs),
+            "{fsyncs}"
+        );
+        let h = dir.state().history.unwrap();
+        assert_eq!(h.ttl_ms, 1000);
+        assert!(h.reach_ms >= now + 9_999 + 1000, "{h:?}");
+        assert!(h.reach_ms <= now + 9_999 + 1000 + RESERVE_AHEAD_MS, "{h:?}");
+        r.set_broken();
+        assert!(r.cover(now, now + 1).is_err(), "a broken record refuses grants");
+        drop(dir);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+}

@@ -1,0 +1,16 @@
+/* LD_PRELOAD shim for tests: the first fdatasync() of the process fails with EIO, as a
+ * transient disk error would; later ones reach the C library. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+
+static int already_failed;
+
+int fdatasync(int fd) {
+    int (*next)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    if (!__atomic_exchange_n(&already_failed, 1, __ATOMIC_SEQ_CST)) {
+        errno = EIO;
+        return -1;
+    }
+    return next(fd);
+}
