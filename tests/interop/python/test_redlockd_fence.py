@@ -32,11 +32,7 @@ def test_fence_refuses_new_locks_until_max_ttl_passed(spawn, make_client):
     # redis-py maps a "-TRYAGAIN <text>" reply to TryAgainError("<text>")
     with pytest.raises(TryAgainError) as err:
         c.set(key, b"v", nx=True, px=10000)
-<<<<<<< HEAD
     assert str(err.value) == fence_text(31000)
-=======
-    assert "for another 31000 ms" in str(err.value), str(err.value)
->>>>>>> b97485c (Restart fence tests per rule, hostile data directories, max-ttl changes and failed boot fsync in the checkers' fault menus; docs/operations.md; default max-ttl 5 minutes; grant bench)
     # reads and releases keep working behind the fence
     assert c.get(key) is None
     assert c.delete(key) == 0
@@ -45,11 +41,7 @@ def test_fence_refuses_new_locks_until_max_ttl_passed(spawn, make_client):
     advance_clock(clients, 30000)
     with pytest.raises(TryAgainError) as err:
         c.set(key, b"v", nx=True, px=10000)
-<<<<<<< HEAD
     assert str(err.value) == fence_text(1000)
-=======
-    assert "for another 1000 ms" in str(err.value), str(err.value)
->>>>>>> b97485c (Restart fence tests per rule, hostile data directories, max-ttl changes and failed boot fsync in the checkers' fault menus; docs/operations.md; default max-ttl 5 minutes; grant bench)
     advance_clock(clients, 1001)
     assert lock.acquire(blocking=False) is True
     assert 9 < lock.locked() < 10
