@@ -67,11 +67,11 @@ impl Epoch {
         }
     }
 
-    pub fn to_epoch_ms(&self, clock_ms: u64) -> u64 {
+    pub fn to_epoch_ms(self, clock_ms: u64) -> u64 {
         (clock_ms as i64).saturating_add(self.offset_ms).max(0) as u64
     }
 
-    pub fn to_clock_ms(&self, epoch_ms: u64) -> u64 {
+    pub fn to_clock_ms(self, epoch_ms: u64) -> u64 {
         (epoch_ms as i64).saturating_sub(self.offset_ms).max(0) as u64
     }
 }

@@ -392,11 +392,8 @@ mod hostile_dirs {
         let restart = |snapshot: &[u8], require_ttl: bool| {
             std::fs::write(dir.join("node.state"), &state).unwrap();
             let shared = boot_with(&dir, snapshot, require_ttl).expect("starts");
-            (
-                shared.last_boot.lock().name(),
-                shared.keyspace.db(0).len(),
-                shared.fence.chosen().0,
-            )
+            let boot = shared.last_boot.lock().name();
+            (boot, shared.keyspace.db(0).len(), shared.fence.chosen().0)
         };
         // The control: the snapshot as written is used.
         assert_eq!(restart(&good, false), ("snapshot", 3, FenceRule::Snapshot));
