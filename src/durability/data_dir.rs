@@ -610,10 +610,12 @@ mod tests {
         .unwrap();
         d.write_snapshot(b"old").unwrap();
         drop(d);
-        // A copy (new inode) put back in place.
+        // A copy (a new inode: written while the original still holds its own) put back
+        // in place, as a restore from a backup does.
         let bytes = std::fs::read(p.join(STATE_FILE)).unwrap();
-        std::fs::remove_file(p.join(STATE_FILE)).unwrap();
-        std::fs::write(p.join(STATE_FILE), bytes).unwrap();
+        let copy = p.join("node.state.restored");
+        std::fs::write(&copy, bytes).unwrap();
+        std::fs::rename(&copy, p.join(STATE_FILE)).unwrap();
         let err = NodeDir::open(&p).unwrap_err();
         assert!(err.to_string().contains("is a copy"), "{err}");
         assert!(err.to_string().contains("--adopt"), "{err}");

@@ -133,12 +133,19 @@ fn logs_to_a_pipe_carry_no_colour_codes() {
         &os_args(&["--port", "0", "--restart-delay", "0", "--log", "info"]),
         Stdio::piped(),
     );
-    // The first log line ("listening ...") is written at once; read it, then stop.
+    // The start's log lines (identity, then "listening ...") are written at once: read
+    // up to the one that says where it listens, then stop.
     let mut stderr = child.child.stderr.take().unwrap();
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
-    while !line.ends_with(b"\n") && stderr.read(&mut byte).unwrap() == 1 {
-        line.push(byte[0]);
+    for _ in 0..20 {
+        line.clear();
+        while !line.ends_with(b"\n") && stderr.read(&mut byte).unwrap() == 1 {
+            line.push(byte[0]);
+        }
+        if line.is_empty() || String::from_utf8_lossy(&line).contains("listening") {
+            break;
+        }
     }
     signal(&child.child, "-TERM");
     wait_bounded(&mut child.child);
