@@ -12,6 +12,9 @@ fn main() {
             .compile("redlockd_long_double");
     }
     println!("cargo::rustc-check-cfg=cfg(have_redis_server)");
+    // Set by .cargo/config.toml: the server's runtime serves first come, first served
+    // (`Server::runtime`).
+    println!("cargo::rustc-check-cfg=cfg(tokio_unstable)");
     println!("cargo::rerun-if-env-changed=PATH");
     let path = std::env::var_os("PATH").unwrap_or_default();
     if std::env::split_paths(&path).any(|dir| dir.join("redis-server").is_file()) {

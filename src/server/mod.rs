@@ -60,6 +60,27 @@ impl From<io::Error> for StartError {
 }
 
 impl Server {
+    /// The runtime a node is served on: tokio's multi-threaded scheduler with `workers`
+    /// worker threads (at least one), I/O and timers, serving connections first come,
+    /// first served.
+    ///
+    /// tokio runs a task woken by the running one (and, while the worker polls for I/O,
+    /// the last connection of a batch of readiness events) next, ahead of the tasks
+    /// already queued: its LIFO slot. A node then grants a contended lock to the client
+    /// whose request arrived last in the batch, and the nodes of a Redlock, each with
+    /// its own batches, split their votes. With the LIFO slot off, the tasks a batch
+    /// wakes run in the order the kernel reported them: the order their requests
+    /// arrived, as Redis serves them. Turning it off takes tokio's unstable API (the
+    /// build sets `--cfg tokio_unstable`, .cargo/config.toml); a build without it still
+    /// serves, in tokio's default order.
+    pub fn runtime(workers: usize) -> io::Result<tokio::runtime::Runtime> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(workers.max(1)).enable_all();
+        #[cfg(tokio_unstable)]
+        builder.disable_lifo_slot();
+        builder.build()
+    }
+
     /// Binds, starts serving in the background on the current tokio runtime, and
     /// returns a handle with the bound address (port 0 picks a free port).
     pub async fn start(mut config: Config) -> Result<ServerHandle, StartError> {
@@ -468,3 +489,6 @@ impl Drop for ServerHandle {
         self.shared.request_shutdown();
     }
 }
+
+#[cfg(test)]
+mod tests;

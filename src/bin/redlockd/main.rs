@@ -377,11 +377,7 @@ fn main() -> ExitCode {
         };
     }
     let workers = threads.map_or_else(default_workers, usize::from);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-    {
+    let runtime = match Server::runtime(workers) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("redlockd: cannot start the runtime: {e}");
