@@ -87,7 +87,10 @@ fn count(delta: isize) {
     match thread_slot() {
         Some(i) => {
             let c = &COUNTS[i].0;
-            c.store(c.load(Ordering::Relaxed).wrapping_add(delta), Ordering::Relaxed);
+            c.store(
+                c.load(Ordering::Relaxed).wrapping_add(delta),
+                Ordering::Relaxed,
+            );
         }
         None => {
             COUNTS[SHARDS].0.fetch_add(delta, Ordering::Relaxed);
@@ -147,7 +150,10 @@ unsafe impl GlobalAlloc for Counting {
         let old = usable(ptr, layout);
         let p = System.realloc(ptr, layout, new_size);
         if !p.is_null() {
-            let new = usable(p, Layout::from_size_align_unchecked(new_size, layout.align()));
+            let new = usable(
+                p,
+                Layout::from_size_align_unchecked(new_size, layout.align()),
+            );
             count(new - old);
         }
         p
@@ -286,7 +292,11 @@ mod tests {
         let mut distinct = slots.clone();
         distinct.sort_unstable();
         distinct.dedup();
-        assert_eq!(distinct.len(), 4, "two living threads shared a slot: {slots:?}");
+        assert_eq!(
+            distinct.len(),
+            4,
+            "two living threads shared a slot: {slots:?}"
+        );
         // Slots come back: more threads one after another than there are slots, and
         // each still finds one (other tests' threads may hold a few meanwhile).
         for _ in 0..SHARDS * 2 {

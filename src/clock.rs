@@ -276,8 +276,8 @@ impl Clock {
         };
         // Monotonic first: a delay between the two readings makes the offset larger,
         // and deadlines earlier, never later.
-        let mono_us = MANUAL_MONO_START_MS as i64 * 1000
-            + (mono_ns().saturating_sub(start_ns) / 1000) as i64;
+        let mono_us =
+            MANUAL_MONO_START_MS as i64 * 1000 + (mono_ns().saturating_sub(start_ns) / 1000) as i64;
         let fresh_us = self.wall_us() - mono_us;
         let kept = self.inner.wall_offset_ms.load(Relaxed);
         if kept != i64::MIN && fresh_us <= kept * 1000 && fresh_us > kept * 1000 - 2000 {
@@ -324,7 +324,12 @@ impl ManualTime {
     /// After the shared reading moved: every clock on it wakes its timers and runs its
     /// `on_advance` hooks.
     fn moved(&self) {
-        let clocks: Vec<Arc<Inner>> = self.clocks.lock().iter().filter_map(Weak::upgrade).collect();
+        let clocks: Vec<Arc<Inner>> = self
+            .clocks
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
         for inner in clocks {
             Clock { inner }.after_move();
         }
@@ -379,7 +384,10 @@ mod tests {
         assert_eq!(a.wall_ms(), MANUAL_WALL_START_MS + 500);
         assert_eq!(c.wall_ms(), MANUAL_WALL_START_MS + 500);
         b.advance(Duration::from_millis(1));
-        assert_eq!((a.now_ms(), c.now_ms()), (MANUAL_MONO_START_MS + 501, MANUAL_MONO_START_MS + 501));
+        assert_eq!(
+            (a.now_ms(), c.now_ms()),
+            (MANUAL_MONO_START_MS + 501, MANUAL_MONO_START_MS + 501)
+        );
         assert_eq!(b.wall_ms(), MANUAL_WALL_START_MS + 501 - 3_600_000);
         // The first clock's wall jumps move every clock; linked ones keep their offset.
         a.jump_wall(1000);

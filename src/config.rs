@@ -366,7 +366,16 @@ mod tests {
         assert_eq!(parse_memory("100m"), Ok(100_000_000));
         assert_eq!(parse_memory("1GB"), Ok(1 << 30));
         assert_eq!(parse_memory("0"), Ok(0));
-        for bad in ["", "mb", "1.5mb", "-1", "abc", "1tb", " 1", "99999999999999999999"] {
+        for bad in [
+            "",
+            "mb",
+            "1.5mb",
+            "-1",
+            "abc",
+            "1tb",
+            " 1",
+            "99999999999999999999",
+        ] {
             assert!(parse_memory(bad).is_err(), "{bad}");
         }
     }

@@ -16,8 +16,8 @@
 
 use crate::commands::{dispatch, Ctx};
 
-use crate::node::{ClientInfo, ClientState, Shared};
 use crate::config::Config;
+use crate::node::{ClientInfo, ClientState, Shared};
 use crate::protocol::{encode, Reply};
 use crate::Clock;
 use bytes::{Bytes, BytesMut};

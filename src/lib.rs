@@ -21,32 +21,45 @@
     allow(rustdoc::broken_intra_doc_links)
 )]
 
-/// Items that exist only with the `server` feature.
-macro_rules! server {
-    ($($item:item)*) => { $(#[cfg(feature = "server")] $item)* };
-}
-
-server! {
-    pub(crate) mod acl;
-    pub mod clock;
-    pub(crate) mod commands;
-    pub mod config;
-    pub(crate) mod durability;
-    pub(crate) mod glob;
-    pub mod inmem;
-    pub(crate) mod alloc;
-    pub(crate) mod node;
-    pub(crate) mod protocol;
-    pub(crate) mod scripting;
-    mod server;
-    pub(crate) mod store;
-    pub mod testing;
-
-    pub use clock::Clock;
-    pub use config::{AuthClients, Config, ConfigError, DurationError, TlsConfig};
-    pub use server::{Server, ServerHandle, StartError};
-    pub use durability::data_dir::NodeDir;
-}
+// The server's rooms and what the library exports of them (`server` feature). One
+// attribute per item, not a macro: rustfmt and cargo-mutants only follow `mod` lines
+// they can see.
+#[cfg(feature = "server")]
+pub(crate) mod acl;
+#[cfg(feature = "server")]
+pub(crate) mod alloc;
+#[cfg(feature = "server")]
+pub mod clock;
+#[cfg(feature = "server")]
+pub(crate) mod commands;
+#[cfg(feature = "server")]
+pub mod config;
+#[cfg(feature = "server")]
+pub(crate) mod durability;
+#[cfg(feature = "server")]
+pub(crate) mod glob;
+#[cfg(feature = "server")]
+pub mod inmem;
+#[cfg(feature = "server")]
+pub(crate) mod node;
+#[cfg(feature = "server")]
+pub(crate) mod protocol;
+#[cfg(feature = "server")]
+pub(crate) mod scripting;
+#[cfg(feature = "server")]
+mod server;
+#[cfg(feature = "server")]
+pub(crate) mod store;
+#[cfg(feature = "server")]
+pub mod testing;
+#[cfg(feature = "server")]
+pub use clock::Clock;
+#[cfg(feature = "server")]
+pub use config::{AuthClients, Config, ConfigError, DurationError, TlsConfig};
+#[cfg(feature = "server")]
+pub use durability::data_dir::NodeDir;
+#[cfg(feature = "server")]
+pub use server::{Server, ServerHandle, StartError};
 
 #[cfg(feature = "client")]
 pub mod redlock;

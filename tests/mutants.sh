@@ -7,10 +7,9 @@
 #   MUTANTS_RE='mod\.rs:(425|442):' tests/mutants.sh   only names matching a regex
 #   MUTANTS_BUDGET=3600 tests/mutants.sh   stop after this many seconds (default 2 h)
 #
-# Works on a scratch copy (the tree is never mutated in place), where src/lib.rs's
-# `server! { mod ...; }` block is rewritten as one `#[cfg(feature = "server")]` per
-# item: cargo-mutants walks `mod` lines and does not look inside macros, so without it
-# it finds no mutant under the server's modules. Results: $SCRATCH/mutants.out
+# Works on a scratch copy (the tree is never mutated in place). src/lib.rs declares
+# every module with its own `#[cfg(...)]` attribute, not inside a macro: cargo-mutants
+# walks `mod` lines and would find no mutant under a macro's. Results: $SCRATCH/mutants.out
 # (caught.txt, missed.txt, timeout.txt, unviable.txt), printed at the end.
 set -euo pipefail
 
@@ -38,16 +37,6 @@ echo "scratch copy: $SCRATCH"
 if [[ -d "$ROOT/target/debug" && ! -e "$SCRATCH/target" ]]; then
   mkdir -p "$SCRATCH/target" && cp -a "$ROOT/target/debug" "$SCRATCH/target/"
 fi
-python3 - "$SCRATCH/src/lib.rs" <<'PY'
-import re, sys
-path = sys.argv[1]
-src = open(path).read()
-m = re.search(r"^server! \{\n(.*?)^\}\n", src, re.S | re.M)
-if m:
-    items = [l.strip() for l in m.group(1).splitlines() if l.strip()]
-    src = src[:m.start()] + "".join(f'#[cfg(feature = "server")]\n{i}\n' for i in items) + src[m.end():]
-    open(path, "w").write(src)
-PY
 
 args=()
 for f in "${FILES[@]}"; do args+=(--file "$f"); done

@@ -62,7 +62,6 @@ pub struct User {
     unrestricted: bool,
 }
 
-
 impl User {
     /// A new user as ACL SETUSER creates one: off, no password, no permissions.
     pub fn new(name: &[u8]) -> User {
@@ -186,7 +185,6 @@ impl User {
         }
         Ok(())
     }
-
 }
 
 /// The users of one server, the generation connections compare with their cached
@@ -274,7 +272,8 @@ impl Acl {
     }
 
     pub fn default_user(&self) -> Arc<User> {
-        self.get(b"default").expect("the default user cannot be removed")
+        self.get(b"default")
+            .expect("the default user cannot be removed")
     }
 
     /// Every user, by name.
@@ -299,7 +298,10 @@ impl Acl {
     /// caller).
     pub fn delete(&self, names: &[Bytes]) -> usize {
         let mut map = self.users.write();
-        let n = names.iter().filter(|n| map.remove(&n[..]).is_some()).count();
+        let n = names
+            .iter()
+            .filter(|n| map.remove(&n[..]).is_some())
+            .count();
         self.generation.fetch_add(1, Ordering::Release);
         n
     }
@@ -319,8 +321,8 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::rules::*;
-    use crate::protocol::numfmt::hex;
     use super::*;
+    use crate::protocol::numfmt::hex;
 
     fn user(rules: &str) -> User {
         let mut u = User::new(b"u");
@@ -361,8 +363,16 @@ mod tests {
 
     #[test]
     fn a_bad_file_names_its_line() {
-        let err = parse_file(b"user a on nopass\n\n# comment\nuser b on bogus\n").err().unwrap();
-        assert_eq!(err, (4, "Error in applying operation 'bogus': Syntax error".into()));
+        let err = parse_file(b"user a on nopass\n\n# comment\nuser b on bogus\n")
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            (
+                4,
+                "Error in applying operation 'bogus': Syntax error".into()
+            )
+        );
         let err = parse_file(b"user a\nuser a\n").err().unwrap();
         assert_eq!(err.0, 2);
         assert_eq!(parse_file(b"users a\n").err().unwrap().0, 1);

@@ -1,10 +1,10 @@
 //! The rule language of ACL SETUSER and the ACL file: applying a rule to a user,
 //! describing a user back as rules (ACL LIST, GETUSER), and reading the file.
 
+use super::*;
 use crate::commands::command_table::{self, cats, COMMANDS, SUBCOMMANDS};
 use crate::protocol::numfmt::hex;
 use bytes::Bytes;
-use super::*;
 
 /// An ACL rule that cannot apply: Redis's reason (after "Error in ACL SETUSER
 /// modifier '...': ").
@@ -136,7 +136,9 @@ impl User {
         let what = std::str::from_utf8(what).map_err(|_| UNKNOWN)?;
         if let Some(cat) = what.strip_prefix('@') {
             if cat == "all" {
-                self.allowed.iter_mut().for_each(|w| *w = if allow { !0 } else { 0 });
+                self.allowed
+                    .iter_mut()
+                    .for_each(|w| *w = if allow { !0 } else { 0 });
                 self.all_commands = allow;
                 self.rules.clear();
                 return Ok(());
@@ -282,8 +284,6 @@ fn describe_patterns(prefix: u8, all: bool, patterns: &[Bytes]) -> Vec<u8> {
     out
 }
 
-
-
 fn parse_hash(text: &[u8]) -> Result<[u8; 32], RuleError> {
     const BAD: RuleError = RuleError(
         "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters",
@@ -374,8 +374,8 @@ pub fn parse_file(text: &[u8]) -> Result<Vec<User>, (usize, String)> {
                 format!("Duplicate user '{}' found", String::from_utf8_lossy(name)),
             ));
         }
-        let user = user_from_rules(name, words[2..].iter().copied(), User::new(name))
-            .map_err(|(rule, e)| {
+        let user = user_from_rules(name, words[2..].iter().copied(), User::new(name)).map_err(
+            |(rule, e)| {
                 (
                     i + 1,
                     format!(
@@ -384,7 +384,8 @@ pub fn parse_file(text: &[u8]) -> Result<Vec<User>, (usize, String)> {
                         e.0
                     ),
                 )
-            })?;
+            },
+        )?;
         users.push(user);
     }
     Ok(users)

@@ -5,7 +5,9 @@ use super::admin::{acl_command, config_command, info, session};
 use super::exec::{eval, fcall};
 use super::{CmdResult, Ctx};
 
-use crate::commands::families::{cas, expire, fencing, hashes, keys, lists, pubsub, sets, strings, zalgebra, zranges, zsets};
+use crate::commands::families::{
+    cas, expire, fencing, hashes, keys, lists, pubsub, sets, strings, zalgebra, zranges, zsets,
+};
 
 use crate::commands::admin::{debug, memory, ops, server};
 
@@ -164,7 +166,11 @@ impl Spec {
         // Redis 7's order. Its `pubsub` flag marks the @pubsub commands (SUBSCRIBE,
         // PUBLISH...), not what our PUBSUB flag means (allowed while subscribed: PING,
         // QUIT, RESET too).
-        let pubsub = if self.cats & cats::C_PUBSUB != 0 { u32::MAX } else { 0 };
+        let pubsub = if self.cats & cats::C_PUBSUB != 0 {
+            u32::MAX
+        } else {
+            0
+        };
         let names = [
             (WRITE, "write"),
             (READONLY, "readonly"),
@@ -192,9 +198,9 @@ impl Spec {
     /// command, or a subcommand it does not know: the handler answers that one).
     pub fn subcommand(&self, args: &[Bytes]) -> Option<&'static Subcommand> {
         let sub = args.get(1)?;
-        self.subcommands.iter().find(|s| {
-            s.fullname.as_bytes()[self.name.len() + 1..].eq_ignore_ascii_case(sub)
-        })
+        self.subcommands
+            .iter()
+            .find(|s| s.fullname.as_bytes()[self.name.len() + 1..].eq_ignore_ascii_case(sub))
     }
 
     /// Whether this call runs while a script is busy (Redis's `allow_busy`): a
@@ -637,34 +643,39 @@ pub static SUBCOMMANDS: LazyLock<Vec<Subcommand>> = LazyLock::new(|| {
 pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
     ROWS.iter()
         .enumerate()
-        .map(
-            |(index, row)| {
-                let Row { name, arity, flags, cats, keys, handler } = *row;
-                let subs = &SUBCOMMANDS[..];
-                let start = subs
-                    .iter()
-                    .position(|s| is_sub_of(s.fullname, name))
-                    .unwrap_or(0);
-                let len = subs[start..]
-                    .iter()
-                    .take_while(|s| is_sub_of(s.fullname, name))
-                    .count();
-                // A container's own flags are for our checks; in Redis it has none.
-                let implicit = if len == 0 { flags } else { 0 };
-                Spec {
-                    name,
-                    arity,
-                    flags,
-                    cats: with_implicit_cats(implicit, cats),
-                    first_key: keys.first,
-                    last_key: keys.last,
-                    step: keys.step,
-                    handler,
-                    index,
-                    subcommands: &SUBCOMMANDS[start..start + len],
-                }
-            },
-        )
+        .map(|(index, row)| {
+            let Row {
+                name,
+                arity,
+                flags,
+                cats,
+                keys,
+                handler,
+            } = *row;
+            let subs = &SUBCOMMANDS[..];
+            let start = subs
+                .iter()
+                .position(|s| is_sub_of(s.fullname, name))
+                .unwrap_or(0);
+            let len = subs[start..]
+                .iter()
+                .take_while(|s| is_sub_of(s.fullname, name))
+                .count();
+            // A container's own flags are for our checks; in Redis it has none.
+            let implicit = if len == 0 { flags } else { 0 };
+            Spec {
+                name,
+                arity,
+                flags,
+                cats: with_implicit_cats(implicit, cats),
+                first_key: keys.first,
+                last_key: keys.last,
+                step: keys.step,
+                handler,
+                index,
+                subcommands: &SUBCOMMANDS[start..start + len],
+            }
+        })
         .collect()
 });
 
@@ -731,7 +742,9 @@ fn name_hash(name: &[u8]) -> usize {
     for chunk in name.chunks(8) {
         let mut word = [0u8; 8];
         word[..chunk.len()].copy_from_slice(chunk);
-        h = (h ^ (u64::from_le_bytes(word) | FOLD)).wrapping_mul(MIX).rotate_left(29);
+        h = (h ^ (u64::from_le_bytes(word) | FOLD))
+            .wrapping_mul(MIX)
+            .rotate_left(29);
     }
     (h.wrapping_mul(MIX) >> 32) as usize
 }

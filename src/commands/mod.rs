@@ -8,8 +8,8 @@ pub mod context;
 pub mod exec;
 pub mod families;
 
-pub use context::Ctx;
 pub use command_table::{lookup, Spec};
+pub use context::Ctx;
 
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;

@@ -328,10 +328,7 @@ impl StateFile {
         let mut raw = vec![0u8; 2 * SLOT_LEN];
         let n = (meta.len() as usize).min(raw.len());
         file.read_exact_at(&mut raw[..n], 0)?;
-        let v2 = [
-            decode_slot(&raw[..SLOT_LEN]),
-            decode_slot(&raw[SLOT_LEN..]),
-        ];
+        let v2 = [decode_slot(&raw[..SLOT_LEN]), decode_slot(&raw[SLOT_LEN..])];
         if let Some((seq, current, recorded_ino)) =
             v2.iter().flatten().max_by_key(|(seq, ..)| *seq).copied()
         {
@@ -401,8 +398,7 @@ impl StateFile {
     fn write(&mut self, next: NodeState) -> io::Result<()> {
         let seq = self.seq + 1;
         let slot = encode_slot(seq, &next, self.ino);
-        self.file
-            .write_all_at(&slot, (seq % 2) * SLOT_LEN as u64)?;
+        self.file.write_all_at(&slot, (seq % 2) * SLOT_LEN as u64)?;
         self.file.sync_data()?;
         self.seq = seq;
         self.current = next;
@@ -595,7 +591,10 @@ mod tests {
         let p = temp_dir("init");
         assert!(NodeDir::init(&p, false).unwrap().contains("declared"));
         let err = NodeDir::init(&p, false).unwrap_err();
-        assert!(err.to_string().contains("already belongs to a node"), "{err}");
+        assert!(
+            err.to_string().contains("already belongs to a node"),
+            "{err}"
+        );
         let d = NodeDir::open(&p).unwrap();
         assert!(d.state().declared_new);
         assert!(!d.created());

@@ -300,7 +300,10 @@ mod tests {
         assert!(h.reach_ms >= now + 9_999 + 1000, "{h:?}");
         assert!(h.reach_ms <= now + 9_999 + 1000 + RESERVE_AHEAD_MS, "{h:?}");
         r.set_broken();
-        assert!(r.cover(now, now + 1).is_err(), "a broken record refuses grants");
+        assert!(
+            r.cover(now, now + 1).is_err(),
+            "a broken record refuses grants"
+        );
         drop(dir);
         std::fs::remove_dir_all(&p).unwrap();
     }

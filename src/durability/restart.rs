@@ -115,9 +115,7 @@ pub fn boot(shared: &Shared, first: bool) -> io::Result<BootKind> {
             );
             BootKind::Snapshot
         }
-        _ if len == 0 && matches!(rule, FenceRule::Off | FenceRule::DeclaredNew) => {
-            BootKind::Fresh
-        }
+        _ if len == 0 && matches!(rule, FenceRule::Off | FenceRule::DeclaredNew) => BootKind::Fresh,
         _ => BootKind::Fenced,
     };
     shared.fence.raise(now, len, rule);
@@ -148,7 +146,9 @@ pub fn boot(shared: &Shared, first: bool) -> io::Result<BootKind> {
 /// snapshot of an earlier one is now stale), the record of what this life starts with,
 /// and the snapshot removed.
 fn record_start(dir: &NodeDir, shared: &Shared, now: u64, covered: u64) -> io::Result<()> {
-    let history = shared.reach.history_at_boot(now.saturating_add(covered), covered);
+    let history = shared
+        .reach
+        .history_at_boot(now.saturating_add(covered), covered);
     dir.update(|s| {
         s.boot += 1;
         s.history = Some(history);
@@ -180,7 +180,9 @@ enum Verdict {
     None,
     Accepted(Snapshot),
     /// Refused (logged): the fence must outlast its longest TTL (0 if unreadable).
-    Refused { longest_ttl_ms: u64 },
+    Refused {
+        longest_ttl_ms: u64,
+    },
 }
 
 /// Reads and checks the snapshot (if any).
@@ -364,7 +366,10 @@ mod hostile_dirs {
     fn boot_with(dir: &Path, snapshot: &[u8], require_ttl: bool) -> Option<Shared> {
         std::fs::write(dir.join("snapshot.rdl"), snapshot).unwrap();
         let shared = Shared::open(config(dir, require_ttl)).ok()?;
-        assert!(!dir.join("snapshot.rdl").exists(), "consumed before serving");
+        assert!(
+            !dir.join("snapshot.rdl").exists(),
+            "consumed before serving"
+        );
         assert!(shared.tokens.get() >= 7, "the mark never goes below 7");
         let now = shared.clock.now_ms();
         for db in shared.keyspace.dbs() {
@@ -443,7 +448,8 @@ mod hostile_dirs {
                 1 => bad.truncate(rng.random_range(0..good.len())),
                 2 => {
                     let i = rng.random_range(12..bad.len() - 4);
-                    let extra: Vec<u8> = (0..rng.random_range(1..64)).map(|_| rng.random()).collect();
+                    let extra: Vec<u8> =
+                        (0..rng.random_range(1..64)).map(|_| rng.random()).collect();
                     bad.splice(i..i, extra);
                 }
                 _ => {

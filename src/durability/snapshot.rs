@@ -310,7 +310,8 @@ mod tests {
         );
         let mut h = HashMap::new();
         h.insert(Bytes::from("f"), Bytes::from("1"));
-        ks.db(3).insert(b"hash", Entry::new(Value::Hash(Box::new(h))));
+        ks.db(3)
+            .insert(b"hash", Entry::new(Value::Hash(Box::new(h))));
         ks.db(1).insert(
             b"list",
             Entry::new(Value::List(VecDeque::from([
@@ -321,11 +322,13 @@ mod tests {
         let mut set = Set::new();
         set.insert(b"a");
         set.insert(b"7");
-        ks.db(0).insert(b"set", Entry::new(Value::Set(Box::new(set))));
+        ks.db(0)
+            .insert(b"set", Entry::new(Value::Set(Box::new(set))));
         let mut z = ZSet::new();
         z.insert(b"m", 1.5);
         z.insert(b"n", -0.25);
-        ks.db(0).insert(b"zset", Entry::new(Value::ZSet(Box::new(z))));
+        ks.db(0)
+            .insert(b"zset", Entry::new(Value::ZSet(Box::new(z))));
         let header = Header {
             node_id: [9; 16],
             boot: 4,
@@ -346,7 +349,11 @@ mod tests {
         let fresh = Keyspace::new(16, 1);
         restore(&fresh, snap.keys, 50_000);
         let lock = fresh.db(0).get(b"lock", 50_000).unwrap();
-        assert_eq!(lock.deadline_ms(), Some(54_000), "4 s were left at shutdown");
+        assert_eq!(
+            lock.deadline_ms(),
+            Some(54_000),
+            "4 s were left at shutdown"
+        );
         assert!(fresh.db(3).get(b"hash", 0).is_some());
         for key in [&b"set"[..], b"zset"] {
             assert_eq!(

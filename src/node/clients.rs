@@ -2,14 +2,14 @@
 //! client: CLIENT LIST, INFO clients, CLIENT KILL) and `ClientState` (a connection's
 //! own state, owned by its task).
 
-use crate::commands::command_table;
 use crate::acl::{Acl, User};
+use crate::commands::admin::tracking::{ClientTracking, Tracker};
+use crate::commands::command_table;
+use crate::commands::families::pubsub::Subscriber;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use crate::commands::admin::tracking::{ClientTracking, Tracker};
-use crate::commands::families::pubsub::Subscriber;
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Poll, Waker};
 
@@ -53,7 +53,7 @@ pub struct ClientInfo {
 impl ClientInfo {
     /// One CLIENT LIST line, with the fields clients and operators look for.
     pub fn list_line(&self, now: u64) -> String {
-            let c = self;
+        let c = self;
         let text = |b: &Option<Bytes>| {
             b.as_ref()
                 .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -136,7 +136,9 @@ impl ClientInfo {
     pub fn last_cmd(&self) -> &'static str {
         match self.last_cmd.load(Ordering::Relaxed) {
             0 => "NULL",
-            i => command_table::COMMANDS.get(i - 1).map_or("NULL", |s| s.name),
+            i => command_table::COMMANDS
+                .get(i - 1)
+                .map_or("NULL", |s| s.name),
         }
     }
 
@@ -166,7 +168,11 @@ impl ClientInfo {
     /// The connection marks its wait in a blocking command (BLPOP...): `true` when it
     /// starts, `false` when it ends.
     pub fn set_blocked(&self, blocked: bool) {
-        let state = if blocked { WaitState::Yes } else { WaitState::No };
+        let state = if blocked {
+            WaitState::Yes
+        } else {
+            WaitState::No
+        };
         self.blocking.store(state as u8, Ordering::SeqCst);
     }
 
@@ -185,7 +191,12 @@ impl ClientInfo {
         };
         let asked = self
             .blocking
-            .compare_exchange(WaitState::Yes as u8, to as u8, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(
+                WaitState::Yes as u8,
+                to as u8,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
             .is_ok();
         if asked {
             self.wake.wake();
@@ -362,4 +373,3 @@ impl ClientState {
         self.info.db.store(db, Ordering::Relaxed);
     }
 }
-

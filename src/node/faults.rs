@@ -203,7 +203,6 @@ impl Shared {
         }
     }
 
-
     /// Whether any connection has input it has not executed yet (a resumed node has
     /// not caught up).
     pub fn any_input_pending(&self) -> bool {

@@ -4,8 +4,8 @@
 
 use super::clients::ClientInfo;
 use super::stats::Stats;
-use crate::commands::command_table;
 use crate::clock::Clock;
+use crate::commands::command_table;
 use crate::config::Config;
 use crate::durability::fence::Fence;
 use crate::store::Keyspace;
@@ -85,7 +85,10 @@ impl Shared {
         Ok(shared)
     }
 
-    fn build(config: Config, node_dir: Option<Arc<crate::durability::data_dir::NodeDir>>) -> Shared {
+    fn build(
+        config: Config,
+        node_dir: Option<Arc<crate::durability::data_dir::NodeDir>>,
+    ) -> Shared {
         let clock = config.clock.clone().unwrap_or_else(Clock::real);
         let now = clock.now_ms();
         let fence = Fence::new(
@@ -171,7 +174,11 @@ impl Shared {
                     "used memory is above maxmemory: writes that may grow memory get OOM (nothing is evicted)"
                 );
             } else {
-                tracing::info!(used_bytes = used, maxmemory = max, "used memory is back under maxmemory");
+                tracing::info!(
+                    used_bytes = used,
+                    maxmemory = max,
+                    "used memory is back under maxmemory"
+                );
             }
         }
         over
@@ -201,9 +208,11 @@ impl Shared {
                         tracing::error!("cannot remove the snapshot either: {e}");
                     }
                 }
-                let len = (self.fence.max_ttl_ms() + crate::config::RESTART_MARGIN.as_millis() as u64)
+                let len = (self.fence.max_ttl_ms()
+                    + crate::config::RESTART_MARGIN.as_millis() as u64)
                     .max(self.fence.delay_ms());
-                self.fence.raise(self.clock.now_ms(), len, FenceRule::NoHistory);
+                self.fence
+                    .raise(self.clock.now_ms(), len, FenceRule::NoHistory);
                 *self.last_boot.lock() = BootKind::Fenced;
                 BootKind::Fenced
             }
@@ -231,4 +240,3 @@ impl Shared {
         self.shutdown.notify_waiters();
     }
 }
-

@@ -3,9 +3,9 @@
 //! (SLOWLOG) and the latency monitor's events (LATENCY LATEST / HISTORY), plus the
 //! settings CONFIG SET changes for them while the server runs.
 
-use crate::commands::command_table::{flags, Spec};
 use super::ClientInfo;
 use crate::clock::Clock;
+use crate::commands::command_table::{flags, Spec};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
@@ -72,7 +72,12 @@ impl LogLimit {
         if now_ms < next
             || self
                 .next_ms
-                .compare_exchange(next, now_ms + Self::INTERVAL_MS, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(
+                    next,
+                    now_ms + Self::INTERVAL_MS,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
                 .is_err()
         {
             return None;
@@ -223,7 +228,11 @@ impl Stats {
             failed: 0,
             histogram: [0; BUCKETS],
         };
-        let owned = self.by_thread.iter().filter_map(|s| s.get()).map(|s| &s[index]);
+        let owned = self
+            .by_thread
+            .iter()
+            .filter_map(|s| s.get())
+            .map(|s| &s[index]);
         for s in std::iter::once(&self.per_command[index]).chain(owned) {
             t.usec += s.usec.load(Ordering::Relaxed);
             t.rejected += s.rejected.load(Ordering::Relaxed);

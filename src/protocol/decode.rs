@@ -85,7 +85,9 @@ pub fn parse_request_into(
     if buf[0] == b'*' {
         parse_multibulk(buf, limits, args)
     } else {
-        Ok(parse_inline(buf)?.map(|inline| args.extend(inline)).is_some())
+        Ok(parse_inline(buf)?
+            .map(|inline| args.extend(inline))
+            .is_some())
     }
 }
 
@@ -409,7 +411,9 @@ mod tests {
         assert_eq!(peeked(input, 2), all[..2].to_vec());
         // The parser still finds every request where it was.
         let mut buf = BytesMut::from(&input[..]);
-        let first = parse_request(&mut buf, &Limits::default()).unwrap().unwrap();
+        let first = parse_request(&mut buf, &Limits::default())
+            .unwrap()
+            .unwrap();
         assert_eq!(first[0], "SET");
     }
 

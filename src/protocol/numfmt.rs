@@ -38,7 +38,6 @@ fn strip_zeros(s: &str) -> &str {
     }
 }
 
-
 /// `bytes` as lowercase hex, two digits each (digests, node ids, password hashes).
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;

@@ -303,7 +303,11 @@ impl Cursor<'_> {
                     if len == 0 {
                         Value::Table(t)
                     } else {
-                        open.push(Open::Map { t, left: len, key: None });
+                        open.push(Open::Map {
+                            t,
+                            left: len,
+                            key: None,
+                        });
                         continue;
                     }
                 }
@@ -433,8 +437,16 @@ enum Item {
 
 /// An array or map whose elements are still being read.
 enum Open {
-    Array { t: Table, len: usize, next: usize },
-    Map { t: Table, left: usize, key: Option<Value> },
+    Array {
+        t: Table,
+        len: usize,
+        next: usize,
+    },
+    Map {
+        t: Table,
+        left: usize,
+        key: Option<Value>,
+    },
 }
 
 /// Containers nested deeper than this fail, as Redis's decoder does when its Lua stack

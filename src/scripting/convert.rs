@@ -239,7 +239,11 @@ fn scalar(v: Scalar, resp3: bool) -> Reply {
 ///
 /// # Safety
 /// `idx` is a valid index of `state`, which runs no Lua code meanwhile.
-pub(super) unsafe fn stack_scalar(state: *mut ffi::lua_State, idx: c_int, resp3: bool) -> Option<Reply> {
+pub(super) unsafe fn stack_scalar(
+    state: *mut ffi::lua_State,
+    idx: c_int,
+    resp3: bool,
+) -> Option<Reply> {
     let v = match ffi::lua_type(state, idx) {
         ffi::LUA_TNIL => Scalar::Nil,
         ffi::LUA_TBOOLEAN => Scalar::Bool(ffi::lua_toboolean(state, idx) != 0),

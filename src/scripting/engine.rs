@@ -13,7 +13,9 @@
 use super::convert;
 use super::keys_argv::set_keys_argv;
 use super::limit::{raw_limit_checks, unlimited, unlimited_raw, RAW_LIMIT};
-use super::lua_errors::{error_handler, error_text, raise_reply, raising, raising_table, script_error, unwrap_error};
+use super::lua_errors::{
+    error_handler, error_text, raise_reply, raising, raising_table, script_error, unwrap_error,
+};
 use super::redis_api::{create_call, log, setresp, sha1hex};
 use super::sandbox::{guarded_rawset, guarded_setmetatable, random, SETUP};
 use super::{bit, cjson, cmsgpack, lstruct, Call, RunFlags, ScriptMeta, ScriptRun};
@@ -22,11 +24,11 @@ use crate::protocol::Reply;
 use mlua::{
     ffi, ChunkMode, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmState,
 };
-use std::ffi::c_int;
 use parking_lot::Mutex;
 use rand::SeedableRng;
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -202,9 +204,7 @@ impl Vm {
         imp.set("setresp", lua.create_function(setresp)?)?;
         imp.set(
             "killed",
-            lua.create_function(|_, ()| {
-                Ok(RunSlot::with(|s| s.killed()).unwrap_or(false))
-            })?,
+            lua.create_function(|_, ()| Ok(RunSlot::with(|s| s.killed()).unwrap_or(false)))?,
         )?;
         imp.set("unwrap_error", lua.create_function(unwrap_error)?)?;
         imp.set("handler", lua.create_function(error_handler)?)?;
@@ -571,9 +571,8 @@ mod tests {
         let vm = Vm::new(Some(1)).unwrap();
         assert_eq!(RAW_LIMIT.get(), Some(&true), "mlua's allocator state moved");
         // SAFETY: the VM's main state, no run in progress.
-        let inside = unsafe {
-            unlimited_raw(vm.state, &vm.lua, || vm.lua.set_memory_limit(0).unwrap())
-        };
+        let inside =
+            unsafe { unlimited_raw(vm.state, &vm.lua, || vm.lua.set_memory_limit(0).unwrap()) };
         assert_eq!(inside, 0, "the limit is lifted inside");
         assert_eq!(vm.lua.set_memory_limit(MEMORY_LIMIT).unwrap(), MEMORY_LIMIT);
         let before = vm.used_memory();

@@ -12,10 +12,10 @@
 //! Functions are not persisted: a restart (crash or not) forgets them, as it forgets
 //! keys; clients load their libraries at connect or on "Function not found".
 
-use super::keys_argv::string_table;
-use super::lua_errors::{error_text, find_script_error, raise_reply, ScriptError};
 use super::engine::{LoadDeadline, Vm, INTERNAL};
 use super::flags;
+use super::keys_argv::string_table;
+use super::lua_errors::{error_text, find_script_error, raise_reply, ScriptError};
 use super::{Call, FunctionRun, Scripts};
 use crate::commands::Ctx;
 use crate::protocol::Reply;

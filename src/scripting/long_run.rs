@@ -120,7 +120,10 @@ fn leave_worker(leaving: &Leaving) {
         return;
     };
     let mut probe = leaving.probe.lock();
-    if probe.as_ref().is_some_and(|ran| ran.load(Ordering::Acquire)) {
+    if probe
+        .as_ref()
+        .is_some_and(|ran| ran.load(Ordering::Acquire))
+    {
         leaving.left.store(true, Ordering::Relaxed);
         return;
     }
@@ -185,7 +188,11 @@ fn watch(shared: std::sync::Weak<crate::node::Shared>, runtime: tokio::runtime::
         let tick = scripts.tick.load(Ordering::Relaxed);
         idle_polls = if tick == last_tick { idle_polls + 1 } else { 0 };
         last_tick = tick;
-        let Some((run, started_ns)) = scripts.running.lock().as_ref().map(|r| (r.run, r.started_ns))
+        let Some((run, started_ns)) = scripts
+            .running
+            .lock()
+            .as_ref()
+            .map(|r| (r.run, r.started_ns))
         else {
             nudged = None;
             continue;

@@ -237,9 +237,12 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
         // its thread, and nothing else uses the context while Lua runs.
         let ctx = unsafe { &mut *slot.ctx };
         // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
-        if let Err(Reply::Error(e)) =
-            commands::admin::acl_command::check(ctx, spec, argv, commands::admin::acl_command::Context::Script)
-        {
+        if let Err(Reply::Error(e)) = commands::admin::acl_command::check(
+            ctx,
+            spec,
+            argv,
+            commands::admin::acl_command::Context::Script,
+        ) {
             return Err(String::from_utf8_lossy(&e).into_owned());
         }
         if slot.read_only && spec.flags & flags::WRITE != 0 {

@@ -5,7 +5,7 @@
 
 use crate::commands::exec::blocking::{Blocked, Waiter};
 use crate::commands::families::pubsub::{Message, Subscriber};
-use crate::commands::{dispatch, command_table, Ctx};
+use crate::commands::{command_table, dispatch, Ctx};
 use crate::node::{ClientInfo, ClientState, NetState, Shared};
 use crate::protocol::{encode, errors, parse_request_into, Limits, Reply};
 use bytes::BytesMut;
@@ -286,7 +286,8 @@ async fn run<S: Stream>(
                 }
                 info.wake.register_again(cx.waker(), &mut registered);
                 // Checked after registering: a kill or a change in between woke nobody.
-                if info.killed.load(Ordering::SeqCst) || net_now.load(Ordering::SeqCst) != net_seen {
+                if info.killed.load(Ordering::SeqCst) || net_now.load(Ordering::SeqCst) != net_seen
+                {
                     return Poll::Ready(Event::Woken);
                 }
                 Poll::Pending

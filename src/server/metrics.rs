@@ -9,8 +9,8 @@
 //! descriptors nor starve the lock port. Optional HTTP basic auth
 //! (`Config::metrics_auth`).
 
-use crate::node::stats::{CommandTotals, LogLimit};
 use crate::commands::command_table;
+use crate::node::stats::{CommandTotals, LogLimit};
 use crate::node::Shared;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -31,7 +31,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) const MAX_CONNECTIONS: usize = 16;
 
 /// What the refused get: no request is read.
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+const BUSY: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// Serves until the server shuts down.
 pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
@@ -98,7 +99,11 @@ fn basic_credentials(user_pass: &str) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::from("Basic ");
     for chunk in user_pass.as_bytes().chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -171,7 +176,12 @@ async fn answer(mut stream: TcpStream, shared: &Shared, auth: Option<&str>) -> s
 }
 
 /// Writes a response; `extra` is more header lines, each ending in CRLF.
-async fn respond(stream: &mut TcpStream, status: &str, extra: &str, body: &str) -> std::io::Result<()> {
+async fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    extra: &str,
+    body: &str,
+) -> std::io::Result<()> {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -211,7 +221,11 @@ pub(crate) fn render(shared: &Shared) -> String {
     let mut out = Exposition(String::with_capacity(16 * 1024));
     let stats = &shared.stats;
     let locks = &stats.locks;
-    let commands = || command_table::COMMANDS.iter().map(|s| (s, stats.command(s.index)));
+    let commands = || {
+        command_table::COMMANDS
+            .iter()
+            .map(|s| (s, stats.command(s.index)))
+    };
 
     out.single(
         "redlockd_lock_grants_total",
@@ -354,11 +368,7 @@ pub(crate) fn render(shared: &Shared) -> String {
             &format!("{cmd},le=\"+Inf\""),
             count,
         )
-        .sample(
-            &format!("{duration}_sum"),
-            &cmd,
-            c.usec as f64 / 1e6,
-        )
+        .sample(&format!("{duration}_sum"), &cmd, c.usec as f64 / 1e6)
         .sample(&format!("{duration}_count"), &cmd, count);
     }
     out.0
@@ -370,7 +380,10 @@ mod tests {
 
     #[test]
     fn basic_credentials_encode_as_base64() {
-        assert_eq!(basic_credentials("Aladdin:open sesame"), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert_eq!(
+            basic_credentials("Aladdin:open sesame"),
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
         assert_eq!(basic_credentials("a:b"), "Basic YTpi");
         assert_eq!(basic_credentials("ab:c"), "Basic YWI6Yw==");
         let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization:  Basic YTpi \r\n\r\n";

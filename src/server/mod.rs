@@ -5,15 +5,15 @@ mod connection;
 mod metrics;
 mod tls_accept;
 
-use crate::node::{NetState, Shared};
 use crate::config::{Config, ConfigError};
+use crate::node::{NetState, Shared};
 use crate::Clock;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use std::task::Poll;
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 
@@ -271,7 +271,10 @@ impl Listener {
         stream: TcpStream,
         peer: SocketAddr,
     ) {
-        shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .total_connections
+            .fetch_add(1, Ordering::Relaxed);
         let _ = stream.set_nodelay(true);
         let laddr = stream.local_addr().unwrap_or(peer);
         match &self.tls {

@@ -2,8 +2,8 @@
 //! rustls config; each accepted connection does its handshake in its own task and is
 //! then served by the same connection loop as plain TCP.
 
-use crate::node::Shared;
 use crate::config::{AuthClients, ConfigError, TlsConfig};
+use crate::node::Shared;
 use crate::tls::{load_certs, load_key, load_roots, provider};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -147,9 +147,7 @@ impl Packed {
 
     pub fn key(&self) -> &[u8] {
         // SAFETY: the key's bytes are inside the block, which lives as long as self.
-        unsafe {
-            std::slice::from_raw_parts(self.0.as_ptr().add(self.key_offset()), self.klen())
-        }
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(self.key_offset()), self.klen()) }
     }
 
     pub fn deadline_ms(&self) -> Option<u64> {
@@ -164,7 +162,11 @@ impl Packed {
         unsafe {
             let base = self.0.as_ptr();
             ptr::write_unaligned(base.cast::<u64>(), deadline_ms.unwrap_or(0));
-            *base.add(TAG) = if deadline_ms.is_some() { tag | HAS_DEADLINE } else { tag };
+            *base.add(TAG) = if deadline_ms.is_some() {
+                tag | HAS_DEADLINE
+            } else {
+                tag
+            };
         }
     }
 
@@ -329,7 +331,10 @@ mod tests {
         let p = Packed::new_str(b"lock:1234567", b"0123456789abcdefghijkl", Some(7));
         assert_eq!(p.block_size(), 17 + 12 + 22);
         assert_eq!(p.key(), b"lock:1234567");
-        assert!(matches!(p.value(), ValueRef::Str(b"0123456789abcdefghijkl")));
+        assert!(matches!(
+            p.value(),
+            ValueRef::Str(b"0123456789abcdefghijkl")
+        ));
         assert_eq!(p.deadline_ms(), Some(7));
         assert!(p.is_expired(8) && !p.is_expired(7));
     }
@@ -367,7 +372,10 @@ mod tests {
         }
         let e = p.into_entry();
         assert_eq!(e.deadline_ms, None);
-        assert_eq!(e.value, Value::List(VecDeque::from([Bytes::from("a"), Bytes::from("b")])));
+        assert_eq!(
+            e.value,
+            Value::List(VecDeque::from([Bytes::from("a"), Bytes::from("b")]))
+        );
         let h = Packed::new(b"h", Value::Hash(Box::default()), Some(1));
         assert_eq!(h.value().type_name(), "hash");
         drop(h);

@@ -377,7 +377,10 @@ impl ZSet {
                 .rev()
                 .skip_while(move |s| !max.admits_from_above(&s.member))
                 .peekable();
-            if !from.peek().is_some_and(|s| min.admits_from_below(&s.member)) {
+            if !from
+                .peek()
+                .is_some_and(|s| min.admits_from_below(&s.member))
+            {
                 return Box::new(std::iter::empty());
             }
             Box::new(
@@ -391,7 +394,10 @@ impl ZSet {
                 .iter()
                 .skip_while(move |s| !min.admits_from_below(&s.member))
                 .peekable();
-            if !from.peek().is_some_and(|s| max.admits_from_above(&s.member)) {
+            if !from
+                .peek()
+                .is_some_and(|s| max.admits_from_above(&s.member))
+            {
                 return Box::new(std::iter::empty());
             }
             Box::new(
@@ -474,7 +480,10 @@ mod tests {
     /// expectation is redis-server 7.0.15's reply to the same ZADDs and ZRANGE.
     #[test]
     fn lex_scans_with_mixed_scores_start_where_redis_starts() {
-        let (b, d) = (LexBound::Inclusive(b"b".to_vec()), LexBound::Inclusive(b"d".to_vec()));
+        let (b, d) = (
+            LexBound::Inclusive(b"b".to_vec()),
+            LexBound::Inclusive(b"d".to_vec()),
+        );
         let mut z = ZSet::new();
         for (m, s) in [("a", 1.0), ("e", 2.0), ("x", 3.0), ("c", 4.0)] {
             z.insert(m.as_bytes(), s);

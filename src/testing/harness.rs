@@ -79,7 +79,10 @@ impl Harness {
         dir: Option<PathBuf>,
     ) -> Result<Harness, StartError> {
         if n == 0 {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "a harness needs at least one node");
+            let e = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a harness needs at least one node",
+            );
             return Err(StartError::Io(e));
         }
         let cluster = TestCluster::try_start_with(n, |i, c| Config {
@@ -93,7 +96,9 @@ impl Harness {
         .await?;
         // A test server leaves nothing behind: no clean-shutdown snapshot at the end.
         for node in cluster.nodes() {
-            node.shared().save_on_shutdown.store(false, Ordering::SeqCst);
+            node.shared()
+                .save_on_shutdown
+                .store(false, Ordering::SeqCst);
         }
         Ok(Harness {
             states: vec![NodeState::Up; n],
@@ -176,11 +181,19 @@ impl Harness {
         let req: Map<String, Value> = match serde_json::from_slice::<Value>(line) {
             Ok(Value::Object(m)) => m,
             Ok(_) => return (error(Value::Null, "bad request: not a JSON object"), false),
-            Err(e) => return (error(Value::Null, format!("bad request: not JSON ({e})")), false),
+            Err(e) => {
+                return (
+                    error(Value::Null, format!("bad request: not JSON ({e})")),
+                    false,
+                )
+            }
         };
         let id = req.get("id").cloned().unwrap_or(Value::Null);
         let Some(op) = req.get("op").and_then(Value::as_str).map(str::to_owned) else {
-            return (error(id, format!("missing \"op\": a string, one of {OPS}")), false);
+            return (
+                error(id, format!("missing \"op\": a string, one of {OPS}")),
+                false,
+            );
         };
         let result = self.dispatch(&op, &req).await;
         let stop = op == "shutdown" && result.is_ok();
@@ -209,14 +222,23 @@ impl Harness {
             "nodes" => {
                 args.only(&[])?;
                 Ok(Value::Array(
-                    (0..self.states.len()).map(|i| self.node_status(i)).collect(),
+                    (0..self.states.len())
+                        .map(|i| self.node_status(i))
+                        .collect(),
                 ))
             }
             "advance" => {
                 args.only(&["ms"])?;
                 let ms = args.int("ms", 0, MAX_MOVE_MS).map_err(|e| {
-                    if args.req.get("ms").and_then(Value::as_i64).is_some_and(|v| v < 0) {
-                        format!("{e}; the monotonic clock never goes back (jump_wall steps wall time)")
+                    if args
+                        .req
+                        .get("ms")
+                        .and_then(Value::as_i64)
+                        .is_some_and(|v| v < 0)
+                    {
+                        format!(
+                            "{e}; the monotonic clock never goes back (jump_wall steps wall time)"
+                        )
                     } else {
                         e
                     }
@@ -284,7 +306,11 @@ impl Harness {
             Err(format!(
                 "{op}: node {i} is {}{}",
                 state.name(),
-                if hint.is_empty() { String::new() } else { format!("; {hint}") }
+                if hint.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {hint}")
+                }
             ))
         };
         let next = match (op, state) {
@@ -392,9 +418,16 @@ impl Args<'_> {
                 let takes = if allowed.is_empty() {
                     "no arguments".to_string()
                 } else {
-                    allowed.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
+                    allowed
+                        .iter()
+                        .map(|a| format!("\"{a}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 };
-                return Err(format!("{}: unknown field \"{key}\" ({} takes {takes})", self.op, self.op));
+                return Err(format!(
+                    "{}: unknown field \"{key}\" ({} takes {takes})",
+                    self.op, self.op
+                ));
             }
         }
         Ok(())
@@ -404,7 +437,9 @@ impl Args<'_> {
     fn int(&self, key: &str, lo: i64, hi: i64) -> Result<i64, String> {
         let op = self.op;
         match self.req.get(key) {
-            None => Err(format!("{op} needs \"{key}\": a whole number of milliseconds")),
+            None => Err(format!(
+                "{op} needs \"{key}\": a whole number of milliseconds"
+            )),
             Some(v) => match v.as_i64() {
                 Some(n) if (lo..=hi).contains(&n) => Ok(n),
                 _ => Err(format!(
@@ -431,7 +466,11 @@ impl Args<'_> {
                 if n == 1 { "" } else { "s" },
                 n - 1
             )),
-            None => Err(format!("{}: \"node\" must be a node index (0 to {}), not {v}", self.op, n - 1)),
+            None => Err(format!(
+                "{}: \"node\" must be a node index (0 to {}), not {v}",
+                self.op,
+                n - 1
+            )),
         }
     }
 }

@@ -15,9 +15,9 @@
 
 pub mod harness;
 
-use crate::node::{NetState, Shared};
 use crate::config::Config;
 use crate::durability::restart::BootKind;
+use crate::node::{NetState, Shared};
 use crate::server::{Server, ServerHandle, StartError};
 use crate::Clock;
 use std::net::SocketAddr;
@@ -177,7 +177,11 @@ impl TestServer {
     pub fn raise_fence(&self) {
         let shared = self.shared();
         let full = shared.fence.delay_ms();
-        shared.fence.raise(shared.clock.now_ms(), full, crate::durability::fence::FenceRule::NoHistory);
+        shared.fence.raise(
+            shared.clock.now_ms(),
+            full,
+            crate::durability::fence::FenceRule::NoHistory,
+        );
     }
 
     /// A crash, a reboot of the machine and a restart: the data directory survives,
@@ -284,8 +288,7 @@ impl TestServer {
     pub async fn resume(&self) {
         self.shared().set_net(NetState::Up);
         let deadline = std::time::Instant::now() + Duration::from_secs(1);
-        while self.shared().any_input_pending() && std::time::Instant::now() < deadline
-        {
+        while self.shared().any_input_pending() && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }

@@ -2,10 +2,10 @@
 //! LOAD, SAVE) and the one place a refusal is worded, counted and logged. The users and
 //! their rules are `crate::acl`.
 
+use crate::acl::{self, Denied, User};
 use crate::commands::command_table::{cats, COMMANDS, SUBCOMMANDS};
 use crate::commands::{eq_ignore_case, CmdResult, Ctx, Spec};
 use crate::node::stats;
-use crate::acl::{self, Denied, User};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 
@@ -24,7 +24,12 @@ pub enum Context {
 /// (INFO, commandstats' rejected_calls, the metrics' noperm), logged (ACL LOG) and
 /// worded for `context`, as Redis words it there.
 #[inline]
-pub fn check(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes], context: Context) -> Result<(), Reply> {
+pub fn check(
+    ctx: &mut Ctx,
+    spec: &'static Spec,
+    args: &[Bytes],
+    context: Context,
+) -> Result<(), Reply> {
     let user = ctx.client.current_user(&ctx.shared.acl);
     if user.unrestricted() {
         return Ok(());
@@ -60,7 +65,13 @@ fn refused(ctx: &Ctx, spec: &Spec, args: &[Bytes], d: Denied, context: Context) 
         Context::Exec => "multi",
         Context::Script => "lua",
     };
-    log_denial(ctx, reason, log_context, object, ctx.client.user.name.clone());
+    log_denial(
+        ctx,
+        reason,
+        log_context,
+        object,
+        ctx.client.user.name.clone(),
+    );
     let user = &ctx.client.user;
     match context {
         Context::Toplevel => Reply::error(format!("NOPERM {}", message(user, spec, args, d, false))),
@@ -131,7 +142,10 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match sub.as_str() {
         "whoami" if n == 2 => Ok(Reply::Bulk(ctx.client.user.name.clone())),
         "users" if n == 2 => Ok(Reply::Array(
-            a.users().iter().map(|u| Reply::Bulk(u.name.clone())).collect(),
+            a.users()
+                .iter()
+                .map(|u| Reply::Bulk(u.name.clone()))
+                .collect(),
         )),
         "list" if n == 2 => Ok(Reply::Array(
             a.users()
@@ -148,8 +162,14 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                         errors::printable(name)
                     ))
                 })?;
-                let commands = COMMANDS.iter().filter(|c| c.cats & bit != 0).map(|c| c.name);
-                let subs = SUBCOMMANDS.iter().filter(|s| s.cats & bit != 0).map(|s| s.fullname);
+                let commands = COMMANDS
+                    .iter()
+                    .filter(|c| c.cats & bit != 0)
+                    .map(|c| c.name);
+                let subs = SUBCOMMANDS
+                    .iter()
+                    .filter(|s| s.cats & bit != 0)
+                    .map(|s| s.fullname);
                 commands.chain(subs).map(Reply::bulk_str).collect()
             }
         })),
@@ -178,7 +198,9 @@ pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         "dryrun" if n >= 4 => dryrun(ctx, args),
         "load" if n == 2 => load(ctx),
         "save" if n == 2 => save(ctx),
-        "help" if n == 2 => Ok(Reply::Array(HELP.iter().map(|s| Reply::status(s)).collect())),
+        "help" if n == 2 => Ok(Reply::Array(
+            HELP.iter().map(|s| Reply::status(s)).collect(),
+        )),
         "whoami" | "users" | "list" | "setuser" | "deluser" | "getuser" | "dryrun" | "load"
         | "save" | "help" => Err(arity()),
         "cat" | "log" => Err(Reply::error(format!(
@@ -227,7 +249,12 @@ fn getuser(u: &User) -> Reply {
         ),
         field(
             "passwords",
-            Reply::Array(u.password_hashes().iter().map(|h| Reply::bulk_str(h)).collect()),
+            Reply::Array(
+                u.password_hashes()
+                    .iter()
+                    .map(|h| Reply::bulk_str(h))
+                    .collect(),
+            ),
         ),
         field("commands", Reply::bulk_str(&u.command_rules())),
         field("keys", Reply::Bulk(Bytes::from(u.key_rules()))),
@@ -268,7 +295,10 @@ fn log(ctx: &mut Ctx, arg: Option<&Bytes>) -> CmdResult {
                     f("client-info", Reply::bulk_str(&e.client_info)),
                     f("entry-id", Reply::Integer(e.entry_id as i64)),
                     f("timestamp-created", Reply::Integer(e.created_ms as i64)),
-                    f("timestamp-last-updated", Reply::Integer(e.updated_ms as i64)),
+                    f(
+                        "timestamp-last-updated",
+                        Reply::Integer(e.updated_ms as i64),
+                    ),
                 ])
             })
             .collect(),
@@ -305,7 +335,12 @@ const NO_FILE: &str = "ERR This Redis instance is not configured to use an ACL f
 /// name starts as a fresh one: on, nopass, everything allowed). A bad file changes
 /// nothing.
 fn load(ctx: &mut Ctx) -> CmdResult {
-    let path = ctx.shared.config.aclfile.as_ref().ok_or_else(|| Reply::error(NO_FILE))?;
+    let path = ctx
+        .shared
+        .config
+        .aclfile
+        .as_ref()
+        .ok_or_else(|| Reply::error(NO_FILE))?;
     let users = acl::read_file(path).map_err(|e| Reply::error(format!("ERR {e}")))?;
     ctx.shared.acl.replace(users);
     disconnect_revoked(ctx, None);
@@ -331,7 +366,9 @@ fn disconnect_revoked(ctx: &mut Ctx, changed: Option<&[u8]>) {
         let lost = match ctx.shared.acl.get(&name) {
             None => true,
             Some(user) => subscriptions.get(&c.id).is_some_and(|subs| {
-                subs.channels.iter().any(|ch| !user.channel_allowed(ch, false))
+                subs.channels
+                    .iter()
+                    .any(|ch| !user.channel_allowed(ch, false))
                     || subs.patterns.iter().any(|p| !user.channel_allowed(p, true))
             }),
         };
@@ -350,7 +387,12 @@ fn disconnect_revoked(ctx: &mut Ctx, changed: Option<&[u8]>) {
 /// ACL SAVE: every user, as ACL LIST shows them, written to the file atomically
 /// (`write_atomically`): a crash leaves the old file or the new one, never a part.
 fn save(ctx: &mut Ctx) -> CmdResult {
-    let path = ctx.shared.config.aclfile.as_ref().ok_or_else(|| Reply::error(NO_FILE))?;
+    let path = ctx
+        .shared
+        .config
+        .aclfile
+        .as_ref()
+        .ok_or_else(|| Reply::error(NO_FILE))?;
     let mut text = Vec::new();
     for u in ctx.shared.acl.users() {
         text.extend_from_slice(&u.describe());
@@ -376,7 +418,10 @@ fn write_atomically(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> 
         _ => std::path::Path::new("."),
     };
     let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the aclfile path names no file")
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the aclfile path names no file",
+        )
     })?;
     let mode = match std::fs::metadata(path) {
         Ok(m) => m.permissions().mode() & 0o7777,

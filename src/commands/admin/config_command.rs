@@ -59,7 +59,12 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ("requirepass", c.requirepass.clone().unwrap_or_default()),
                 (
                     "protected-mode",
-                    if ctx.shared.acl.protected_mode() { "yes" } else { "no" }.to_string(),
+                    if ctx.shared.acl.protected_mode() {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                    .to_string(),
                 ),
                 (
                     "aclfile",
@@ -214,7 +219,10 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
                 return Err(failed(known, "duplicate parameter"));
             }
             let value = String::from_utf8_lossy(&pair[1]);
-            changes.push((known, memory_value(known, &value).map_err(|e| failed(known, e))?));
+            changes.push((
+                known,
+                memory_value(known, &value).map_err(|e| failed(known, e))?,
+            ));
             continue;
         }
         let Some(&(known, min, max)) = LIVE.iter().find(|(n, _, _)| *n == name) else {

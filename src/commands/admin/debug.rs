@@ -124,7 +124,10 @@ fn value_digest(ctx: &Ctx, key: &[u8]) -> [u8; 20] {
             for (m, score) in z.iter() {
                 let mut element = [0u8; 20];
                 mix_digest(&mut element, m);
-                mix_digest(&mut element, crate::protocol::numfmt::fmt_g(score, 17).as_bytes());
+                mix_digest(
+                    &mut element,
+                    crate::protocol::numfmt::fmt_g(score, 17).as_bytes(),
+                );
                 xor_digest(&mut digest, &element);
             }
         }

@@ -2,8 +2,8 @@
 //! shapes. The numbers are this server's own: glibc chunks, table slots, and the
 //! counting allocator (`crate::alloc`).
 
-use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::alloc::{peak_memory, rss_bytes, startup_memory, used_memory};
+use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::protocol::{errors, parse_int, Reply};
 use crate::store::{Packed, ValueRef};
 use bytes::Bytes;
@@ -200,10 +200,19 @@ fn stats(ctx: &Ctx) -> Reply {
     out.extend([
         (key("overhead.total"), int(overhead)),
         (key("keys.count"), int(keys)),
-        (key("keys.bytes-per-key"), int(net.checked_div(keys).unwrap_or(0))),
+        (
+            key("keys.bytes-per-key"),
+            int(net.checked_div(keys).unwrap_or(0)),
+        ),
         (key("dataset.bytes"), int(dataset)),
-        (key("dataset.percentage"), Reply::Double(ratio(dataset * 100, net))),
-        (key("peak.percentage"), Reply::Double(ratio(used * 100, peak))),
+        (
+            key("dataset.percentage"),
+            Reply::Double(ratio(dataset * 100, net)),
+        ),
+        (
+            key("peak.percentage"),
+            Reply::Double(ratio(used * 100, peak)),
+        ),
         // glibc has no separate "active" and "resident" figures: the allocator's
         // view is what it handed out, and everything resident is counted below.
         (key("allocator.allocated"), int(used)),
@@ -243,7 +252,8 @@ fn doctor(ctx: &Ctx) -> String {
     if found.is_empty() {
         return "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n".into();
     }
-    let mut s = "Sam, I detected a few issues in this Redis instance memory implants:\n\n".to_string();
+    let mut s =
+        "Sam, I detected a few issues in this Redis instance memory implants:\n\n".to_string();
     for f in found {
         s.push_str(&f);
     }

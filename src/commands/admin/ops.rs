@@ -1,6 +1,6 @@
 //! Operator commands: SLOWLOG, LATENCY and WAIT, as Redis 7 answers them.
 
-use crate::commands::{int_arg, command_table, CmdResult, Ctx};
+use crate::commands::{command_table, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 
@@ -146,7 +146,10 @@ fn histograms(ctx: &Ctx, names: &[Bytes]) -> Reply {
     let specs: Vec<&command_table::Spec> = if names.is_empty() {
         command_table::COMMANDS.iter().collect()
     } else {
-        names.iter().filter_map(|n| command_table::lookup(n)).collect()
+        names
+            .iter()
+            .filter_map(|n| command_table::lookup(n))
+            .collect()
     };
     let mut out = Vec::new();
     for spec in specs {

@@ -61,13 +61,16 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Ok)
 }
 
-
 /// COMMAND INFO's 10-element entry for a command.
 fn command_entry(spec: &Spec) -> Reply {
     // A container command (CONFIG, OBJECT...) has no flags or keys of its own in Redis
     // 7: its subcommands do. Ours keep them on the container for our own checks.
     let container = !spec.subcommands.is_empty();
-    let flags = if container { Vec::new() } else { spec.flag_names() };
+    let flags = if container {
+        Vec::new()
+    } else {
+        spec.flag_names()
+    };
     let (first, last, step) = if container {
         (0, 0, 0)
     } else {
@@ -122,7 +125,10 @@ pub fn command(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let specs: Vec<&Spec> = if args.len() == 2 {
                 COMMANDS.iter().collect()
             } else {
-                args[2..].iter().filter_map(|n| crate::commands::lookup(n)).collect()
+                args[2..]
+                    .iter()
+                    .filter_map(|n| crate::commands::lookup(n))
+                    .collect()
             };
             Ok(Reply::Map(
                 specs

@@ -50,7 +50,12 @@ fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), R
                 + 1;
             // The name is the client's input, sent before any authentication: written
             // escaped and cut short, and at most one line a second for all clients.
-            if let Some(events) = ctx.shared.stats.auth_log.event(crate::clock::mono_ns() / 1_000_000) {
+            if let Some(events) = ctx
+                .shared
+                .stats
+                .auth_log
+                .event(crate::clock::mono_ns() / 1_000_000)
+            {
                 tracing::warn!(
                     client = ctx.client.id(),
                     addr = %ctx.client.info.addr,
@@ -61,7 +66,13 @@ fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), R
                 );
             }
             let name = Bytes::copy_from_slice(name);
-            crate::commands::admin::acl_command::log_denial(ctx, "auth", "toplevel", Bytes::from_static(b"AUTH"), name);
+            crate::commands::admin::acl_command::log_denial(
+                ctx,
+                "auth",
+                "toplevel",
+                Bytes::from_static(b"AUTH"),
+                name,
+            );
             Err(Reply::error(errors::WRONGPASS))
         }
     }
@@ -273,7 +284,10 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 .filter(|c| ids.as_ref().is_none_or(|ids| ids.contains(&c.id)))
                 .collect();
             clients.sort_by_key(|c| c.id);
-            let text: String = clients.iter().map(|c| c.list_line(ctx.shared.clock.now_ms()) + "\n").collect();
+            let text: String = clients
+                .iter()
+                .map(|c| c.list_line(ctx.shared.clock.now_ms()) + "\n")
+                .collect();
             Ok(Reply::Verbatim("txt", Bytes::from(text)))
         }
         "unblock" if args.len() == 3 || args.len() == 4 => {
@@ -374,9 +388,7 @@ pub fn client(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .collect(),
         )),
         "id" | "setname" | "getname" | "setinfo" | "info" | "kill" | "no-evict" | "no-touch"
-        | "unblock" | "tracking" | "caching" | "trackinginfo" | "getredir" => {
-            Err(arity_err())
-        }
+        | "unblock" | "tracking" | "caching" | "trackinginfo" | "getredir" => Err(arity_err()),
         _ => Err(errors::unknown_subcommand("client", &args[1])),
     }
 }

@@ -163,7 +163,10 @@ impl PubSub {
     /// whole registry: for ACL changes, not for the request path).
     pub fn by_client(&self) -> HashMap<u64, ClientSubs> {
         let mut out: HashMap<u64, ClientSubs> = HashMap::new();
-        for (kind, map) in [(Kind::Channel, &self.channels), (Kind::Pattern, &self.patterns)] {
+        for (kind, map) in [
+            (Kind::Channel, &self.channels),
+            (Kind::Pattern, &self.patterns),
+        ] {
             for (name, subs) in map.read().iter() {
                 for id in subs.keys() {
                     kind.set(out.entry(*id).or_default()).insert(name.clone());

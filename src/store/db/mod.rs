@@ -1,7 +1,7 @@
 use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::packed::Packed;
-use super::siphash::siphash;
 use super::shard_table::Table;
+use super::siphash::siphash;
 use super::tracking::TrackedKeys;
 use super::watch::{WatchFlag, Watched};
 use super::{Entry, ValueRef};
@@ -421,7 +421,10 @@ impl Db {
             .into_iter()
             .filter(|k| {
                 let hash = self.hash(k);
-                self.shard(hash).read().find(hash, |p| p.key() == &k[..]).is_some()
+                self.shard(hash)
+                    .read()
+                    .find(hash, |p| p.key() == &k[..])
+                    .is_some()
             })
             .collect();
         self.expiry.clear();
@@ -665,7 +668,11 @@ mod tests {
         let full = db.table_bytes();
         assert_eq!(db.sweep(600), 90_000);
         assert_eq!(db.len(), 10_000);
-        assert!(db.table_bytes() * 3 < full, "{full} -> {}", db.table_bytes());
+        assert!(
+            db.table_bytes() * 3 < full,
+            "{full} -> {}",
+            db.table_bytes()
+        );
         assert_eq!(db.expiry_filed(), 10_000);
     }
 

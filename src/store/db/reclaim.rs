@@ -57,10 +57,8 @@ impl Db {
         if more {
             self.expiry.refile_due(left);
         }
-        let mut by_shard: Vec<(usize, u64)> = due
-            .into_iter()
-            .map(|h| (self.shard_of(h), h))
-            .collect();
+        let mut by_shard: Vec<(usize, u64)> =
+            due.into_iter().map(|h| (self.shard_of(h), h)).collect();
         by_shard.sort_unstable();
         let mut removed = 0;
         let mut not_yet = Vec::new();
