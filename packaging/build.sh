@@ -13,10 +13,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${1:?usage: packaging/build.sh BINARY [OUT]}"
 OUT="${2:-$ROOT/target/packages}"
+# Absolute: later steps run from other directories.
+mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)"
 MATURIN_VERSION=1.16.0
 
 die() { printf 'packaging/build.sh: %s\n' "$*" >&2; exit 1; }
 [[ -x "$BIN" ]] || die "$BIN is not an executable file"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 [[ "$(uname -s) $(uname -m)" == "Linux x86_64" ]] || die "builds linux-x64 packages only, on Linux x86-64"
 command -v strip >/dev/null || die "strip (binutils) is required"
 command -v objdump >/dev/null || die "objdump (binutils) is required"
@@ -51,6 +54,7 @@ echo "== npm"
 for pkg in redlockd linux-x64; do
   cp -r "$ROOT/packaging/npm/$pkg" "$WORK/npm-$pkg"
 done
+mkdir -p "$WORK/npm-linux-x64/bin"
 cp "$WORK/redlockd" "$WORK/npm-linux-x64/bin/redlockd"
 # The versions follow Cargo.toml's; the main package pins its platform package.
 node -e '

@@ -48,7 +48,8 @@ test("three fenced nodes refuse the lock until the clock passes the fence", asyn
   await assert.rejects(redlock.acquire(["job"], 10_000, { retryCount: 0 }), ExecutionError);
   assert.deepEqual(await holders([3, 4], "job"), []);
   const { fence_ms: fence } = await cluster.node(0).status();
-  assert.ok(fence > 10_000, `fence ${fence}`);
+  // Restarted on the same boot having granted nothing: fenced for the margin (1 s).
+  assert.ok(fence >= 1_000, `fence ${fence}`);
   await cluster.advance(fence);
   const lock = await redlock.acquire(["job"], 10_000, { retryCount: 0 });
   assert.deepEqual(await holders([0, 1, 2, 3, 4], "job"), [0, 1, 2, 3, 4]);
