@@ -102,7 +102,7 @@ else
   echo "venv up to date ($VENV)"
 fi
 "$VENV/bin/python" -c 'import importlib.metadata as m
-for p in ("redis", "pottery", "python-redis-lock", "pytest"):
+for p in ("redis", "pottery", "python-redis-lock", "limits", "pytest"):
     print(f"  {p}=={m.version(p)}")'
 
 # --- Node modules (npm ci from the committed lockfile) -----------------------------
@@ -144,7 +144,33 @@ for i in "${!PORTS[@]}"; do
 done
 echo "nodes: $NODES"
 
+# --- Nodes with default flags -----------------------------------------------------
+# Clients whose defaults store long TTLs (Symfony's RedisStore: 300 s initialTtl; the
+# limits and rate-limiter-flexible rate limiters: 60-120 s windows) run against three
+# nodes of their own with redlockd's default flags (declared new with `redlockd init`,
+# as an operator would), so the shared nodes keep their manual clock and 30 s max-ttl.
+DEFAULT_NODES="$(echo "$NODES" | cut -d, -f1-3)"
+if [[ "$KIND" == redlockd ]]; then
+  say "starting 3 redlockd nodes with default flags"
+  read -r -a DEFAULT_PORTS <<<"$(python3 "$HERE/tools.py" free-ports 3)"
+  DEFAULT_NODES=""
+  for port in "${DEFAULT_PORTS[@]}"; do
+    "$BIN" init --dir "$WORK/default-dir-$port" >/dev/null || die "redlockd init failed"
+    NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" \
+      --dir "$WORK/default-dir-$port" \
+      >"$WORK/default-node-$port.log" 2>&1 </dev/null &
+    PIDS+=("$!")
+    PORTS+=("$port")
+    DEFAULT_NODES="${DEFAULT_NODES:+$DEFAULT_NODES,}127.0.0.1:$port"
+  done
+  for port in "${DEFAULT_PORTS[@]}"; do
+    python3 "$HERE/tools.py" wait-ping "127.0.0.1:$port" 20 || die "default node $port did not answer PING"
+  done
+fi
+echo "default-flag nodes: $DEFAULT_NODES"
+
 export INTEROP_SERVER="$KIND" INTEROP_SERVER_BIN="$BIN" INTEROP_NODES="$NODES" INTEROP_LOG_DIR="$WORK"
+export INTEROP_DEFAULT_NODES="$DEFAULT_NODES"
 
 # --- Runs ------------------------------------------------------------------------
 RESULTS=()
@@ -153,7 +179,7 @@ record() { # name rc
   if [[ "$2" -eq 0 ]]; then RESULTS+=("PASS  $1"); else RESULTS+=("FAIL  $1 (exit $2)"); FAILED=$((FAILED + 1)); fi
 }
 
-say "python: pytest (redis-py, pottery, python-redis-lock)"
+say "python: pytest (redis-py, pottery, python-redis-lock, limits)"
 set +e
 (cd "$HERE/python" && timeout -k 10 "$PY_TIMEOUT" "$VENV/bin/python" -m pytest \
   -p no:cacheprovider -v --tb=short --durations=5 .)
@@ -180,27 +206,7 @@ record "node (node --test)" "$rc"
 
 say "php: Symfony Lock (RedisStore, CombinedStore; phpredis and Predis)"
 command -v php >/dev/null || die "php is required (Debian: php-cli php-redis php-symfony-lock php-predis)"
-PHP_NODES="$(echo "$NODES" | cut -d, -f1-3)"
-if [[ "$KIND" == redlockd ]]; then
-  # Symfony's RedisStore first stores a key with a 300 s TTL (its initialTtl), then
-  # shortens it: the default --max-ttl (5 minutes) allows it. Three nodes of their
-  # own with default flags (declared new with `redlockd init`, as an operator would),
-  # so the other cases keep their 30 s.
-  read -r -a PHP_PORTS <<<"$(python3 "$HERE/tools.py" free-ports 3)"
-  PHP_NODES=""
-  for port in "${PHP_PORTS[@]}"; do
-    "$BIN" init --dir "$WORK/php-dir-$port" >/dev/null || die "redlockd init failed"
-    NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" \
-      --dir "$WORK/php-dir-$port" \
-      >"$WORK/php-node-$port.log" 2>&1 </dev/null &
-    PIDS+=("$!")
-    PORTS+=("$port")
-    PHP_NODES="${PHP_NODES:+$PHP_NODES,}127.0.0.1:$port"
-  done
-  for port in "${PHP_PORTS[@]}"; do
-    python3 "$HERE/tools.py" wait-ping "127.0.0.1:$port" 20 || die "php node $port did not answer PING"
-  done
-fi
+PHP_NODES="$DEFAULT_NODES"
 set +e
 INTEROP_PHP_NODES="$PHP_NODES" timeout -k 10 120 php "$HERE/php/symfony_lock.php"
 rc=$?

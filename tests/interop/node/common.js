@@ -17,6 +17,17 @@ if (NODES.length < 5) {
   throw new Error('INTEROP_NODES must list 5 nodes (run through tests/interop/run.sh)');
 }
 
+// Nodes started with redlockd's default flags (run.sh), for clients whose defaults
+// store TTLs above the shared nodes' 30 s max-ttl.
+const DEFAULT_NODES = (process.env.INTEROP_DEFAULT_NODES || '')
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean)
+  .map((s) => {
+    const i = s.lastIndexOf(':');
+    return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
+  });
+
 // Cases that need DEBUG CLOCK ADVANCE run only against redlockd.
 const redlockdOnly = KIND === 'redlockd'
   ? {}
@@ -35,4 +46,4 @@ function within(ms, promise, what) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-module.exports = { KIND, NODES, redlockdOnly, unique, within };
+module.exports = { KIND, NODES, DEFAULT_NODES, redlockdOnly, unique, within };
