@@ -260,6 +260,23 @@ async fn every_kind_of_write_touches_a_watched_key() {
 }
 
 #[tokio::test]
+async fn smove_touches_the_destination_only_when_it_gains_the_member() {
+    let h = start().await;
+    let mut c = raw(&h).await;
+    let mut o = raw(&h).await;
+    // x already has the member: SMOVE takes it from src only, and x's watcher commits.
+    o.cmd(&["SADD", "x", "a"]).await;
+    o.cmd(&["SADD", "src", "a", "b"]).await;
+    let moved = &[&["SMOVE", "src", "x", "a"][..]][..];
+    assert_eq!(exec_after(&mut c, &mut o, moved).await, PONG_ARRAY);
+    assert_eq!(o.cmd(&["SMEMBERS", "src"]).await, "*1\r\n$1\r\nb\r\n");
+    // x gains b: its watcher's EXEC fails.
+    let gained = &[&["SMOVE", "src", "x", "b"][..]][..];
+    assert_eq!(exec_after(&mut c, &mut o, gained).await, NULL_ARRAY);
+    assert_eq!(o.cmd(&["SCARD", "x"]).await, ":2\r\n");
+}
+
+#[tokio::test]
 async fn flush_touches_only_watched_keys_that_existed() {
     let h = start().await;
     let mut c = raw(&h).await;

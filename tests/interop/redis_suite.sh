@@ -91,7 +91,10 @@ except OSError:
 EOF
   sleep 0.05
 done
-ARGS=(--host 127.0.0.1 --port "$PORT" --single "$UNIT" --tags "$TAGS")
+# The suite listens for its own test clients near --baseport: a free one per run, so
+# two runs on one machine do not collide.
+BASEPORT=$(python3 -c "import random; print(random.randrange(22000, 30000, 64))")
+ARGS=(--host 127.0.0.1 --port "$PORT" --baseport "$BASEPORT" --single "$UNIT" --tags "$TAGS")
 for s in "${SKIPS[@]}"; do ARGS+=(--skiptest "/$s"); done # a leading / makes it a regex
 cd "$SRC"
 timeout 600 ./runtest "${ARGS[@]}"

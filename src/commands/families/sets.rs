@@ -149,7 +149,11 @@ pub fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ctx.shared.fence.check_has_ttl()?;
     }
     modify(ctx, src, |s| s.remove(member))?;
-    add(ctx, dst, std::slice::from_ref(member))?;
+    // As Redis: a member the destination already has leaves it untouched (no WATCH
+    // signal, no keyspace change).
+    if read(ctx, dst, |s| s.contains(member))? != Some(true) {
+        add(ctx, dst, std::slice::from_ref(member))?;
+    }
     Ok(Reply::Integer(1))
 }
 
