@@ -142,7 +142,11 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     if spec.flags & flags::READONLY != 0 && !reply.is_error() {
         admin::tracking::remember_reads(ctx, spec, args);
     }
-    admin::tracking::deliver(ctx.shared, Some(&mut *ctx.client));
+    if !ctx.in_script {
+        admin::tracking::remember_script_reads(ctx, spec, args);
+    }
+    let end_of_request = !ctx.in_script && !ctx.in_exec;
+    admin::tracking::deliver(ctx.shared, Some(&mut *ctx.client), end_of_request);
     let failed = reply.is_error();
     let usec = crate::clock::mono_ns().saturating_sub(started) / 1000;
     let stats = &ctx.shared.stats;

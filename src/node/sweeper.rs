@@ -54,7 +54,7 @@ fn sweep(shared: &Shared) -> usize {
             };
             let (n, more) = db.reclaim_due(shared.clock.now_ms(), SWEEP_SLICE);
             // Client-side caching: readers of the expired keys are told.
-            crate::commands::admin::tracking::deliver(shared, None);
+            crate::commands::admin::tracking::deliver(shared, None, true);
             drop(gate);
             total += n;
             shared

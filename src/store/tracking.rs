@@ -61,9 +61,12 @@ struct Inner {
     items: usize,
     /// Clients in broadcast mode: every change is recorded for them.
     bcast: usize,
-    /// Keys changed since the last `take`, in order (a key may repeat), with the
-    /// client that changed them.
+    /// Tracked keys changed since the last `take`, in order (a key may repeat), with
+    /// the client that changed them.
     changed: Vec<(Bytes, u64)>,
+    /// Every key changed since the last `take` that drained broadcasts (with a
+    /// broadcasting client only), with the client that changed it.
+    broadcast: Vec<(Bytes, u64)>,
     /// A FLUSHALL / FLUSHDB since the last `take`.
     flushed: bool,
 }
@@ -74,7 +77,8 @@ pub struct Changes {
     /// Each changed key once, with the clients that had read it (now forgotten) and
     /// the client that changed it.
     pub keys: Vec<(Bytes, Vec<u64>, u64)>,
-    /// Every change (key, by whom), for broadcasting clients (empty without any).
+    /// Every change (key, by whom) since broadcasts were last drained, for
+    /// broadcasting clients (empty without any, or when not drained this time).
     pub all: Vec<(Bytes, u64)>,
     pub flushed: bool,
 }
@@ -103,9 +107,16 @@ impl TrackedKeys {
             return;
         }
         let mut inner = self.inner.lock();
-        if inner.bcast > 0 || inner.table.contains_key(key) {
+        let tracked = inner.table.contains_key(key);
+        if inner.bcast > 0 || tracked {
             let by = ACTOR.with(Cell::get);
-            inner.changed.push((Bytes::copy_from_slice(key), by));
+            let key = Bytes::copy_from_slice(key);
+            if inner.bcast > 0 {
+                inner.broadcast.push((key.clone(), by));
+            }
+            if tracked {
+                inner.changed.push((key, by));
+            }
             self.pending.store(true, Ordering::SeqCst);
         }
     }
@@ -124,10 +135,11 @@ impl TrackedKeys {
     }
 
     /// The changes since the last call; a changed key leaves the table (its readers
-    /// are told once), and a flush empties it.
-    pub fn take(&self) -> Changes {
+    /// are told once), and a flush empties it. Broadcasts are drained only when
+    /// `broadcasts` is set (at the end of a client's request, or of a sweep): Redis
+    /// sends a prefix's changes of one event loop turn as one message.
+    pub fn take(&self, broadcasts: bool) -> Changes {
         let mut inner = self.inner.lock();
-        self.pending.store(false, Ordering::SeqCst);
         let changed = std::mem::take(&mut inner.changed);
         let mut out = Changes {
             flushed: std::mem::take(&mut inner.flushed),
@@ -146,9 +158,11 @@ impl TrackedKeys {
             inner.items = 0;
             self.interest.fetch_sub(gone, Ordering::SeqCst);
         }
-        if inner.bcast > 0 {
-            out.all = changed;
+        if broadcasts {
+            out.all = std::mem::take(&mut inner.broadcast);
         }
+        self.pending
+            .store(!inner.broadcast.is_empty(), Ordering::SeqCst);
         out
     }
 
@@ -161,6 +175,9 @@ impl TrackedKeys {
         } else {
             inner.bcast -= 1;
             self.interest.fetch_sub(1, Ordering::SeqCst);
+            if inner.bcast == 0 {
+                inner.broadcast.clear();
+            }
         }
     }
 
@@ -192,7 +209,7 @@ mod tests {
             t.changed(b"k");
         }
         assert!(t.pending());
-        let c = t.take();
+        let c = t.take(true);
         assert_eq!(c.keys, vec![(Bytes::from("k"), vec![1, 2], 9)]);
         assert!(c.all.is_empty() && !c.flushed);
         assert_eq!(t.counts(), (0, 0));
@@ -207,9 +224,16 @@ mod tests {
         t.remember(b"a", 7);
         t.changed(b"x");
         t.flushed();
-        let c = t.take();
-        assert_eq!(c.all, vec![(Bytes::from("x"), 0)]);
-        assert!(c.flushed);
+        let c = t.take(false);
+        assert!(
+            c.all.is_empty() && c.flushed,
+            "broadcasts wait for the end of the request"
+        );
+        assert!(t.pending());
+        t.changed(b"z");
+        let c = t.take(true);
+        assert_eq!(c.all, vec![(Bytes::from("x"), 0), (Bytes::from("z"), 0)]);
+        assert!(!t.pending());
         assert_eq!(t.counts(), (0, 0));
         t.broadcasting(false);
         t.changed(b"y");

@@ -493,6 +493,46 @@ async fn transcript(node: &impl Addressed) -> Vec<String> {
     step("t", t.reply().await);
     step("b-redir", b.cmd(&["CLIENT", "GETREDIR"]).await);
     step("b-redir", b.cmd(&["CLIENT", "TRACKINGINFO"]).await);
+    // Broadcast: a whole transaction's changes under a prefix are one message.
+    for args in [
+        &["CLIENT", "TRACKING", "off"][..],
+        &[
+            "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "m:", "PREFIX", "n:",
+        ],
+    ] {
+        step("a", a.cmd(args).await);
+    }
+    for args in [
+        &["MULTI"][..],
+        &["SET", "m:1", "1"],
+        &["SET", "n:1", "1"],
+        &["SET", "m:2", "1"],
+        &["SET", "o:1", "1"],
+        &["EXEC"],
+    ] {
+        step("b", b.cmd(args).await);
+    }
+    step("a", a.reply().await);
+    step("a", a.reply().await);
+    // A script that reads tracks its declared keys; one that reads nothing tracks
+    // nothing (had it, the first MSET's invalidations would come first).
+    for args in [
+        &["CLIENT", "TRACKING", "off"][..],
+        &["CLIENT", "TRACKING", "on"],
+        &["EVAL", "redis.call('set', 'x3', 'bar')", "2", "x1", "x2"],
+    ] {
+        step("a", a.cmd(args).await);
+    }
+    step("b", b.cmd(&["MSET", "x2", "1", "x1", "1"]).await);
+    step(
+        "a",
+        a.cmd(&["EVAL", "return redis.call('get', 'x3')", "2", "x1", "x2"])
+            .await,
+    );
+    step("b", b.cmd(&["MSET", "x2", "2", "x1", "2", "x3", "2"]).await);
+    step("a", a.reply().await);
+    step("a", a.reply().await);
+    step("a", a.cmd(&["PING"]).await);
     out
 }
 

@@ -6,7 +6,8 @@
 //! `TrackedKeys`; after every command the keys changed meanwhile are taken from there
 //! and each reader gets `invalidate [key]` (RESP3 push, or a `__redis__:invalidate`
 //! message to the RESP2 client it redirects to). Broadcasting clients (BCAST) get every
-//! change under their prefixes, one message per prefix per command. A flush sends
+//! change under their prefixes, one message per prefix per request (a whole EXEC or
+//! script is one). A flush sends
 //! `invalidate` with a null to every tracking client. The client that made a change
 //! gets its invalidations after its reply (Redis 7.0's order), or none with NOLOOP.
 //! rueidis (and so rueidislock) turns caching on by default: its lock waiters wake on
@@ -76,6 +77,9 @@ pub struct ClientTracking {
     pub caching: bool,
     /// Invalidations for this client caused by its own command: sent after its reply.
     pub after_reply: Vec<Reply>,
+    /// The running script called a read-only command: its declared keys are
+    /// remembered when it ends.
+    pub script_read: bool,
 }
 
 /// CLIENT TRACKING (ON|OFF) [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP]
@@ -314,18 +318,46 @@ pub fn getredir(ctx: &mut Ctx) -> CmdResult {
     ))
 }
 
+const SCRIPTS: [&str; 6] = [
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
 /// After a command has run (also one a script or EXEC runs): remembers the keys a
-/// read-only command read for a tracking caller.
+/// read-only command read for a tracking caller. As Redis 7.0: a read inside a script
+/// tracks the script's declared keys (KEYS), not the keys of the command it called,
+/// and a script that reads nothing tracks nothing, read-only script or not.
 pub fn remember_reads(ctx: &mut Ctx, spec: &Spec, args: &[Bytes]) {
+    if ctx.client.tracking.mode.is_none() {
+        return;
+    }
+    if ctx.in_script {
+        ctx.client.tracking.script_read = true;
+        return;
+    }
+    if !SCRIPTS.contains(&spec.name) {
+        remember_keys(ctx, spec, args);
+    }
+}
+
+/// After a script command (EVAL, FCALL and their forms) has run: its declared keys
+/// when it called a read-only command.
+pub fn remember_script_reads(ctx: &mut Ctx, spec: &Spec, args: &[Bytes]) {
+    if SCRIPTS.contains(&spec.name) && std::mem::take(&mut ctx.client.tracking.script_read) {
+        remember_keys(ctx, spec, args);
+    }
+}
+
+fn remember_keys(ctx: &mut Ctx, spec: &Spec, args: &[Bytes]) {
     let t = &ctx.client.tracking;
     let Some(mode) = &t.mode else {
         return;
     };
     if mode.bcast || (mode.optin && !t.caching) || (mode.optout && t.caching) {
-        return;
-    }
-    // A read-only script's keys are not its reads: the commands it runs are.
-    if matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro") {
         return;
     }
     let tracked = ctx.shared.keyspace.tracked();
@@ -345,13 +377,17 @@ pub fn end_of_request(client: &mut ClientState, client_command: bool) {
 
 /// Sends the invalidations for the changes since the last call. `current` is the
 /// client running a command now (None: the expiry sweeper): invalidations of its own
-/// changes follow its reply, or are skipped with NOLOOP.
-pub fn deliver(shared: &Shared, mut current: Option<&mut ClientState>) {
+/// changes follow its reply, or are skipped with NOLOOP. A reader's invalidation goes
+/// after each command (also inside EXEC and scripts: a key read again after its change
+/// is tracked again); broadcasts only when `end_of_request`, one message per prefix
+/// for all the changes of a request (a whole EXEC or script), as Redis sends them once
+/// per event loop turn.
+pub fn deliver(shared: &Shared, mut current: Option<&mut ClientState>, end_of_request: bool) {
     let tracked = shared.keyspace.tracked();
     if !tracked.pending() {
         return;
     }
-    let changes = tracked.take();
+    let changes = tracked.take(end_of_request);
     let current_id = current.as_ref().map_or(0, |c| c.id());
     let mut send = |info: &ClientInfo, t: &Tracker, payload: Reply| {
         let own = if t.id == current_id {
