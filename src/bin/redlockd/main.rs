@@ -91,6 +91,14 @@ enum ClockArg {
     Manual,
 }
 
+/// `--cluster-mode`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum ClusterModeArg {
+    Off,
+    Emulated,
+    Map,
+}
+
 /// Redis's `tls-auth-clients`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
 enum AuthClientsArg {
@@ -198,6 +206,23 @@ struct ServerArgs {
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
+    /// Redis Cluster's protocol: off (a plain node), emulated (this node serves all
+    /// 16384 hash slots, for cluster clients against one node), map (a configured
+    /// slot map over several nodes: --cluster-map, CLUSTER SETMAP). docs/cluster.md.
+    #[arg(long, value_enum, default_value = "off", env = "REDLOCKD_CLUSTER_MODE")]
+    cluster_mode: ClusterModeArg,
+    /// The slot map to serve from start (JSON, docs/cluster.md); a newer map persisted
+    /// in --dir wins.
+    #[arg(long, env = "REDLOCKD_CLUSTER_MAP")]
+    cluster_map: Option<PathBuf>,
+    /// This node's id in the map (40 hex digits) [default: derived from the data
+    /// directory's node id; CLUSTER MYID shows it].
+    #[arg(long, env = "REDLOCKD_CLUSTER_NODE_ID")]
+    cluster_node_id: Option<String>,
+    /// The host this node gives for itself where no map names it (emulated mode)
+    /// [default: the bind address; empty when bound to all addresses].
+    #[arg(long, env = "REDLOCKD_CLUSTER_ANNOUNCE_IP")]
+    cluster_announce_ip: Option<String>,
     /// Worker threads that serve requests. Default: one per core beyond the first, at
     /// least one (docs/operations.md, "Threads").
     #[arg(long, env = "REDLOCKD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -266,6 +291,16 @@ impl ServerArgs {
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             maxmemory: self.maxmemory,
+            cluster: redlockd::cluster::ClusterConfig {
+                mode: match self.cluster_mode {
+                    ClusterModeArg::Off => redlockd::cluster::Mode::Off,
+                    ClusterModeArg::Emulated => redlockd::cluster::Mode::Emulated,
+                    ClusterModeArg::Map => redlockd::cluster::Mode::Map,
+                },
+                node_id: self.cluster_node_id.clone(),
+                announce_host: self.cluster_announce_ip.clone(),
+                map_file: self.cluster_map.clone(),
+            },
             ..Config::default()
         })
     }
