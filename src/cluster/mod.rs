@@ -351,6 +351,28 @@ impl Cluster {
         ranges_of(&self.view().fenced_until, now_ms)
     }
 
+    /// `CLUSTER SETMAP`: parses `text` (`force`: slots may stay unassigned), installs
+    /// it and persists it in `dir`. Returns the version and how many slots are fenced.
+    pub fn set_map_text(
+        &self,
+        text: &[u8],
+        force: bool,
+        dir: Option<&Path>,
+        now_ms: u64,
+        tokens: &crate::durability::tokens::TokenMark,
+    ) -> Result<(u64, usize), String> {
+        let map = SlotMap::parse(text, force).map_err(|e| format!("invalid map: {e}"))?;
+        let version = map.version;
+        let fenced = self
+            .install(map, now_ms, tokens, |text| match dir {
+                Some(dir) => write_durably(dir, text),
+                None => Ok(()),
+            })
+            .map_err(|e| format!("map refused: {e}"))?;
+        tracing::info!(version, fenced_slots = fenced, "new cluster map installed");
+        Ok((version, fenced))
+    }
+
     /// At boot (map mode): the map persisted in `dir`, and the `map_file` given at
     /// start when it is newer (installed as `CLUSTER SETMAP` would: fenced, then
     /// persisted). A map that does not parse stops the start.

@@ -2,7 +2,6 @@
 //! from `crate::cluster`). CLUSTER SETMAP and CLUSTER GETMAP are redlockd's own: a
 //! configured map replaces Redis's gossip and its slot-moving subcommands.
 
-use crate::cluster::map::SlotMap;
 use crate::cluster::slot::{key_slot, SLOTS};
 use crate::cluster::{Mode, View};
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
@@ -146,19 +145,17 @@ fn setmap(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         Some(a) if args.len() == 4 && eq_ignore_case(a, "force") => true,
         Some(_) => return Err(errors::syntax()),
     };
-    let map = SlotMap::parse(&args[2], force)
-        .map_err(|e| Reply::error(format!("ERR invalid map: {e}")))?;
-    let version = map.version;
     let shared = ctx.shared;
-    let dir = shared.node_dir.as_ref().map(|d| d.path().to_path_buf());
-    let fenced = shared
+    shared
         .cluster
-        .install(map, ctx.now_ms, &shared.tokens, |text| match &dir {
-            Some(dir) => crate::cluster::write_durably(dir, text),
-            None => Ok(()),
-        })
-        .map_err(|e| Reply::error(format!("ERR map refused: {e}")))?;
-    tracing::info!(version, fenced_slots = fenced, "new cluster map installed");
+        .set_map_text(
+            &args[2],
+            force,
+            shared.node_dir.as_ref().map(|d| d.path()),
+            ctx.now_ms,
+            &shared.tokens,
+        )
+        .map_err(|e| Reply::error(format!("ERR {e}")))?;
     Ok(Reply::Ok)
 }
 
