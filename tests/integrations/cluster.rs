@@ -168,7 +168,11 @@ async fn emulated_replies_match_redis_cluster() {
         vec!["EVAL", "return 1", "2", "{t}a", "{t}b"],
         vec!["EVAL", script_cross, "0"],
         vec!["EVAL", "return redis.pcall('mget','{x}a','b')", "0"],
-        vec!["EVAL", "redis.call('get','a'); return redis.call('get','b')", "0"],
+        vec![
+            "EVAL",
+            "redis.call('get','a'); return redis.call('get','b')",
+            "0",
+        ],
         vec!["WATCH", "a", "b"],
         vec!["SELECT", "1"],
         vec!["SELECT", "0"],
@@ -185,12 +189,19 @@ async fn emulated_replies_match_redis_cluster() {
     }
     // INFO's cluster section and HELLO's mode.
     let info = o.cmd(&["INFO", "cluster"]).await;
-    assert!(info.contains("# Cluster\r\ncluster_enabled:1\r\n"), "{info}");
+    assert!(
+        info.contains("# Cluster\r\ncluster_enabled:1\r\n"),
+        "{info}"
+    );
     let hello = o.cmd(&["HELLO", "3"]).await;
     assert!(hello.contains("$4\r\nmode\r\n$7\r\ncluster\r\n"), "{hello}");
     // RESP3: CLUSTER NODES and INFO are verbatim strings, SLOTS' metadata a map.
     r.cmd(&["HELLO", "3"]).await;
-    for case in [["CLUSTER", "NODES"], ["CLUSTER", "SLOTS"], ["CLUSTER", "INFO"]] {
+    for case in [
+        ["CLUSTER", "NODES"],
+        ["CLUSTER", "SLOTS"],
+        ["CLUSTER", "INFO"],
+    ] {
         let theirs = normalize_theirs(r.cmd(&case).await);
         let mine = normalize_ours(o.cmd(&case).await);
         assert_eq!(mine, theirs, "{case:?} over RESP3");
@@ -207,12 +218,18 @@ async fn off_mode_is_a_standalone_node() {
     o.check(&["CLUSTER", "INFO"], &disabled).await;
     o.check(&["READONLY"], &disabled).await;
     o.check(&["ASKING"], &disabled).await;
-    o.check(&["CLUSTER", "FOO"], &err("ERR unknown subcommand 'FOO'. Try CLUSTER HELP."))
-        .await;
+    o.check(
+        &["CLUSTER", "FOO"],
+        &err("ERR unknown subcommand 'FOO'. Try CLUSTER HELP."),
+    )
+    .await;
     o.check(&["MSET", "a", "1", "b", "2"], OK).await;
     let script = "redis.call('get',KEYS[1]) redis.call('get',KEYS[2])";
     o.check(&["EVAL", script, "2", "test1", "test2"], NIL).await;
-    assert!(o.cmd(&["INFO", "cluster"]).await.contains("cluster_enabled:0\r\n"));
+    assert!(o
+        .cmd(&["INFO", "cluster"])
+        .await
+        .contains("cluster_enabled:0\r\n"));
 }
 
 /// Three nodes with the even split: every node answers the same topology, keys land
@@ -225,13 +242,19 @@ async fn three_nodes_route_keys_by_slot() {
     before
         .check(&["GET", "foo"], &err("CLUSTERDOWN Hash slot not served"))
         .await;
-    assert!(before.cmd(&["CLUSTER", "INFO"]).await.contains("cluster_state:fail\r\n"));
+    assert!(before
+        .cmd(&["CLUSTER", "INFO"])
+        .await
+        .contains("cluster_state:fail\r\n"));
     let map = thirds(&nodes, 1);
     for n in nodes.nodes() {
         assert_eq!(setmap(n, &map).await, OK);
     }
     let addr = |i: usize| nodes.node(i).addr().to_string();
-    let slots = Raw::to(nodes.node(1)).await.cmd(&["CLUSTER", "SLOTS"]).await;
+    let slots = Raw::to(nodes.node(1))
+        .await
+        .cmd(&["CLUSTER", "SLOTS"])
+        .await;
     let entry = |i: usize, a: u16, b: u16| {
         let port = nodes.node(i).addr().port();
         format!(
@@ -248,7 +271,10 @@ async fn three_nodes_route_keys_by_slot() {
             entry(2, 10923, 16383)
         )
     );
-    let nodes_text = Raw::to(nodes.node(1)).await.cmd(&["CLUSTER", "NODES"]).await;
+    let nodes_text = Raw::to(nodes.node(1))
+        .await
+        .cmd(&["CLUSTER", "NODES"])
+        .await;
     let port = |i: usize| nodes.node(i).addr().port();
     let expected = format!(
         "{} {}@{} master - 0 0 1 connected 0-5460\n{} {}@{} myself,master - 0 0 1 connected 5461-10922\n{} {}@{} master - 0 0 1 connected 10923-16383\n",
@@ -259,13 +285,19 @@ async fn three_nodes_route_keys_by_slot() {
     assert_eq!(nodes_text, bulk(&expected));
     let mut n0 = Raw::to(nodes.node(0)).await;
     // foo: slot 12182 (node 2); b: 3300 (node 0); a: 15495 (node 2).
-    n0.check(&["SET", "foo", "1"], &err(&format!("MOVED 12182 {}", addr(2))))
-        .await;
+    n0.check(
+        &["SET", "foo", "1"],
+        &err(&format!("MOVED 12182 {}", addr(2))),
+    )
+    .await;
     n0.check(&["SET", "b", "1", "PX", "10000"], OK).await;
-    n0.check(&["MSET", "a", "1", "b", "2"], &err("CROSSSLOT Keys in request don't hash to the same slot"))
-        .await;
+    n0.check(
+        &["MSET", "a", "1", "b", "2"],
+        &err("CROSSSLOT Keys in request don't hash to the same slot"),
+    )
+    .await;
     // Spread: 300 keys, each set on its owner after following MOVED.
-    let mut conns = vec![
+    let mut conns = [
         Raw::to(nodes.node(0)).await,
         Raw::to(nodes.node(1)).await,
         Raw::to(nodes.node(2)).await,
@@ -278,8 +310,13 @@ async fn three_nodes_route_keys_by_slot() {
             0
         } else {
             let target = reply.trim_end().rsplit(' ').next().unwrap().to_string();
-            let owner = (0..3).find(|&j| addr(j) == target).expect("MOVED to a node");
-            assert_eq!(conns[owner].cmd(&["SET", &key, "v", "PX", "20000"]).await, OK);
+            let owner = (0..3)
+                .find(|&j| addr(j) == target)
+                .expect("MOVED to a node");
+            assert_eq!(
+                conns[owner].cmd(&["SET", &key, "v", "PX", "20000"]).await,
+                OK
+            );
             owner
         };
         per_node[owner] += 1;
@@ -289,18 +326,20 @@ async fn three_nodes_route_keys_by_slot() {
     // CROSSSLOT; a script's cross-slot call gets Redis's script error.
     let mut n2 = Raw::to(nodes.node(2)).await; // {t}: slot 15891
     n2.check(&["MULTI"], OK).await;
-    n2.check(&["SET", "{t}a", "1", "PX", "10000"], "+QUEUED\r\n").await;
+    n2.check(&["SET", "{t}a", "1", "PX", "10000"], "+QUEUED\r\n")
+        .await;
     n2.check(&["GET", "{t}b"], "+QUEUED\r\n").await;
     n2.check(&["EXEC"], &format!("*2\r\n{OK}{NIL}")).await;
     n2.check(&["MULTI"], OK).await;
     n2.check(&["SET", "{t}a", "1"], "+QUEUED\r\n").await;
     n2.check(&["SET", "a", "1"], "+QUEUED\r\n").await;
-    n2.check(&["EXEC"], &err("CROSSSLOT Keys in request don't hash to the same slot"))
-        .await;
+    n2.check(
+        &["EXEC"],
+        &err("CROSSSLOT Keys in request don't hash to the same slot"),
+    )
+    .await;
     n2.check(&["EXEC"], &err("ERR EXEC without MULTI")).await;
-    let reply = n2
-        .cmd(&["EVAL", "return redis.call('get','b')", "0"])
-        .await;
+    let reply = n2.cmd(&["EVAL", "return redis.call('get','b')", "0"]).await;
     assert_eq!(
         unsha(&reply),
         err("ERR Script attempted to access a non local key in a cluster node script: SHA, on @user_script:1.")
@@ -338,7 +377,8 @@ async fn map_changes_are_checked_and_clients_get_moved() {
     for (map, expected) in refusals {
         n0.check(&["CLUSTER", "SETMAP", map], &err(expected)).await;
     }
-    n0.check(&["CLUSTER", "SETMAP", &v1, "NOW"], &err("ERR syntax error")).await;
+    n0.check(&["CLUSTER", "SETMAP", &v1, "NOW"], &err("ERR syntax error"))
+        .await;
     assert_eq!(
         n0.cmd(&["CLUSTER", "GETMAP"]).await,
         bulk(&redlockd_map_json(&nodes, 1))
@@ -347,7 +387,10 @@ async fn map_changes_are_checked_and_clients_get_moved() {
     let gap = thirds(&nodes, 2).replace("[10923,16383]", "[10923,16382]");
     for n in nodes.nodes() {
         assert_eq!(
-            Raw::to(n).await.cmd(&["CLUSTER", "SETMAP", &gap, "FORCE"]).await,
+            Raw::to(n)
+                .await
+                .cmd(&["CLUSTER", "SETMAP", &gap, "FORCE"])
+                .await,
             OK
         );
     }
@@ -356,7 +399,8 @@ async fn map_changes_are_checked_and_clients_get_moved() {
         .map(|i| format!("k{i}"))
         .find(|k| redlockd::cluster::slot::key_slot(k.as_bytes()) == 16383)
         .unwrap();
-    n0.check(&["GET", &key], &err("CLUSTERDOWN Hash slot not served")).await;
+    n0.check(&["GET", &key], &err("CLUSTERDOWN Hash slot not served"))
+        .await;
     // Version 3 moves slot 0 (key "{b}0"... any key of slot 0) from node 0 to node 1.
     let key0 = (0..100_000)
         .map(|i| format!("k{i}"))
@@ -376,7 +420,8 @@ async fn map_changes_are_checked_and_clients_get_moved() {
         assert_eq!(setmap(n, &v3).await, OK);
     }
     let addr1 = nodes.node(1).addr().to_string();
-    n0.check(&["GET", &key0], &err(&format!("MOVED 0 {addr1}"))).await;
+    n0.check(&["GET", &key0], &err(&format!("MOVED 0 {addr1}")))
+        .await;
     let mut n1 = Raw::to(nodes.node(1)).await;
     let fenced = n1.cmd(&["SET", &key0, "mine", "NX", "PX", "10000"]).await;
     assert_eq!(
@@ -387,9 +432,13 @@ async fn map_changes_are_checked_and_clients_get_moved() {
     n1.check(&["GET", &key0], NIL).await;
     let mark = n1.cmd(&["FENCING.MARK"]).await;
     assert_eq!(mark, int(3 << 40));
-    assert!(n1.cmd(&["INFO", "cluster"]).await.contains("cluster_slots_fenced:1\r\n"));
+    assert!(n1
+        .cmd(&["INFO", "cluster"])
+        .await
+        .contains("cluster_slots_fenced:1\r\n"));
     nodes.advance(Duration::from_millis(31_000));
-    n1.check(&["SET", &key0, "mine", "NX", "PX", "10000"], OK).await;
+    n1.check(&["SET", &key0, "mine", "NX", "PX", "10000"], OK)
+        .await;
 }
 
 /// The map and the fence of a slot taken over are persisted in the data directory: a
@@ -417,12 +466,18 @@ async fn the_map_and_its_fences_survive_a_restart() {
     let mut c = Raw::to(&node).await;
     let map = c.cmd(&["CLUSTER", "GETMAP"]).await;
     node.advance(Duration::from_millis(1000));
-    assert!(c.cmd(&["SET", &key0, "x", "PX", "1000"]).await.contains("another 30000 ms"));
+    assert!(c
+        .cmd(&["SET", &key0, "x", "PX", "1000"])
+        .await
+        .contains("another 30000 ms"));
     node.shutdown().await;
     let again = start_with(config).await;
     let mut c = Raw::to(&again).await;
     assert_eq!(c.cmd(&["CLUSTER", "GETMAP"]).await, map);
-    assert!(c.cmd(&["SET", &key0, "x", "PX", "1000"]).await.contains("another 31000 ms"));
+    assert!(c
+        .cmd(&["SET", &key0, "x", "PX", "1000"])
+        .await
+        .contains("another 31000 ms"));
     // An older map file given at start does not replace the newer persisted map.
     let file = TempPath::new("cluster-map-file");
     std::fs::write(&file.0, &v1).unwrap();
@@ -473,7 +528,11 @@ impl Contender {
                 return reply;
             };
             let target = rest.trim_end().rsplit(' ').next().unwrap();
-            self.route = self.addrs.iter().position(|a| a == target).expect("known node");
+            self.route = self
+                .addrs
+                .iter()
+                .position(|a| a == target)
+                .expect("known node");
         }
         panic!("{}: too many redirections", self.name);
     }
@@ -576,5 +635,8 @@ async fn a_moved_slot_never_grants_a_held_lock_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_move_fence_the_checker_finds_overlaps() {
     let overlaps = contend_across_a_move(false).await;
-    assert!(!overlaps.is_empty(), "the checker found no overlap without the fence");
+    assert!(
+        !overlaps.is_empty(),
+        "the checker found no overlap without the fence"
+    );
 }

@@ -458,7 +458,10 @@ fn main() -> ExitCode {
             None => run_nodes(&cli.server, &[cli.port], None).await,
             Some(c) => {
                 let (nodes, groups) = match c.clusters {
-                    Some(k) => (k.saturating_mul(c.nodes_per_cluster), Some((k, c.nodes_per_cluster))),
+                    Some(k) => (
+                        k.saturating_mul(c.nodes_per_cluster),
+                        Some((k, c.nodes_per_cluster)),
+                    ),
                     None => (c.nodes, None),
                 };
                 if groups.is_some_and(|(k, m)| k == 0 || m == 0) {
@@ -629,7 +632,11 @@ fn give_map(bind: IpAddr, group: &[ServerHandle]) -> Result<(), String> {
             })
         })
         .collect();
-    let version = group.iter().map(|h| h.cluster_map_version()).max().unwrap_or(0);
+    let version = group
+        .iter()
+        .map(|h| h.cluster_map_version())
+        .max()
+        .unwrap_or(0);
     let same = |h: &ServerHandle| {
         h.cluster_map_json().is_some_and(|current| {
             serde_json::from_str::<serde_json::Value>(&current)
@@ -693,13 +700,10 @@ fn print_cluster_summary(handles: &[ServerHandle], per_cluster: Option<u16>) {
             "redlockd cluster: {} clusters of {m} nodes (Redis Cluster protocol; each cluster is one Redlock vote)",
             groups.len()
         );
-        let mut votes = Vec::new();
         for (c, group) in groups.iter().enumerate() {
             let seeds: Vec<String> = group.iter().map(|h| h.addr().to_string()).collect();
-            let _ = writeln!(text, "  cluster {c}: {}", seeds.join(","));
-            votes.push(format!("cluster:{}", seeds.join("+")));
+            let _ = writeln!(text, "  cluster {c} (seed addresses): {}", seeds.join(","));
         }
-        let _ = writeln!(text, "votes for `redlockd lock --nodes`: {}", votes.join(","));
         let _ = writeln!(text, "Ctrl-C stops all nodes.");
         use std::io::Write;
         let mut out = std::io::stdout().lock();
