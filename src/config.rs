@@ -76,6 +76,8 @@ pub struct Config {
     /// `-OOM` (Redis's `maxmemory` with `noeviction`: a lock server never evicts a
     /// lock). 0: no limit. CONFIG SET maxmemory changes it live.
     pub maxmemory: u64,
+    /// Redis Cluster's protocol (`--cluster-mode`): off, emulated or a slot map.
+    pub cluster: crate::cluster::ClusterConfig,
 }
 
 impl Default for Config {
@@ -104,6 +106,7 @@ impl Default for Config {
             metrics_auth: None,
             dir: None,
             maxmemory: 0,
+            cluster: crate::cluster::ClusterConfig::default(),
         }
     }
 }
@@ -153,6 +156,7 @@ impl Config {
         if let Some(tls) = &self.tls {
             tls.validate()?;
         }
+        self.cluster.validate().map_err(ConfigError::Cluster)?;
         if self.metrics_auth.as_ref().is_some_and(|a| !a.contains(':')) {
             return Err(ConfigError::Metrics(
                 "metrics-auth must be USER:PASSWORD".into(),
@@ -245,6 +249,9 @@ pub enum ConfigError {
     /// A metrics setting that cannot work: an auth file that cannot be read, an auth
     /// without `user:password`.
     Metrics(String),
+    /// A cluster setting that cannot work (a node id that is not 40 hex digits, a map
+    /// file without map mode).
+    Cluster(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -265,7 +272,10 @@ impl std::fmt::Display for ConfigError {
             ConfigError::NoListener => f.write_str(
                 "no port to listen on: port 0 turns plain TCP off, so give a tls-port",
             ),
-            ConfigError::Tls(e) | ConfigError::Acl(e) | ConfigError::Metrics(e) => f.write_str(e),
+            ConfigError::Tls(e)
+            | ConfigError::Acl(e)
+            | ConfigError::Metrics(e)
+            | ConfigError::Cluster(e) => f.write_str(e),
         }
     }
 }

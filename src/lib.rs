@@ -31,6 +31,8 @@ pub(crate) mod alloc;
 #[cfg(feature = "server")]
 pub mod clock;
 #[cfg(feature = "server")]
+pub mod cluster;
+#[cfg(feature = "server")]
 pub(crate) mod commands;
 #[cfg(feature = "server")]
 pub mod config;

@@ -1,7 +1,7 @@
 //! The command table: name -> spec (arity, flags, key positions, handler), as in
 //! Redis's own table. Arity counts the command name; negative means "at least".
 
-use super::admin::{acl_command, config_command, info, session};
+use super::admin::{acl_command, cluster, config_command, info, session};
 use super::exec::{eval, fcall};
 use super::{CmdResult, Ctx};
 
@@ -522,6 +522,11 @@ const ROWS: &[Row] = &[
     Row { name: "discard", arity: 1, flags: NOSCRIPT | FAST | ALLOW_BUSY, cats: C_TRANSACTION, keys: NO_KEYS, handler: multi::discard },
     Row { name: "watch", arity: -2, flags: NOSCRIPT | FAST | ALLOW_BUSY, cats: C_TRANSACTION, keys: keys(1, -1, 1), handler: multi::watch },
     Row { name: "unwatch", arity: 1, flags: NOSCRIPT | FAST | ALLOW_BUSY, cats: C_TRANSACTION, keys: NO_KEYS, handler: multi::unwatch },
+    // Redis Cluster's protocol (crate::cluster)
+    Row { name: "cluster", arity: -2, flags: 0, cats: 0, keys: NO_KEYS, handler: cluster::cluster },
+    Row { name: "readonly", arity: 1, flags: FAST, cats: C_CONNECTION, keys: NO_KEYS, handler: cluster::ok_in_cluster },
+    Row { name: "readwrite", arity: 1, flags: FAST, cats: C_CONNECTION, keys: NO_KEYS, handler: cluster::ok_in_cluster },
+    Row { name: "asking", arity: 1, flags: FAST, cats: C_CONNECTION, keys: NO_KEYS, handler: cluster::ok_in_cluster },
 ];
 
 /// Subcommands of the container commands, as Redis 7 lists them (with their ACL
@@ -623,6 +628,35 @@ const SUB_ROWS: &[SubRow] = &[
     SubRow { name: "acl|setuser", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
     SubRow { name: "acl|users", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
     SubRow { name: "acl|whoami", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|addslots", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|addslotsrange", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|bumpepoch", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|count-failure-reports", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|countkeysinslot", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|delslots", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|delslotsrange", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|failover", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|flushslots", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|forget", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|getkeysinslot", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|getmap", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|help", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|info", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|keyslot", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|links", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|meet", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|myid", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|nodes", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|replicas", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|replicate", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|reset", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|saveconfig", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|set-config-epoch", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|setmap", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|setslot", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|shards", flags: 0, cats: C_SLOW },
+    SubRow { name: "cluster|slaves", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
+    SubRow { name: "cluster|slots", flags: 0, cats: C_SLOW },
 ];
 
 /// Every subcommand, in `SUB_ROWS` order (grouped by parent).

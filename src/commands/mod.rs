@@ -43,6 +43,16 @@ async fn dispatch_checked(ctx: &mut Ctx<'_>, args: &mut Vec<Bytes>) -> Reply {
             return e;
         }
     };
+    // A transaction whose commands hash to different slots (or, after a map change,
+    // to a slot served elsewhere) is discarded with the routing error itself.
+    if spec.name == "exec" && ctx.shared.cluster.enabled() {
+        if let Some(t) = ctx.client.multi.as_ref() {
+            if let Err(r) = ctx.shared.cluster.route(t.keys()) {
+                exec::multi::discard_now(ctx);
+                return r.reply();
+            }
+        }
+    }
     if exec::multi::queues(spec) {
         if let Some(reply) = exec::multi::queue(ctx, spec, args) {
             return reply;
@@ -67,6 +77,14 @@ fn check(ctx: &mut Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
         return Err(Reply::error(errors::NOAUTH));
     }
     admin::acl_command::check(ctx, spec, args, admin::acl_command::Context::Toplevel)?;
+    // Redis Cluster's routing, after the ACL check as in Redis (EXEC's queue is
+    // checked as a whole in `dispatch_checked`).
+    if ctx.shared.cluster.enabled() && spec.name != "exec" {
+        ctx.shared
+            .cluster
+            .route(spec.keys(args).map(|k| &k[..]))
+            .map_err(|r| r.reply())?;
+    }
     if ctx.client.resp2_subscribed() && spec.flags & flags::PUBSUB == 0 {
         return Err(Reply::error(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -116,10 +134,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
     if spec.flags & flags::FENCED != 0 {
-        if let Err(e) = ctx.shared.fence.check_write(ctx.now_ms) {
-            ctx.shared
-                .stats
-                .record_rejected(spec.index, crate::node::stats::Refusal::Fence);
+        if let Err(e) = check_fences(ctx, spec, args) {
             return e;
         }
     }
@@ -155,6 +170,23 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         stats.observe(spec, args, usec, &ctx.client.info, &ctx.shared.clock);
     }
     reply
+}
+
+/// The fences a FENCED command (one that could grant a lock) must pass: the restart
+/// fence, and the fence on hash slots this node took over from another
+/// (`crate::cluster`). Counted as fence refusals.
+pub fn check_fences(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply> {
+    ctx.shared
+        .fence
+        .check_write(ctx.now_ms)
+        .and_then(|()| {
+            ctx.shared
+                .cluster
+                .check_fence(spec.keys(args).map(|k| &k[..]), ctx.now_ms)
+        })
+        .inspect_err(|_| {
+            (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::Fence)
+        })
 }
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.

@@ -64,6 +64,8 @@ pub struct Shared {
     pub gate: crate::commands::exec::gate::Gate,
     /// ACL users (the default user's password from requirepass) and the ACL log.
     pub acl: crate::acl::Acl,
+    /// Redis Cluster's protocol: the slot map and the routing check (`cluster`).
+    pub cluster: crate::cluster::Cluster,
 }
 
 impl Shared {
@@ -82,6 +84,15 @@ impl Shared {
         };
         let shared = Shared::build(config, node_dir);
         crate::durability::restart::boot(&shared, true)?;
+        shared
+            .cluster
+            .load(
+                shared.node_dir.as_ref().map(|d| d.path()),
+                shared.config.cluster.map_file.as_deref(),
+                shared.clock.now_ms(),
+                &shared.tokens,
+            )
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         Ok(shared)
     }
 
@@ -98,14 +109,30 @@ impl Shared {
             config.require_ttl,
         );
         let seed = config.seed.unwrap_or_else(rand::random);
-        let run_id = {
+        let run_id: String = {
             use rand::{Rng, SeedableRng};
             let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
             (0..40)
                 .map(|_| char::from(b"0123456789abcdef"[rng.random_range(0..16)]))
                 .collect()
         };
+        let cluster_id = config
+            .cluster
+            .node_id
+            .clone()
+            .unwrap_or_else(|| match &node_dir {
+                Some(dir) => crate::scripting::sha1hex(&dir.state().node_id),
+                None => run_id.clone(),
+            });
+        let cluster = crate::cluster::Cluster::new(
+            &config.cluster,
+            cluster_id,
+            config.bind,
+            config.port,
+            (config.max_ttl + crate::config::RESTART_MARGIN).as_millis() as u64,
+        );
         Shared {
+            cluster,
             keyspace: Keyspace::new(config.databases, seed),
             fence,
             clients: DashMap::new(),

@@ -251,6 +251,16 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
         if spec.flags & flags::DENYOOM != 0 && slot.refuses_oom() {
             return Err(errors::OOM.into());
         }
+        // Redis 7.0's scriptVerifyClusterState: any routing refusal is this one error.
+        if ctx.shared.cluster.enabled()
+            && ctx
+                .shared
+                .cluster
+                .route(spec.keys(argv).map(|k| &k[..]))
+                .is_err()
+        {
+            return Err("ERR Script attempted to access a non local key in a cluster node".into());
+        }
         // Looked up and arity-checked above: straight to the command's run.
         let reply = commands::run(ctx, spec, argv);
         if spec.flags & flags::WRITE != 0 && !reply.is_error() {

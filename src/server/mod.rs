@@ -428,6 +428,43 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
+    /// This node's id in a cluster map (CLUSTER MYID).
+    pub fn cluster_id(&self) -> String {
+        self.shared.cluster.my_id().to_string()
+    }
+
+    /// Installs a slot map (JSON), as `CLUSTER SETMAP` does: returns the number of
+    /// slots fenced, or why the map was refused.
+    pub fn set_cluster_map(&self, json: &str, force: bool) -> Result<usize, String> {
+        let s = &self.shared;
+        s.cluster
+            .set_map_text(
+                json.as_bytes(),
+                force,
+                s.node_dir.as_ref().map(|d| d.path()),
+                s.clock.now_ms(),
+                &s.tokens,
+            )
+            .map(|(_, fenced)| fenced)
+    }
+
+    /// The slot map this node serves, as JSON (`None` without one).
+    pub fn cluster_map_json(&self) -> Option<String> {
+        let view = self.shared.cluster.view();
+        (!view.map.nodes.is_empty()).then(|| view.map.to_json())
+    }
+
+    /// The version of the slot map this node serves (0: none).
+    pub fn cluster_map_version(&self) -> u64 {
+        self.shared.cluster.view().map.version
+    }
+
+    /// Test hook: the fence on slots this node takes over, off (or on again).
+    #[doc(hidden)]
+    pub fn set_cluster_move_fence(&self, on: bool) {
+        self.shared.cluster.set_move_fence(on);
+    }
+
     /// The plain TCP address the server listens on; on a TLS-only node
     /// (`Config::plain` off), the TLS address.
     pub fn addr(&self) -> SocketAddr {

@@ -14,6 +14,7 @@ mod blocking_zsets;
 mod cas;
 mod cli;
 mod client_tracking;
+mod cluster;
 mod connection;
 mod differential;
 mod differential_types;

@@ -213,6 +213,36 @@ rc=$?
 set -e
 record "php (Symfony Lock)" "$rc"
 
+say "cluster clients: redis-py RedisCluster, ioredis Cluster, node-redis createCluster"
+if [[ "$KIND" == redlockd ]]; then
+  # One cluster of 3 nodes (cluster mode map) on ports the system picks; its ready
+  # line (JSON, first stdout line) names them.
+  NO_COLOR=1 "$BIN" cluster --clusters 1 --nodes-per-cluster 3 --base-port 0 --bind 127.0.0.1 \
+    --max-ttl 30s --restart-delay 0 --dir "$WORK/cluster" \
+    >"$WORK/cluster.out" 2>"$WORK/cluster.log" </dev/null &
+  PIDS+=("$!")
+  for _ in $(seq 1 200); do [[ -s "$WORK/cluster.out" ]] && break; sleep 0.05; done
+  SEEDS="$(head -n 1 "$WORK/cluster.out" | python3 -c 'import json, sys
+print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "the cluster printed no ready line"
+  echo "cluster seeds: $SEEDS"
+  set +e
+  (cd "$HERE/python_cluster" && INTEROP_CLUSTER_SEEDS="$SEEDS" timeout -k 10 120 \
+    "$VENV/bin/python" -m pytest -p no:cacheprovider -c "$HERE/python/pytest.ini" -v --tb=short .)
+  rc=$?
+  set -e
+  record "python cluster (RedisCluster)" "$rc"
+  set +e
+  (cd "$HERE" && INTEROP_CLUSTER_SEEDS="$SEEDS" timeout -k 10 120 node --test --test-concurrency=1 \
+    --test-timeout=60000 --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$WORK/node-cluster.tap" node_cluster/)
+  rc=$?
+  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-cluster.tap" 3; rc=$?; }
+  set -e
+  record "node cluster (ioredis Cluster, node-redis createCluster)" "$rc"
+else
+  echo "skipped: the cluster clients run against a redlockd cluster only (a Redis Cluster needs its own setup)"
+fi
+
 say "summary ($KIND)"
 for line in "${RESULTS[@]}"; do echo "$line"; done
 if [[ -f "$WORK/latency.txt" ]]; then cat "$WORK/latency.txt"; fi

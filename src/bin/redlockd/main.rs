@@ -74,6 +74,14 @@ struct ClusterArgs {
     /// How many nodes. (No environment variable: REDLOCKD_NODES is `lock`'s node list.)
     #[arg(long, default_value_t = 5)]
     nodes: u16,
+    /// Instead of independent nodes: this many Redis Clusters (cluster mode `map`),
+    /// each of --nodes-per-cluster nodes splitting the 16384 slots; each cluster is one
+    /// Redlock vote. docs/cluster.md.
+    #[arg(long, conflicts_with = "nodes")]
+    clusters: Option<u16>,
+    /// Nodes in each of --clusters.
+    #[arg(long, default_value_t = 3, requires = "clusters")]
+    nodes_per_cluster: u16,
     /// Port of the first node; the others follow. 0: every node on a port the system
     /// picks.
     #[arg(long, default_value_t = 7001, env = "REDLOCKD_BASE_PORT")]
@@ -89,6 +97,14 @@ enum ClockArg {
     /// A clock that moves only with DEBUG CLOCK ADVANCE (tests over the wire; needs
     /// --enable-debug-command).
     Manual,
+}
+
+/// `--cluster-mode`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum ClusterModeArg {
+    Off,
+    Emulated,
+    Map,
 }
 
 /// Redis's `tls-auth-clients`.
@@ -198,6 +214,23 @@ struct ServerArgs {
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
+    /// Redis Cluster's protocol: off (a plain node), emulated (this node serves all
+    /// 16384 hash slots, for cluster clients against one node), map (a configured
+    /// slot map over several nodes: --cluster-map, CLUSTER SETMAP). docs/cluster.md.
+    #[arg(long, value_enum, default_value = "off", env = "REDLOCKD_CLUSTER_MODE")]
+    cluster_mode: ClusterModeArg,
+    /// The slot map to serve from start (JSON, docs/cluster.md); a newer map persisted
+    /// in --dir wins.
+    #[arg(long, env = "REDLOCKD_CLUSTER_MAP")]
+    cluster_map: Option<PathBuf>,
+    /// This node's id in the map (40 hex digits) [default: derived from the data
+    /// directory's node id; CLUSTER MYID shows it].
+    #[arg(long, env = "REDLOCKD_CLUSTER_NODE_ID")]
+    cluster_node_id: Option<String>,
+    /// The host this node gives for itself where no map names it (emulated mode)
+    /// [default: the bind address; empty when bound to all addresses].
+    #[arg(long, env = "REDLOCKD_CLUSTER_ANNOUNCE_IP")]
+    cluster_announce_ip: Option<String>,
     /// Worker threads that serve requests. Default: one per core beyond the first, at
     /// least one (docs/operations.md, "Threads").
     #[arg(long, env = "REDLOCKD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -266,6 +299,16 @@ impl ServerArgs {
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             maxmemory: self.maxmemory,
+            cluster: redlockd::cluster::ClusterConfig {
+                mode: match self.cluster_mode {
+                    ClusterModeArg::Off => redlockd::cluster::Mode::Off,
+                    ClusterModeArg::Emulated => redlockd::cluster::Mode::Emulated,
+                    ClusterModeArg::Map => redlockd::cluster::Mode::Map,
+                },
+                node_id: self.cluster_node_id.clone(),
+                announce_host: self.cluster_announce_ip.clone(),
+                map_file: self.cluster_map.clone(),
+            },
             ..Config::default()
         })
     }
@@ -412,11 +455,23 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cluster {
-            None => run_nodes(&cli.server, &[cli.port]).await,
+            None => run_nodes(&cli.server, &[cli.port], None).await,
             Some(c) => {
+                let (nodes, groups) = match c.clusters {
+                    Some(k) => (
+                        k.saturating_mul(c.nodes_per_cluster),
+                        Some((k, c.nodes_per_cluster)),
+                    ),
+                    None => (c.nodes, None),
+                };
+                if groups.is_some_and(|(k, m)| k == 0 || m == 0) {
+                    return Err(StartError::Config(
+                        "--clusters and --nodes-per-cluster must be at least 1".into(),
+                    ));
+                }
                 // Base port 0: every node on a port of the system's choosing (not 0,
                 // 1, 2...).
-                let ports: Vec<u16> = (0..c.nodes)
+                let ports: Vec<u16> = (0..nodes)
                     .map(|i| {
                         if c.base_port == 0 {
                             Some(0)
@@ -431,7 +486,11 @@ fn main() -> ExitCode {
                 if ports.is_empty() {
                     return Err(StartError::Config("--nodes must be at least 1".into()));
                 }
-                run_nodes(&c.server, &ports).await
+                let mut server = c.server.clone();
+                if groups.is_some() {
+                    server.cluster_mode = ClusterModeArg::Map;
+                }
+                run_nodes(&server, &ports, groups).await
             }
         }
     });
@@ -486,8 +545,13 @@ fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
 }
 
-/// Starts one node per port and runs until a signal or SHUTDOWN stops them.
-async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
+/// Starts one node per port and runs until a signal or SHUTDOWN stops them. `groups`:
+/// (K, M), the nodes form K clusters of M nodes, each given its slot map.
+async fn run_nodes(
+    args: &ServerArgs,
+    ports: &[u16],
+    groups: Option<(u16, u16)>,
+) -> Result<(), StartError> {
     // Registered before any node listens: a SIGTERM that arrives as soon as a node
     // answers must be a clean shutdown (snapshot), not the default handler's death.
     let signals = ShutdownSignal::install();
@@ -515,9 +579,14 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
         })?;
         handles.push(handle);
     }
-    print_ready_line(&handles);
+    if let Some((_, m)) = groups {
+        for group in handles.chunks(usize::from(m)) {
+            give_map(args.bind, group).map_err(StartError::Other)?;
+        }
+    }
+    print_ready_line(&handles, groups.map(|(_, m)| m));
     if ports.len() > 1 {
-        print_cluster_summary(&handles);
+        print_cluster_summary(&handles, groups.map(|(_, m)| m));
     }
     let mut stopped = Box::pin(async {
         // Any node stopping (SHUTDOWN) stops the process, like a crash would.
@@ -538,10 +607,58 @@ async fn run_nodes(args: &ServerArgs, ports: &[u16]) -> Result<(), StartError> {
     Ok(())
 }
 
+/// Gives the nodes of one cluster their slot map: the slots split evenly in node
+/// order. A node that already serves the same nodes and slots (a restart with the same
+/// ports) keeps its map; otherwise the map gets the next version (a node's slots do not
+/// move, so nothing is fenced).
+fn give_map(bind: IpAddr, group: &[ServerHandle]) -> Result<(), String> {
+    let host = if bind.is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        bind.to_string()
+    };
+    let n = group.len();
+    let nodes: Vec<serde_json::Value> = group
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let first = 16384 * i / n;
+            let last = 16384 * (i + 1) / n - 1;
+            serde_json::json!({
+                "id": h.cluster_id(),
+                "host": host,
+                "port": h.addr().port(),
+                "slots": [[first, last]],
+            })
+        })
+        .collect();
+    let version = group
+        .iter()
+        .map(|h| h.cluster_map_version())
+        .max()
+        .unwrap_or(0);
+    let same = |h: &ServerHandle| {
+        h.cluster_map_json().is_some_and(|current| {
+            serde_json::from_str::<serde_json::Value>(&current)
+                .is_ok_and(|v| v["nodes"] == serde_json::Value::Array(nodes.clone()))
+        })
+    };
+    if version > 0 && group.iter().all(same) {
+        return Ok(());
+    }
+    let map = serde_json::json!({ "version": version + 1, "nodes": nodes }).to_string();
+    for h in group {
+        h.set_cluster_map(&map, false)
+            .map_err(|e| format!("cannot give {} its cluster map: {e}", h.addr()))?;
+    }
+    Ok(())
+}
+
 /// One JSON line on stdout once every node listens, so that a port the system picked
 /// (`--port 0`, `--base-port 0`) can be read by a program: the same shape as `redlockd
-/// harness`'s ready line (docs/testing.md).
-fn print_ready_line(handles: &[ServerHandle]) {
+/// harness`'s ready line (docs/testing.md). With clusters of `per_cluster` nodes, each
+/// node names its cluster.
+fn print_ready_line(handles: &[ServerHandle], per_cluster: Option<u16>) {
     let pid = std::process::id();
     let nodes: Vec<serde_json::Value> = (0..)
         .zip(handles)
@@ -555,6 +672,7 @@ fn print_ready_line(handles: &[ServerHandle]) {
                 "url": format!("redis://{addr}"),
                 "tls_addr": h.tls_addr().map(|a| a.to_string()),
                 "pid": pid,
+                "cluster": per_cluster.map(|m| i / usize::from(m)),
             })
         })
         .collect();
@@ -572,9 +690,26 @@ fn print_ready_line(handles: &[ServerHandle]) {
 
 /// The cluster's addresses for a person, after the ready line. A stdout nobody reads
 /// (closed) is no reason to stop serving: write errors are ignored.
-fn print_cluster_summary(handles: &[ServerHandle]) {
+fn print_cluster_summary(handles: &[ServerHandle], per_cluster: Option<u16>) {
     use std::fmt::Write as _;
     let mut text = String::new();
+    if let Some(m) = per_cluster {
+        let groups: Vec<&[ServerHandle]> = handles.chunks(usize::from(m)).collect();
+        let _ = writeln!(
+            text,
+            "redlockd cluster: {} clusters of {m} nodes (Redis Cluster protocol; each cluster is one Redlock vote)",
+            groups.len()
+        );
+        for (c, group) in groups.iter().enumerate() {
+            let seeds: Vec<String> = group.iter().map(|h| h.addr().to_string()).collect();
+            let _ = writeln!(text, "  cluster {c} (seed addresses): {}", seeds.join(","));
+        }
+        let _ = writeln!(text, "Ctrl-C stops all nodes.");
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+        return;
+    }
     let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
     let fence = handles[0].fence_remaining().as_millis();
     let _ = writeln!(text, "redlockd cluster: {} nodes", handles.len());

@@ -28,12 +28,13 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         "replication",
         "fence",
         "fencing",
+        "cluster",
         "keyspace",
     ];
     let include =
         |s: &str| all || (default && DEFAULT.contains(&s)) || wanted.iter().any(|w| w == s);
     let mut out = String::new();
-    let sections: [(&str, InfoSection); 10] = [
+    let sections: [(&str, InfoSection); 11] = [
         ("server", info_server),
         ("clients", info_clients),
         ("memory", info_memory),
@@ -43,6 +44,7 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ("fence", info_fence),
         ("fencing", info_fencing),
         ("commandstats", info_commandstats),
+        ("cluster", super::cluster::info_section),
         ("keyspace", info_keyspace),
     ];
     for (name, write) in sections {
@@ -71,9 +73,10 @@ fn info_server(ctx: &Ctx, out: &mut String) {
     let tcp_port = if c.plain { c.port } else { tls_port };
     let _ = write!(
         out,
-        "redis_version:{}\r\nredlockd_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:tokio\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\ntls_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nclock:{}\r\n",
+        "redis_version:{}\r\nredlockd_version:{}\r\nredis_mode:{}\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:tokio\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\ntls_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nclock:{}\r\n",
         crate::commands::admin::session::REDIS_VERSION,
         env!("CARGO_PKG_VERSION"),
+        if ctx.shared.cluster.enabled() { "cluster" } else { "standalone" },
         std::env::consts::OS,
         std::env::consts::ARCH,
         std::process::id(),

@@ -3,6 +3,7 @@
 //! operator's SLOWLOG / LATENCY / WAIT (`ops`) and DEBUG.
 
 pub mod acl_command;
+pub mod cluster;
 pub mod config_command;
 pub mod debug;
 pub mod info;

@@ -160,7 +160,14 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             Reply::bulk_str("id"),
             Reply::Integer(ctx.client.id() as i64),
         ),
-        (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
+        (
+            Reply::bulk_str("mode"),
+            Reply::bulk_str(if ctx.shared.cluster.enabled() {
+                "cluster"
+            } else {
+                "standalone"
+            }),
+        ),
         (Reply::bulk_str("role"), Reply::bulk_str("master")),
         (Reply::bulk_str("modules"), Reply::Array(vec![])),
     ]))
@@ -168,6 +175,9 @@ pub fn hello(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn select(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let db = parse_i64(&args[1]).ok_or_else(errors::not_integer)?;
+    if db != 0 && ctx.shared.cluster.enabled() {
+        return Err(Reply::error("ERR SELECT is not allowed in cluster mode"));
+    }
     if db < 0 || db as usize >= ctx.shared.keyspace.len() {
         return Err(Reply::error(errors::DB_INDEX));
     }

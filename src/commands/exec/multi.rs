@@ -64,9 +64,7 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &mut Vec<Bytes>) -> Optio
     let refusal = if spec.flags & flags::NO_MULTI != 0 {
         Some(Reply::error("ERR Command not allowed inside a transaction"))
     } else if spec.flags & flags::FENCED != 0 {
-        ctx.shared.fence.check_write(ctx.now_ms).err().inspect(|_| {
-            (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::Fence);
-        })
+        crate::commands::check_fences(ctx, spec, args).err()
     } else {
         None
     };
@@ -87,6 +85,14 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &mut Vec<Bytes>) -> Optio
 }
 
 impl Transaction {
+    /// Every key of every queued command, in order (the cluster's routing check of
+    /// the transaction as a whole).
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.queue
+            .iter()
+            .flat_map(|(spec, args)| spec.keys(args).map(|k| &k[..]))
+    }
+
     /// Whether a queued command may grow memory (EXEC is refused above --maxmemory).
     pub fn holds_denyoom(&self) -> bool {
         use crate::commands::command_table::flags;
@@ -204,6 +210,11 @@ pub fn reset(ctx: &mut Ctx) {
 pub fn forget(shared: &crate::node::Shared, client: &mut crate::node::ClientState) {
     client.multi = None;
     unwatch_keys(shared, &mut client.watch);
+}
+
+/// Ends the transaction without running it (EXEC refused by the cluster's routing).
+pub fn discard_now(ctx: &mut Ctx) {
+    discard_transaction(ctx);
 }
 
 fn discard_transaction(ctx: &mut Ctx) {
