@@ -7,7 +7,6 @@
 #   tests/mutants.sh fence tokens          only these modules
 #   MUTANTS_RE='fencing\.rs:35' tests/mutants.sh fencing   only mutants matching a regex
 #                                          (instead of the module's own, below)
-#   MUTANTS_JOBS=2 tests/mutants.sh        two mutants at once (default 1)
 #
 # Works on a scratch copy of the tree (never the tree itself): $MUTANTS_DIR, default
 # ${TMPDIR:-/tmp}/redlockd-mutants, kept between runs so that its target/ (the `mutants`
@@ -19,7 +18,6 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRATCH="${MUTANTS_DIR:-${TMPDIR:-/tmp}/redlockd-mutants}"
-JOBS="${MUTANTS_JOBS:-1}"
 
 # module | files (space-separated) | name regex ('.' for all) | test filters of the lib's unit tests
 MODULES=(
@@ -73,7 +71,7 @@ for row in "${MODULES[@]}"; do
   start=$(date +%s)
   set +e
   # shellcheck disable=SC2086
-  nice -n 10 cargo mutants --in-place --no-shuffle --profile mutants -j "$JOBS" \
+  nice -n 10 cargo mutants --in-place --no-shuffle --profile mutants \
     --timeout 120 --build-timeout 900 --output "$out" "${args[@]}" \
     --re "${MUTANTS_RE:-$re}" -C --lib -- -- $filters
   rc=$?
