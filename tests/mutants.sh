@@ -28,9 +28,9 @@ MODULES=(
   "snapshot|src/durability/snapshot.rs|.|durability::"
   "reach|src/durability/reach.rs|.|durability::"
   "data_dir|src/durability/data_dir.rs|.|durability::"
-  # The Redlock client: quorum, validity, acquire/extend/release and the fenced acquire
-  # (not its Debug formatting, the lock value's hex digits or the retry pause's jitter).
-  "redlock|src/redlock/mod.rs src/redlock/fenced.rs|(in|replace) (quorum|drift|AttemptReport|RedlockError|Lock::|Redlock::(node_count|quorum|node_timeout|acquire|try_acquire|acquire_within|extend|release|attempt|attempt_fenced|on_all|on_nodes)\b|release_value|check_ttl|ms_arg)|redlock::"
+  # The Redlock client's majority and validity rules: quorum, drift, one round plain and
+  # fenced, extend, acquire_within's deadline, the TTL check, the reports' verdicts.
+  "redlock|src/redlock/mod.rs src/redlock/fenced.rs|(in|replace) (quorum|drift|AttemptReport::majority_unreachable|RedlockError::nodes_unavailable|Redlock::(quorum|extend|attempt|attempt_fenced|acquire_within)|check_ttl)\\b|redlock::"
   # The command table's flag code: flag names (COMMAND INFO), ALLOW_BUSY, ACL categories.
   "table|src/commands/command_table.rs|(in|replace) (Spec::(flag_names|allows_busy|subcommand)|cats::|with_implicit_cats)|commands::command_table durability::fence"
 )
