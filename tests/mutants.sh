@@ -19,20 +19,20 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRATCH="${MUTANTS_DIR:-${TMPDIR:-/tmp}/redlockd-mutants}"
 
-# module | files (space-separated) | name regex ('.' for all) | test filters of the lib's unit tests
+# module; files (space-separated); name regex ('.' for all); test filters of the lib's unit tests
 MODULES=(
-  "fencing|src/commands/families/fencing.rs|.|families::fencing"
-  "tokens|src/durability/tokens.rs|.|durability:: families::fencing"
-  "fence|src/durability/fence.rs|.|durability::"
-  "restart|src/durability/restart.rs|.|durability::"
-  "snapshot|src/durability/snapshot.rs|.|durability::"
-  "reach|src/durability/reach.rs|.|durability::"
-  "data_dir|src/durability/data_dir.rs|.|durability::"
+  "fencing;src/commands/families/fencing.rs;.;families::fencing"
+  "tokens;src/durability/tokens.rs;.;durability:: families::fencing"
+  "fence;src/durability/fence.rs;.;durability::"
+  "restart;src/durability/restart.rs;.;durability::"
+  "snapshot;src/durability/snapshot.rs;.;durability::"
+  "reach;src/durability/reach.rs;.;durability::"
+  "data_dir;src/durability/data_dir.rs;.;durability::"
   # The Redlock client's majority and validity rules: quorum, drift, one round plain and
   # fenced, extend, acquire_within's deadline, the TTL check, the reports' verdicts.
-  "redlock|src/redlock/mod.rs src/redlock/fenced.rs|(in|replace) (quorum|drift|AttemptReport::majority_unreachable|RedlockError::nodes_unavailable|Redlock::(quorum|extend|attempt|attempt_fenced|acquire_within)|check_ttl)\\b|redlock::"
+  "redlock;src/redlock/mod.rs src/redlock/fenced.rs;(in|replace) (quorum|drift|AttemptReport::majority_unreachable|RedlockError::nodes_unavailable|Redlock::(quorum|extend|attempt|attempt_fenced|acquire_within)|check_ttl)\\b;redlock::"
   # The command table's flag code: flag names (COMMAND INFO), ALLOW_BUSY, ACL categories.
-  "table|src/commands/command_table.rs|(in|replace) (Spec::(flag_names|allows_busy|subcommand)|cats::|with_implicit_cats)|commands::command_table durability::fence"
+  "table;src/commands/command_table.rs;(in|replace) (Spec::(flag_names|allows_busy|subcommand)|cats::|with_implicit_cats);commands::command_table durability::fence"
 )
 
 cargo mutants --version >/dev/null 2>&1 || {
@@ -61,7 +61,7 @@ summary=()
 rc_all=0
 cd "$SCRATCH"
 for row in "${MODULES[@]}"; do
-  IFS='|' read -r name files re filters <<<"$row"
+  IFS=';' read -r name files re filters <<<"$row"
   selected "$name" || continue
   args=()
   for f in $files; do args+=(--file "$f"); done
