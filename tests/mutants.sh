@@ -40,13 +40,11 @@ cargo mutants --version >/dev/null 2>&1 || {
   timeout 900 cargo install --locked cargo-mutants
 }
 
-wanted=("$@")
-selected() {
-  [[ ${#wanted[@]} -eq 0 ]] && return 0
-  local w
-  for w in "${wanted[@]}"; do [[ "$w" == "$1" ]] && return 0; done
-  return 1
-}
+# The modules to run, in the order given (all, in the table's order, by default).
+order=("$@")
+if [[ ${#order[@]} -eq 0 ]]; then
+  for row in "${MODULES[@]}"; do order+=("${row%%;*}"); done
+fi
 
 mkdir -p "$SCRATCH"
 echo "scratch copy: $SCRATCH"
@@ -60,9 +58,11 @@ count() { [[ -f "$1" ]] && wc -l <"$1" || echo 0; }
 summary=()
 rc_all=0
 cd "$SCRATCH"
-for row in "${MODULES[@]}"; do
+for wanted in "${order[@]}"; do
+  row=""
+  for r in "${MODULES[@]}"; do [[ "${r%%;*}" == "$wanted" ]] && row="$r"; done
+  [[ -n "$row" ]] || { echo "no module $wanted"; rc_all=1; continue; }
   IFS=';' read -r name files re filters <<<"$row"
-  selected "$name" || continue
   args=()
   for f in $files; do args+=(--file "$f"); done
   out="$SCRATCH/out/$name"
