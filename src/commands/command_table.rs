@@ -842,7 +842,17 @@ mod tests {
     #[test]
     fn command_info_gives_redis_flags_and_acl_categories() {
         let mut s = crate::inmem::Session::new(crate::config::Config::for_tests());
-        let cases: [(&str, &[&str], &[&str]); 14] = [
+        let cases: [(&str, &[&str], &[&str]); 16] = [
+            (
+                "sadd",
+                &["write", "denyoom", "fast"],
+                &["@write", "@set", "@fast"],
+            ),
+            (
+                "hset",
+                &["write", "denyoom", "fast"],
+                &["@write", "@hash", "@fast"],
+            ),
             (
                 "set",
                 &["write", "denyoom"],
@@ -956,5 +966,31 @@ mod tests {
             script.subcommand(&args).map(|s| s.fullname),
             Some("script|flush")
         );
+    }
+
+    /// In RESP2 subscribed mode only the commands Redis allows there run (the PUBSUB
+    /// flag), with redis-server 7.0's replies.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn subscribed_mode_allows_ping_and_refuses_get() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let server = crate::testing::TestServer::start().await;
+        let mut c = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        c.write_all(b"SUBSCRIBE ch\r\nPING\r\nGET k\r\n")
+            .await
+            .unwrap();
+        let want = "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n*2\r\n$4\r\npong\r\n$0\r\n\r\n-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n";
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            let mut buf = [0u8; 512];
+            let n = tokio::time::timeout(std::time::Duration::from_secs(10), c.read(&mut buf))
+                .await
+                .expect("replies within 10 s")
+                .unwrap();
+            assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(String::from_utf8_lossy(&got), want);
+        drop(c);
+        server.shutdown().await;
     }
 }
