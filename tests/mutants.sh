@@ -31,6 +31,8 @@ MODULES=(
   # The Redlock client's majority and validity rules: quorum, drift, one round plain and
   # fenced, extend, acquire_within's deadline, the TTL check, the reports' verdicts.
   "redlock;src/redlock/mod.rs src/redlock/fenced.rs;(in|replace) (quorum|drift|AttemptReport::majority_unreachable|RedlockError::nodes_unavailable|Redlock::(quorum|extend|attempt|attempt_fenced|acquire_within)|check_ttl)\\b;redlock::"
+  # The flag and ACL-category constants (`1 << n`; a mutant makes one 0).
+  "table_flags;src/commands/command_table.rs;command_table\\.rs:[0-9]+:[0-9]+: replace << with >>$;commands::command_table durability::fence"
   # The command table's flag code: flag names (COMMAND INFO), ALLOW_BUSY, ACL categories.
   "table;src/commands/command_table.rs;(in|replace) (Spec::(flag_names|allows_busy|subcommand)|cats::|with_implicit_cats);commands::command_table durability::fence"
 )
