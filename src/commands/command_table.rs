@@ -823,4 +823,208 @@ mod tests {
         assert!(lookup(b"").is_none());
         assert!(lookup(&[b'g'; 40]).is_none());
     }
+
+    /// A RESP2 reply, parsed: simple strings, bulk strings and integers as text,
+    /// arrays as lists.
+    #[derive(Debug, PartialEq)]
+    enum R {
+        S(String),
+        A(Vec<R>),
+    }
+
+    fn parse(b: &[u8], at: &mut usize) -> R {
+        let end = *at + b[*at..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let line = std::str::from_utf8(&b[*at + 1..end]).unwrap().to_string();
+        let kind = b[*at];
+        *at = end + 2;
+        match kind {
+            b'+' | b':' | b'-' => R::S(line),
+            b'$' => {
+                let n: usize = line.parse().unwrap();
+                let s = String::from_utf8(b[*at..*at + n].to_vec()).unwrap();
+                *at += n + 2;
+                R::S(s)
+            }
+            b'*' => R::A(
+                (0..line.parse::<usize>().unwrap())
+                    .map(|_| parse(b, at))
+                    .collect(),
+            ),
+            other => panic!("{}", other as char),
+        }
+    }
+
+    fn call(s: &mut crate::inmem::Session, args: &[&str]) -> R {
+        let mut out = bytes::BytesMut::new();
+        s.call(args, &mut out);
+        parse(&out, &mut 0)
+    }
+
+    fn texts(r: &R) -> Vec<&str> {
+        let R::A(items) = r else { panic!("{r:?}") };
+        items
+            .iter()
+            .map(|i| match i {
+                R::S(s) => s.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// COMMAND INFO's flags and ACL categories are redis-server 7.0's, less the flags
+    /// redlockd does not model (replicas, loading, the monitor).
+    #[test]
+    fn command_info_gives_redis_flags_and_acl_categories() {
+        let mut s = crate::inmem::Session::new(crate::config::Config::for_tests());
+        let cases: [(&str, &[&str], &[&str]); 16] = [
+            (
+                "sadd",
+                &["write", "denyoom", "fast"],
+                &["@write", "@set", "@fast"],
+            ),
+            (
+                "hset",
+                &["write", "denyoom", "fast"],
+                &["@write", "@hash", "@fast"],
+            ),
+            (
+                "set",
+                &["write", "denyoom"],
+                &["@write", "@string", "@slow"],
+            ),
+            (
+                "setnx",
+                &["write", "denyoom", "fast"],
+                &["@write", "@string", "@fast"],
+            ),
+            ("get", &["readonly", "fast"], &["@read", "@string", "@fast"]),
+            (
+                "zunion",
+                &["readonly", "movablekeys"],
+                &["@read", "@sortedset", "@slow"],
+            ),
+            (
+                "eval",
+                &["noscript", "no_mandatory_keys", "movablekeys"],
+                &["@slow", "@scripting"],
+            ),
+            ("subscribe", &["pubsub", "noscript"], &["@pubsub", "@slow"]),
+            ("publish", &["pubsub", "fast"], &["@pubsub", "@fast"]),
+            ("ping", &["fast"], &["@fast", "@connection"]),
+            (
+                "blpop",
+                &["write", "noscript", "blocking"],
+                &["@write", "@list", "@slow", "@blocking"],
+            ),
+            (
+                "expire",
+                &["write", "fast"],
+                &["@keyspace", "@write", "@fast"],
+            ),
+            (
+                "flushall",
+                &["write"],
+                &["@keyspace", "@write", "@slow", "@dangerous"],
+            ),
+            (
+                "shutdown",
+                &["admin", "noscript", "no_multi", "allow_busy"],
+                &["@admin", "@slow", "@dangerous"],
+            ),
+            (
+                "multi",
+                &["noscript", "fast", "allow_busy"],
+                &["@fast", "@transaction"],
+            ),
+            (
+                "hello",
+                &["noscript", "fast", "no_auth", "allow_busy"],
+                &["@fast", "@connection"],
+            ),
+        ];
+        for (name, flags, cats) in cases {
+            let R::A(infos) = call(&mut s, &["COMMAND", "INFO", name]) else {
+                panic!()
+            };
+            let R::A(info) = &infos[0] else {
+                panic!("{name}: {infos:?}")
+            };
+            assert_eq!(info[0], R::S(name.into()));
+            assert_eq!(texts(&info[2]), flags, "{name}'s flags");
+            assert_eq!(texts(&info[6]), cats, "{name}'s ACL categories");
+        }
+    }
+
+    /// ACL CAT: the categories in Redis's order, and a category's commands.
+    #[test]
+    fn acl_cat_lists_redis_categories_and_their_commands() {
+        let mut s = crate::inmem::Session::new(crate::config::Config::for_tests());
+        assert_eq!(texts(&call(&mut s, &["ACL", "CAT"])), cats::NAMES);
+        let mut tx = texts(&call(&mut s, &["ACL", "CAT", "TRANSACTION"]))
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
+        tx.sort();
+        assert_eq!(tx, ["discard", "exec", "multi", "unwatch", "watch"]);
+        let scripting = call(&mut s, &["ACL", "CAT", "scripting"]);
+        assert!(texts(&scripting).contains(&"script|kill"), "{scripting:?}");
+        assert!(!texts(&scripting).contains(&"get"), "{scripting:?}");
+        assert_eq!(
+            call(&mut s, &["ACL", "CAT", "nosuch"]),
+            R::S("ERR Unknown category 'nosuch'".into())
+        );
+    }
+
+    /// While a script runs past its time limit, only what Redis marks `allow_busy`
+    /// runs: for a container command, its subcommand decides.
+    #[test]
+    fn allow_busy_is_per_subcommand() {
+        let busy = |args: &[&str]| {
+            let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+            lookup(&args[0]).unwrap().allows_busy(&args)
+        };
+        assert!(busy(&["SCRIPT", "KILL"]));
+        assert!(busy(&["script", "kill"]));
+        assert!(busy(&["FUNCTION", "KILL"]));
+        assert!(busy(&["FUNCTION", "STATS"]));
+        assert!(!busy(&["SCRIPT", "LOAD", "return 1"]));
+        assert!(!busy(&["SCRIPT", "NOSUCH"]));
+        assert!(!busy(&["SCRIPT"]));
+        assert!(busy(&["SHUTDOWN", "NOSAVE"]));
+        assert!(busy(&["AUTH", "pw"]));
+        assert!(!busy(&["GET", "k"]));
+        assert!(!busy(&["EVAL", "return 1", "0"]));
+        let script = lookup(b"script").unwrap();
+        let args = [Bytes::from("SCRIPT"), Bytes::from("Flush")];
+        assert_eq!(
+            script.subcommand(&args).map(|s| s.fullname),
+            Some("script|flush")
+        );
+    }
+
+    /// In RESP2 subscribed mode only the commands Redis allows there run (the PUBSUB
+    /// flag), with redis-server 7.0's replies.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn subscribed_mode_allows_ping_and_refuses_get() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let server = crate::testing::TestServer::start().await;
+        let mut c = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        c.write_all(b"SUBSCRIBE ch\r\nPING\r\nGET k\r\n")
+            .await
+            .unwrap();
+        let want = "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n*2\r\n$4\r\npong\r\n$0\r\n\r\n-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n";
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            let mut buf = [0u8; 512];
+            let n = tokio::time::timeout(std::time::Duration::from_secs(10), c.read(&mut buf))
+                .await
+                .expect("replies within 10 s")
+                .unwrap();
+            assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(String::from_utf8_lossy(&got), want);
+        drop(c);
+        server.shutdown().await;
+    }
 }

@@ -655,4 +655,127 @@ mod tests {
         assert_eq!(NodeDir::open(&p).unwrap().state().token_reserved, 30_001);
         std::fs::remove_dir_all(&p).unwrap();
     }
+
+    #[test]
+    fn a_new_directory_is_made_with_an_identity_and_keeps_its_history() {
+        let p = temp_dir("new");
+        let d = NodeDir::open(&p).unwrap();
+        assert!(d.created());
+        assert_eq!(d.path(), p.as_path());
+        assert_eq!(format!("{d:?}"), format!("NodeDir({})", p.display()));
+        let s = d.state();
+        assert_eq!(
+            (s.boot, s.token_reserved, s.history, s.declared_new),
+            (0, 0, None, false)
+        );
+        let history = History {
+            epoch: [3; 16],
+            reach_ms: 123_456,
+            ttl_ms: 7000,
+        };
+        d.update(|s| {
+            s.history = Some(history);
+            s.boot = 4;
+        })
+        .unwrap();
+        drop(d);
+        let d = NodeDir::open(&p).unwrap();
+        assert!(!d.created());
+        assert_eq!(d.state().node_id, s.node_id);
+        assert_eq!(d.state().history, Some(history));
+        assert_eq!(d.state().boot, 4);
+        drop(d);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn unlock_lets_another_node_open_the_directory() {
+        let p = temp_dir("unlock");
+        let first = NodeDir::open(&p).unwrap();
+        first.unlock();
+        let second = NodeDir::open(&p).unwrap();
+        assert_eq!(second.state().node_id, first.state().node_id);
+        drop((first, second));
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn a_failed_write_changes_nothing_and_the_next_one_works() {
+        let p = temp_dir("eio");
+        let d = NodeDir::open(&p).unwrap();
+        d.fail_next_write();
+        let err = d.update(|s| s.token_reserved = 5).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO));
+        assert_eq!(d.state().token_reserved, 0);
+        assert_eq!(
+            d.update(|s| s.token_reserved = 6).unwrap().token_reserved,
+            6
+        );
+        drop(d);
+        assert_eq!(NodeDir::open(&p).unwrap().state().token_reserved, 6);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn wipe_forgets_the_identity_the_reservation_and_the_snapshot() {
+        let p = temp_dir("wipe");
+        let d = NodeDir::open(&p).unwrap();
+        let id = d.state().node_id;
+        d.update(|s| s.token_reserved = 10_000).unwrap();
+        d.write_snapshot(b"x").unwrap();
+        d.wipe().unwrap();
+        let s = d.state();
+        assert_ne!(s.node_id, id);
+        assert_eq!((s.token_reserved, s.boot, s.history), (0, 0, None));
+        assert_eq!(d.read_snapshot().unwrap(), None);
+        drop(d);
+        assert_eq!(NodeDir::open(&p).unwrap().state().node_id, s.node_id);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    /// A snapshot that cannot be read or removed is an error, not "no snapshot": the
+    /// boot then refuses it (fence) or does not serve.
+    #[test]
+    fn an_unreadable_snapshot_is_an_error() {
+        let p = temp_dir("snapdir");
+        let d = NodeDir::open(&p).unwrap();
+        assert_eq!(d.read_snapshot().unwrap(), None);
+        d.remove_snapshot().unwrap();
+        d.write_snapshot(b"abc").unwrap();
+        assert_eq!(d.read_snapshot().unwrap(), Some(b"abc".to_vec()));
+        d.remove_snapshot().unwrap();
+        std::fs::create_dir(p.join(SNAPSHOT_FILE)).unwrap();
+        std::fs::write(p.join(SNAPSHOT_FILE).join("inside"), b"").unwrap();
+        assert!(d.read_snapshot().is_err());
+        assert!(d.remove_snapshot().is_err());
+        drop(d);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    /// A slot of a version this build does not know (a newer one) is not misread as
+    /// one it knows, even with checksums valid at both known layouts' places.
+    #[test]
+    fn a_slot_of_an_unknown_version_is_refused() {
+        let p = temp_dir("v3");
+        std::fs::create_dir_all(&p).unwrap();
+        let mut slot = [0u8; SLOT_LEN];
+        slot[..8].copy_from_slice(SLOT_MAGIC);
+        slot[8..12].copy_from_slice(&3u32.to_le_bytes());
+        slot[12..20].copy_from_slice(&1u64.to_le_bytes());
+        slot[20..36].copy_from_slice(&[4; 16]);
+        let v1_crc = crc32(&slot[..SLOT_V1_BODY]);
+        slot[SLOT_V1_BODY..SLOT_V1_BODY + 4].copy_from_slice(&v1_crc.to_le_bytes());
+        let v2_crc = crc32(&slot[..SLOT_BODY]);
+        slot[SLOT_BODY..SLOT_BODY + 4].copy_from_slice(&v2_crc.to_le_bytes());
+        let mut file = vec![0u8; 2 * SLOT_LEN];
+        file[..SLOT_LEN].copy_from_slice(&slot);
+        std::fs::write(p.join(STATE_FILE), file).unwrap();
+        let err = NodeDir::open(&p).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("is corrupt (no slot passes its checksum)"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&p).unwrap();
+    }
 }

@@ -268,11 +268,98 @@ mod tests {
 
     #[test]
     fn the_kernel_boot_id_reads_as_sixteen_bytes() {
-        if std::path::Path::new(BOOT_ID).exists() {
+        if let Ok(text) = std::fs::read_to_string(BOOT_ID) {
             let id = kernel_boot_id().expect("a UUID");
-            assert_ne!(id, [0; 16]);
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, text.trim().replace('-', ""));
             assert_eq!(kernel_boot_id(), Some(id), "stable within a boot");
         }
+    }
+
+    /// With the real clock, a deadline is recorded in CLOCK_MONOTONIC's milliseconds
+    /// (rounded late by at most a millisecond or two), and reads back exactly.
+    #[test]
+    fn the_real_clocks_epoch_is_clock_monotonic() {
+        let clock = Clock::real();
+        let epoch = Epoch::of(&clock);
+        for _ in 0..100 {
+            let before = crate::clock::mono_ns() / 1_000_000;
+            let now = clock.now_ms();
+            let after = crate::clock::mono_ns() / 1_000_000;
+            let at = epoch.to_epoch_ms(now);
+            assert!(before <= at + 1 && at <= after + 2, "{before} {at} {after}");
+            assert_eq!(epoch.to_clock_ms(at), now);
+        }
+    }
+
+    /// Waits (bounded) for a background renewal to finish.
+    fn settled(r: &Reach) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while r.inner.renewing.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "renewal never ended");
+            std::thread::yield_now();
+        }
+    }
+
+    /// The reservation's exact arithmetic: a grant past it reserves its deadline + 1 s
+    /// and its TTL rounded up to whole seconds, durably (one fsync); a grant within
+    /// half a second of it renews it in the background, one further off does not.
+    #[test]
+    fn reservations_reach_a_second_past_the_grant_and_renew_ahead() {
+        let p = std::env::temp_dir().join(format!("redlockd-unit-reach-{}", rand::random::<u64>()));
+        let dir = Arc::new(NodeDir::open(&p).unwrap());
+        let r = Reach::new(&Clock::manual(), Some(dir.clone()));
+        r.start(1000, 0);
+        let state = |r: &Reach| (r.reach_ms(), r.ttl_ms(), r.fsyncs());
+        r.cover(1000, 3000).unwrap();
+        assert_eq!(state(&r), (4000, 2000, 1));
+        let h = dir.state().history.unwrap();
+        assert_eq!(
+            (h.reach_ms, h.ttl_ms),
+            (4000, 2000),
+            "durable before the grant"
+        );
+        // Exactly half a second short of the reservation: nothing to do.
+        r.cover(1500, 3500).unwrap();
+        settled(&r);
+        assert_eq!(state(&r), (4000, 2000, 1));
+        // Closer: renewed in the background, one second past this grant.
+        r.cover(1501, 3501).unwrap();
+        settled(&r);
+        assert_eq!(state(&r), (4501, 2000, 2));
+        // Covered with half a second to spare: nothing is written.
+        r.inner.extend(4001, 0).unwrap();
+        assert_eq!(state(&r), (4501, 2000, 2));
+        // A longer TTL than reserved, within the reach: the TTL is renewed.
+        r.cover(1600, 3700).unwrap();
+        assert_eq!(state(&r), (4700, 3000, 3));
+        r.cover(1700, 4300).unwrap();
+        settled(&r);
+        assert_eq!(state(&r), (5300, 3000, 4));
+        assert!(dir.state().history.unwrap().reach_ms >= 5300);
+        drop(dir);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    /// A background renewal started in an earlier life (before a crash-restart) writes
+    /// nothing once the new life has its own record.
+    #[test]
+    fn a_renewal_from_an_earlier_life_writes_nothing() {
+        let p = std::env::temp_dir().join(format!("redlockd-unit-reach-{}", rand::random::<u64>()));
+        let dir = Arc::new(NodeDir::open(&p).unwrap());
+        let r = Reach::new(&Clock::manual(), Some(dir.clone()));
+        r.start(1000, 0);
+        r.cover(1000, 3000).unwrap();
+        {
+            let _writer = r.inner.persist.lock();
+            r.cover(1900, 3900).unwrap();
+            // The renewal waits for the lock; meanwhile a new life starts.
+            r.inner.life.fetch_add(1, Ordering::SeqCst);
+        }
+        settled(&r);
+        assert_eq!((r.reach_ms(), r.fsyncs()), (4000, 1));
+        drop(dir);
+        std::fs::remove_dir_all(&p).unwrap();
     }
 
     #[test]

@@ -484,3 +484,249 @@ mod hostile_dirs {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Which rule sets the fence at each kind of boot, and how long, as INFO reports it to
+/// an operator: one in-memory node on a data directory and a manual clock, crashed
+/// (`crash_restart`) or restarted after a clean shutdown (`save`, then `boot`).
+#[cfg(test)]
+mod boot_rules {
+    use super::save;
+    use crate::clock::MANUAL_WALL_START_MS;
+    use crate::config::Config;
+    use crate::durability::data_dir::NodeDir;
+    use crate::inmem::Session;
+    use bytes::BytesMut;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    const TRYAGAIN: &str = "-TRYAGAIN restart fence: this node restarted and may have granted locks that are still held; it refuses writes for another";
+
+    fn temp_dir() -> PathBuf {
+        std::env::temp_dir().join(format!(
+            "redlockd-unit-boot-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ))
+    }
+
+    /// A node on `dir` with the default fence (max-ttl 30 s + 1 s margin).
+    fn node(dir: &Path) -> Session {
+        Session::new(Config {
+            dir: Some(dir.to_path_buf()),
+            restart_delay: None,
+            ..Config::for_tests()
+        })
+    }
+
+    fn cmd(s: &mut Session, args: &[&str]) -> String {
+        let mut out = BytesMut::new();
+        s.call(args, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// INFO's `fence` and `fencing` fields that say how the node booted, one line.
+    fn boot_info(s: &mut Session) -> String {
+        let info = cmd(s, &["INFO", "fence"]) + &cmd(s, &["INFO", "fencing"]);
+        let wanted = [
+            "fence_active",
+            "fence_remaining_ms",
+            "fence_until_unix_ms",
+            "fence_rule",
+            "fence_length_ms",
+            "last_boot",
+        ];
+        info.split("\r\n")
+            .filter(|l| wanted.iter().any(|w| l.split(':').next() == Some(*w)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Wall ms (the manual clock's) `ms` after the clock's start.
+    fn wall(ms: u64) -> i64 {
+        MANUAL_WALL_START_MS + ms as i64
+    }
+
+    fn generation(s: &Session) -> u64 {
+        s.shared().node_dir.as_ref().unwrap().state().boot
+    }
+
+    #[test]
+    fn declared_new_then_same_boot_then_reboot() {
+        let dir = temp_dir();
+        assert!(NodeDir::init(&dir, false).unwrap().contains("declared"));
+        let mut s = node(&dir);
+        assert_eq!(
+            boot_info(&mut s),
+            "fence_active:0 fence_remaining_ms:0 fence_until_unix_ms:0 fence_rule:declared-new fence_length_ms:0 last_boot:fresh"
+        );
+        assert_eq!(generation(&s), 1);
+        assert_eq!(cmd(&mut s, &["SET", "a", "x", "PX", "5000"]), "+OK\r\n");
+
+        // A crash 2 s later, on the same boot: until the recorded reach (the lock's
+        // deadline + 1 s reserved ahead) + 1 s margin, that is 5 s from now.
+        s.clock().advance(Duration::from_millis(2000));
+        s.shared().crash_restart();
+        assert_eq!(
+            boot_info(&mut s),
+            format!("fence_active:1 fence_remaining_ms:5000 fence_until_unix_ms:{} fence_rule:same-boot fence_length_ms:5000 last_boot:fence", wall(7000))
+        );
+        assert_eq!(generation(&s), 2);
+        assert_eq!(cmd(&mut s, &["GET", "a"]), "$-1\r\n", "keys are forgotten");
+        assert_eq!(
+            cmd(&mut s, &["SET", "b", "y", "PX", "100"]),
+            format!("{TRYAGAIN} 5000 ms\r\n")
+        );
+        s.clock().advance(Duration::from_millis(4999));
+        assert!(cmd(&mut s, &["SET", "b", "y", "PX", "100"]).starts_with(TRYAGAIN));
+        s.clock().advance(Duration::from_millis(1));
+        assert_eq!(cmd(&mut s, &["SET", "b", "y", "PX", "100"]), "+OK\r\n");
+
+        // Crashed again once everything it could have granted is over (that grant's
+        // reach, 1.1 s from now, + margin): the same rule, nothing left to wait for.
+        s.clock().advance(Duration::from_millis(2100));
+        s.shared().crash_restart();
+        assert_eq!(
+            boot_info(&mut s),
+            "fence_active:0 fence_remaining_ms:0 fence_until_unix_ms:0 fence_rule:same-boot fence_length_ms:0 last_boot:fence"
+        );
+        assert_eq!(cmd(&mut s, &["SET", "c", "z", "PX", "7500"]), "+OK\r\n");
+        assert!(cmd(&mut s, &["INFO", "fencing"]).contains("\r\ngrant_reach_ttl_ms:8000\r\n"));
+
+        // After a reboot the downtime is unknown: the longest TTL granted (7.5 s,
+        // reserved in whole seconds) + 1 s margin, from now.
+        s.shared().reach.pretend_reboot();
+        s.clock().advance(Duration::from_millis(100_000));
+        s.shared().crash_restart();
+        assert_eq!(
+            boot_info(&mut s),
+            format!("fence_active:1 fence_remaining_ms:9000 fence_until_unix_ms:{} fence_rule:reboot fence_length_ms:9000 last_boot:fence", wall(2000 + 5000 + 2100 + 100_000 + 9000))
+        );
+        assert_eq!(generation(&s), 4);
+        drop(s);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_directory_without_a_record_gets_the_full_fence_and_delay_zero_none() {
+        let dir = temp_dir();
+        let mut s = node(&dir);
+        assert_eq!(
+            boot_info(&mut s),
+            format!("fence_active:1 fence_remaining_ms:31000 fence_until_unix_ms:{} fence_rule:no-history fence_length_ms:31000 last_boot:fence", wall(31_000))
+        );
+        assert_eq!(
+            cmd(&mut s, &["SET", "a", "x", "PX", "100"]),
+            format!("{TRYAGAIN} 31000 ms (its data directory holds no record of what it granted; a brand-new node is declared with `redlockd init --dir DIR` before its first start)\r\n")
+        );
+        drop(s);
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let dir = temp_dir();
+        let mut s = Session::new(Config {
+            dir: Some(dir.clone()),
+            ..Config::for_tests()
+        });
+        assert_eq!(
+            boot_info(&mut s),
+            "fence_active:0 fence_remaining_ms:0 fence_until_unix_ms:0 fence_rule:off fence_length_ms:0 last_boot:fresh"
+        );
+        assert_eq!(cmd(&mut s, &["SET", "a", "x", "PX", "100"]), "+OK\r\n");
+        s.shared().crash_restart();
+        assert_eq!(
+            boot_info(&mut s),
+            "fence_active:0 fence_remaining_ms:0 fence_until_unix_ms:0 fence_rule:off fence_length_ms:0 last_boot:fresh"
+        );
+        drop(s);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_clean_restart_keeps_keys_tokens_and_what_was_left_of_the_fence() {
+        let dir = temp_dir();
+        NodeDir::init(&dir, false).unwrap();
+        let mut s = node(&dir);
+        assert_eq!(cmd(&mut s, &["SET", "a", "x", "PX", "5000"]), "+OK\r\n");
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "l", "me", "PX", "10000"]),
+            ":0\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["FENCING.COMMIT", "l", "me", "12"]), ":1\r\n");
+        s.clock().advance(Duration::from_millis(1000));
+        save(s.shared()).unwrap();
+        assert_eq!(s.shared().boot().name(), "snapshot");
+        assert_eq!(
+            boot_info(&mut s),
+            "fence_active:0 fence_remaining_ms:0 fence_until_unix_ms:0 fence_rule:snapshot fence_length_ms:0 last_boot:snapshot"
+        );
+        assert_eq!(cmd(&mut s, &["PTTL", "a"]), ":4000\r\n");
+        assert_eq!(cmd(&mut s, &["PTTL", "l"]), ":9000\r\n");
+        assert_eq!(cmd(&mut s, &["FENCING.MARK"]), ":12\r\n");
+        assert!(cmd(&mut s, &["INFO", "fencing"]).contains("\r\nfencing_token_reserved:12\r\n"));
+        assert!(!dir.join("snapshot.rdl").exists(), "used once");
+
+        // A crash right after: the restored locks (9 s left) + margin.
+        s.shared().crash_restart();
+        assert_eq!(
+            boot_info(&mut s),
+            format!("fence_active:1 fence_remaining_ms:10000 fence_until_unix_ms:{} fence_rule:same-boot fence_length_ms:10000 last_boot:fence", wall(11_000))
+        );
+        // A clean restart 3 s into that fence keeps the 7 s left of it.
+        s.clock().advance(Duration::from_millis(3000));
+        save(s.shared()).unwrap();
+        assert_eq!(s.shared().boot().name(), "snapshot");
+        assert_eq!(
+            boot_info(&mut s),
+            format!("fence_active:1 fence_remaining_ms:7000 fence_until_unix_ms:{} fence_rule:snapshot fence_length_ms:7000 last_boot:snapshot", wall(11_000))
+        );
+        drop(s);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn another_nodes_snapshot_is_refused_and_the_fence_outlasts_its_keys() {
+        let (a, b) = (temp_dir(), temp_dir());
+        NodeDir::init(&a, false).unwrap();
+        NodeDir::init(&b, false).unwrap();
+        let mut na = node(&a);
+        assert_eq!(cmd(&mut na, &["SET", "k", "a", "PX", "25000"]), "+OK\r\n");
+        save(na.shared()).unwrap();
+        drop(na);
+        let mut nb = node(&b);
+        std::fs::copy(a.join("snapshot.rdl"), b.join("snapshot.rdl")).unwrap();
+        nb.shared().crash_restart();
+        // b granted nothing (its own rule: 1 s margin), but a's keys could be held.
+        assert_eq!(
+            boot_info(&mut nb),
+            format!("fence_active:1 fence_remaining_ms:26000 fence_until_unix_ms:{} fence_rule:same-boot fence_length_ms:26000 last_boot:fence", wall(26_000))
+        );
+        assert_eq!(cmd(&mut nb, &["EXISTS", "k"]), ":0\r\n");
+        assert!(
+            !b.join("snapshot.rdl").exists(),
+            "a refused snapshot is removed"
+        );
+        drop(nb);
+        std::fs::remove_dir_all(&a).unwrap();
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_above_this_runs_max_ttl_is_refused_and_one_at_it_is_not() {
+        let dir = temp_dir();
+        NodeDir::init(&dir, false).unwrap();
+        let mut s = node(&dir);
+        assert_eq!(cmd(&mut s, &["SET", "k", "v", "PX", "30000"]), "+OK\r\n");
+        save(s.shared()).unwrap();
+        assert_eq!(s.shared().boot().name(), "snapshot");
+        assert_eq!(cmd(&mut s, &["PTTL", "k"]), ":30000\r\n");
+        save(s.shared()).unwrap();
+        // The next run has max-ttl 10 s: a lock with 30 s left would outlive the fence
+        // of a crash without a record.
+        s.shared().fence.reconfigure(10_000, 11_000);
+        assert_eq!(s.shared().boot().name(), "fence");
+        assert_eq!(cmd(&mut s, &["EXISTS", "k"]), ":0\r\n");
+        assert!(cmd(&mut s, &["INFO", "fence"])
+            .contains("\r\nmax_ttl_ms:10000\r\nrestart_delay_ms:11000\r\n"));
+        drop(s);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

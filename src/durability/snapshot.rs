@@ -378,4 +378,98 @@ mod tests {
         assert!(decode(&flipped).unwrap_err().contains("checksum"));
         assert!(decode(b"").is_err());
     }
+
+    #[test]
+    fn keys_without_ttl_stay_without_and_collections_keep_their_content() {
+        let (ks, header) = sample();
+        let snap = decode(&encode(&ks, 1_000, &header)).unwrap();
+        let fresh = Keyspace::new(16, 1);
+        restore(&fresh, snap.keys, 50_000);
+        let hash = fresh.db(3).get(b"hash", 50_000).unwrap();
+        assert_eq!(hash.deadline_ms(), None, "no TTL before, none after");
+        assert_eq!(hash.value(), ks.db(3).get(b"hash", 0).unwrap().value());
+        assert_eq!(fresh.db(0).get(b"set", 0).unwrap().deadline_ms(), None);
+    }
+
+    #[test]
+    fn a_key_at_its_deadline_keeps_a_zero_ttl() {
+        let ks = Keyspace::new(16, 1);
+        ks.db(0).insert(
+            b"k",
+            Entry {
+                value: Value::Str(Bytes::from("v")),
+                deadline_ms: Some(1_000),
+            },
+        );
+        let snap = decode(&encode(&ks, 1_000, &sample().1)).unwrap();
+        assert_eq!(snap.keys[0].remaining_ms, Some(0));
+    }
+
+    /// Each refusal says why (the log line an operator reads).
+    #[test]
+    fn refusals_name_what_is_wrong() {
+        let (ks, header) = sample();
+        let raw = encode(&ks, 1_000, &header);
+        let too_short = "not a redlockd snapshot (bad magic or too short)";
+        assert_eq!(decode(b"").unwrap_err(), too_short);
+        assert_eq!(decode(b"RLKDSNAP").unwrap_err(), too_short);
+        assert_eq!(decode(b"RLKDSNAPxxxx").unwrap_err(), too_short);
+        let mut other = raw.clone();
+        other[0] = b'X';
+        assert_eq!(decode(&other).unwrap_err(), too_short);
+        assert_eq!(
+            decode(b"RLKDSNAP\0\0\0\0\0\0\0\0").unwrap_err(),
+            "checksum mismatch: the file is partial or corrupt"
+        );
+        let reseal = |mut body: Vec<u8>| {
+            let crc = crc32(&body);
+            body.extend_from_slice(&crc.to_le_bytes());
+            body
+        };
+        let body = raw[..raw.len() - 4].to_vec();
+        let mut v2 = body.clone();
+        v2[8] = 2;
+        assert_eq!(
+            decode(&reseal(v2)).unwrap_err(),
+            "unknown snapshot version 2"
+        );
+        let mut trailing = body.clone();
+        trailing.push(0);
+        assert_eq!(
+            decode(&reseal(trailing)).unwrap_err(),
+            "trailing bytes after the last key"
+        );
+        // One key: an empty list, which Redis would not keep.
+        let mut empty = body[..8 + 4 + 16 + 8 * 4].to_vec();
+        empty.extend_from_slice(&1u64.to_le_bytes());
+        empty.extend_from_slice(&0u16.to_le_bytes());
+        empty.extend_from_slice(&1u32.to_le_bytes());
+        empty.push(b'l');
+        empty.extend_from_slice(&(-1i64).to_le_bytes());
+        empty.push(tag::LIST);
+        empty.extend_from_slice(&0u32.to_le_bytes());
+        assert_eq!(
+            decode(&reseal(empty.clone())).unwrap_err(),
+            "an empty collection (a key Redis would not keep)"
+        );
+        // The same with one item is a key.
+        let n = empty.len();
+        empty[n - 4..].copy_from_slice(&1u32.to_le_bytes());
+        empty.extend_from_slice(&1u32.to_le_bytes());
+        empty.push(b'x');
+        let snap = decode(&reseal(empty)).unwrap();
+        assert_eq!(snap.keys.len(), 1);
+        assert_eq!(snap.keys[0].remaining_ms, None);
+        let mut unknown = body[..8 + 4 + 16 + 8 * 4].to_vec();
+        unknown.extend_from_slice(&1u64.to_le_bytes());
+        unknown.extend_from_slice(&0u16.to_le_bytes());
+        unknown.extend_from_slice(&1u32.to_le_bytes());
+        unknown.push(b'k');
+        unknown.extend_from_slice(&(-1i64).to_le_bytes());
+        unknown.push(200);
+        assert_eq!(
+            decode(&reseal(unknown)).unwrap_err(),
+            "unknown value type 200"
+        );
+    }
 }

@@ -15,6 +15,8 @@
 //! A node that is down, times out or answers with an error (such as redlockd's
 //! `-TRYAGAIN` restart fence) counts as one failed vote: never as a hang.
 
+#[cfg(all(test, feature = "server"))]
+mod cluster_tests;
 mod conn;
 mod fenced;
 #[cfg(feature = "cli")]

@@ -79,3 +79,131 @@ pub fn commit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn mark(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     Ok(Reply::Integer(ctx.shared.tokens.get() as i64))
 }
+
+/// The three commands on one in-memory node, reply by reply (RESP2).
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::inmem::Session;
+    use bytes::BytesMut;
+    use std::time::Duration;
+
+    fn cmd(s: &mut Session, args: &[&str]) -> String {
+        let mut out = BytesMut::new();
+        s.call(args, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn grant_sets_the_key_with_its_ttl_and_answers_the_mark() {
+        let mut s = Session::new(Config::for_tests());
+        assert_eq!(cmd(&mut s, &["FENCING.MARK"]), ":0\r\n");
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "v1", "PX", "10000"]),
+            ":0\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["GET", "a"]), "$2\r\nv1\r\n");
+        assert_eq!(cmd(&mut s, &["PTTL", "a"]), ":10000\r\n");
+        // Held: null, and the key keeps its value and TTL.
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "v2", "px", "20000"]),
+            "$-1\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["GET", "a"]), "$2\r\nv1\r\n");
+        assert_eq!(cmd(&mut s, &["PTTL", "a"]), ":10000\r\n");
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "b", "v", "ex", "7"]),
+            ":0\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["PTTL", "b"]), ":7000\r\n");
+        // Once the TTL has passed, the name is free again.
+        s.clock().advance(Duration::from_millis(10_001));
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "v2", "PX", "1"]),
+            ":0\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["GET", "a"]), "$2\r\nv2\r\n");
+    }
+
+    #[test]
+    fn grant_refuses_a_ttl_that_is_not_positive_or_above_max_ttl() {
+        let mut s = Session::new(Config::for_tests());
+        let invalid = "-ERR invalid expire time in 'fencing.grant' command\r\n";
+        for ttl in [&["PX", "0"][..], &["PX", "-5"], &["EX", "0"], &["EX", "-1"]] {
+            let args = [&["FENCING.GRANT", "a", "v"][..], ttl].concat();
+            assert_eq!(cmd(&mut s, &args), invalid, "{ttl:?}");
+        }
+        assert_eq!(
+            cmd(
+                &mut s,
+                &["FENCING.GRANT", "a", "v", "EX", "9223372036854775807"]
+            ),
+            invalid
+        );
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "v", "PX", "30001"]),
+            "-ERR TTL of 30001 ms is above this server's max-ttl of 30000 ms (raise --max-ttl)\r\n"
+        );
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "v", "XX", "10"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "v", "PX", "ten"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["EXISTS", "a"]), ":0\r\n");
+    }
+
+    #[test]
+    fn commit_raises_the_mark_only_for_the_holder_and_never_lowers_it() {
+        let mut s = Session::new(Config::for_tests());
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "me", "PX", "10000"]),
+            ":0\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["FENCING.COMMIT", "a", "me", "5"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["FENCING.MARK"]), ":5\r\n");
+        // A lower token is committed (the holder's) but the mark stays.
+        assert_eq!(cmd(&mut s, &["FENCING.COMMIT", "a", "me", "3"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["FENCING.MARK"]), ":5\r\n");
+        // Not the holder's value, no key, a key of another type: 0, mark unchanged.
+        assert_eq!(
+            cmd(&mut s, &["FENCING.COMMIT", "a", "other", "9"]),
+            ":0\r\n"
+        );
+        assert_eq!(
+            cmd(&mut s, &["FENCING.COMMIT", "none", "me", "9"]),
+            ":0\r\n"
+        );
+        assert_eq!(cmd(&mut s, &["HSET", "h", "me", "me"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["FENCING.COMMIT", "h", "me", "9"]), ":0\r\n");
+        assert_eq!(cmd(&mut s, &["FENCING.MARK"]), ":5\r\n");
+        // The next grant reads the raised mark.
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "b", "you", "PX", "10000"]),
+            ":5\r\n"
+        );
+        // An expired key is no longer held.
+        s.clock().advance(Duration::from_millis(10_001));
+        assert_eq!(cmd(&mut s, &["FENCING.COMMIT", "a", "me", "9"]), ":0\r\n");
+        assert_eq!(cmd(&mut s, &["FENCING.MARK"]), ":5\r\n");
+    }
+
+    #[test]
+    fn commit_refuses_a_token_that_is_not_positive() {
+        let mut s = Session::new(Config::for_tests());
+        assert_eq!(
+            cmd(&mut s, &["FENCING.GRANT", "a", "me", "PX", "10000"]),
+            ":0\r\n"
+        );
+        for token in ["0", "-1"] {
+            assert_eq!(
+                cmd(&mut s, &["FENCING.COMMIT", "a", "me", token]),
+                "-ERR token must be positive\r\n"
+            );
+        }
+        assert_eq!(cmd(&mut s, &["FENCING.COMMIT", "a", "me", "1"]), ":1\r\n");
+        assert_eq!(cmd(&mut s, &["FENCING.MARK"]), ":1\r\n");
+    }
+}
