@@ -46,6 +46,7 @@ mod rslock_interop;
 mod scripting;
 mod security;
 mod sorted_sets;
+mod streams;
 mod strings;
 mod testing_backend;
 mod tls;

@@ -754,7 +754,10 @@ pub(crate) fn serve_blocked(db: &Db, key: &Bytes, wait: &StreamRead, at: usize, 
         (None, ReadFrom::After(id)) => id,
         (None, ReadFrom::New) => return None,
     };
-    if s.last_id <= after {
+    // Redis answers once the stream's last ID passes the waiter's; an XDEL can leave
+    // nothing past it, and then the waiter keeps waiting rather than get an empty
+    // reply (only XADD wakes readers in Redis, so they never see one).
+    if s.last_id <= after || s.edge_id(false).is_none_or(|top| top <= after) {
         return None;
     }
     let start = after.next()?;
