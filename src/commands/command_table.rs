@@ -287,7 +287,7 @@ fn streams_keys(args: &[Bytes]) -> std::ops::Range<usize> {
             i += 1;
         } else if a.eq_ignore_ascii_case(b"streams") {
             let num = args.len() - i - 1;
-            if num == 0 || num % 2 != 0 {
+            if num == 0 || !num.is_multiple_of(2) {
                 return 0..0;
             }
             return i + 1..i + 1 + num / 2;

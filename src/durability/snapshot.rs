@@ -10,8 +10,8 @@
 //! shortens a lock (a holder's validity was computed before; a key living longer than
 //! its holder thinks is the safe side).
 
-use crate::store::value::tag;
 use crate::store::stream::{Group, Nack, NodeLimits};
+use crate::store::value::tag;
 use crate::store::{Entry, Keyspace, Set, Stream, StreamId, Value, ValueRef, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};

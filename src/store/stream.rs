@@ -404,7 +404,8 @@ impl Stream {
         Stream::default()
     }
 
-    pub fn len(&self) -> u64 {
+    /// The number of live entries (XLEN).
+    pub fn length(&self) -> u64 {
         self.length
     }
 
@@ -426,8 +427,8 @@ impl Stream {
         let size: u64 = pairs.iter().map(|(f, v)| (f.len() + v.len()) as u64).sum();
         let tail_full = self.nodes.last_key_value().is_none_or(|(_, n)| {
             let bytes_full = limits.max_bytes > 0 && n.data.len() as u64 + size >= limits.max_bytes;
-            let count_full = limits.max_entries > 0
-                && u64::from(n.live + n.deleted) >= limits.max_entries;
+            let count_full =
+                limits.max_entries > 0 && u64::from(n.live + n.deleted) >= limits.max_entries;
             bytes_full || count_full
         });
         if tail_full {
@@ -451,7 +452,12 @@ impl Stream {
     /// The ID XADD gives an entry: `explicit` (with `seq_given` false, its sequence
     /// is generated) or from the Unix time `now_ms`. `None` when the ID would not
     /// be above the last one.
-    pub fn next_id(&self, explicit: Option<StreamId>, seq_given: bool, now_ms: u64) -> Option<StreamId> {
+    pub fn next_id(
+        &self,
+        explicit: Option<StreamId>,
+        seq_given: bool,
+        now_ms: u64,
+    ) -> Option<StreamId> {
         let id = match explicit {
             Some(id) if seq_given => id,
             Some(id) if id.ms == self.last_id.ms => {
@@ -469,12 +475,22 @@ impl Stream {
 
     /// Entries from `start` to `end` (inclusive), forwards or (`rev`) backwards, at
     /// most `count` (0: all) of them.
-    pub fn range(&self, start: StreamId, end: StreamId, count: usize, rev: bool) -> Vec<EntryRef<'_>> {
+    pub fn range(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        count: usize,
+        rev: bool,
+    ) -> Vec<EntryRef<'_>> {
         let mut out = Vec::new();
         if start > end {
             return out;
         }
-        let first_node = self.nodes.range(..=start).next_back().map_or(start, |(k, _)| *k);
+        let first_node = self
+            .nodes
+            .range(..=start)
+            .next_back()
+            .map_or(start, |(k, _)| *k);
         let nodes = self.nodes.range(first_node..=end);
         if rev {
             for (master, node) in nodes.rev() {
@@ -694,7 +710,10 @@ impl Stream {
                 name.len()
                     + 64
                     + g.pel.len() * 80
-                    + g.consumers.iter().map(|(n, c)| n.len() + 64 + c.pel.len() * 24).sum::<usize>()
+                    + g.consumers
+                        .iter()
+                        .map(|(n, c)| n.len() + 64 + c.pel.len() * 24)
+                        .sum::<usize>()
             })
             .sum();
         nodes + self.nodes.len() * 32 + groups + std::mem::size_of::<Stream>()
@@ -735,7 +754,7 @@ mod tests {
             max_bytes: 0,
         };
         let s = filled(10, limits);
-        assert_eq!(s.len(), 10);
+        assert_eq!(s.length(), 10);
         assert_eq!(s.node_count(), 3);
         let all = s.range(StreamId::MIN, StreamId::MAX, 0, false);
         assert_eq!(all.len(), 10);
@@ -743,7 +762,10 @@ mod tests {
         assert_eq!(all[3], (id(4, 0), vec![(&b"f"[..], &b"4"[..])]));
         let rev = s.range(id(3, 0), id(7, 5), 0, true);
         assert_eq!(ids(&rev), [7, 6, 5, 4, 3].map(|m| id(m, 0)));
-        assert_eq!(ids(&s.range(id(2, 1), StreamId::MAX, 2, false)), [id(3, 0), id(4, 0)]);
+        assert_eq!(
+            ids(&s.range(id(2, 1), StreamId::MAX, 2, false)),
+            [id(3, 0), id(4, 0)]
+        );
         assert_eq!(s.get(id(5, 0)), Some(vec![(&b"f"[..], &b"5"[..])]));
         assert_eq!(s.get(id(5, 1)), None);
     }
@@ -761,7 +783,7 @@ mod tests {
         assert!(s.delete(id(2, 0)));
         assert_eq!(s.node_count(), 2);
         assert_eq!(s.max_deleted_id, id(2, 0));
-        assert_eq!(s.len(), 3);
+        assert_eq!(s.length(), 3);
         assert_eq!(s.edge_id(true), Some(id(3, 0)));
     }
 
@@ -773,9 +795,9 @@ mod tests {
         };
         let mut s = filled(100, limits);
         assert_eq!(s.trim(Trim::MaxLen(55), true, 0), 40);
-        assert_eq!(s.len(), 60);
+        assert_eq!(s.length(), 60);
         assert_eq!(s.trim(Trim::MaxLen(55), false, 0), 5);
-        assert_eq!(s.len(), 55);
+        assert_eq!(s.length(), 55);
         assert_eq!(s.first_id, id(46, 0));
         assert_eq!(s.trim(Trim::MinId(id(60, 0)), false, 0), 14);
         assert_eq!(s.first_id, id(60, 0));

@@ -34,7 +34,11 @@ fn check_sub(cmd: &str, args: &[Bytes], table: &[(&str, i32)]) -> Result<&'stati
         return Err(errors::unknown_subcommand(cmd, sub));
     };
     let n = args.len() as i32;
-    let ok = if *arity >= 0 { n == *arity } else { n >= -arity };
+    let ok = if *arity >= 0 {
+        n == *arity
+    } else {
+        n >= -arity
+    };
     if !ok {
         return Err(errors::wrong_arity(&format!("{cmd}|{name}")));
     }
@@ -56,7 +60,11 @@ fn help(lines: &[&str], cmd: &str) -> Reply {
     let mut out = vec![Reply::Status(Bytes::from(format!(
         "{cmd} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
     )))];
-    out.extend(lines.iter().map(|l| Reply::Status(Bytes::from(l.to_string()))));
+    out.extend(
+        lines
+            .iter()
+            .map(|l| Reply::Status(Bytes::from(l.to_string()))),
+    );
     out.push(Reply::status("HELP"));
     out.push(Reply::status("    Prints this help."));
     Reply::Array(out)
@@ -159,9 +167,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
             typed::write(ctx, key, |s: &mut Stream| {
                 if s.groups.contains_key(&name[..]) {
-                    return Err(Reply::error(
-                        "BUSYGROUP Consumer Group name already exists",
-                    ));
+                    return Err(Reply::error("BUSYGROUP Consumer Group name already exists"));
                 }
                 s.groups.insert(name.clone(), Group::new(id, entries_read));
                 Ok(Reply::Ok)
@@ -244,7 +250,9 @@ pub fn xpending(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
             at += 2;
         }
-        let count = parse_i64(&args[at + 2]).ok_or_else(errors::not_integer)?.max(0);
+        let count = parse_i64(&args[at + 2])
+            .ok_or_else(errors::not_integer)?
+            .max(0);
         let start = parse_start(&args[at])?;
         let end = parse_end(&args[at + 1])?;
         let consumer = args.get(at + 3).cloned();
@@ -471,7 +479,11 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let mut next = StreamId::MIN;
         loop {
             if attempts == 0 || left == 0 {
-                next = g.pel.range(cursor..).next().map_or(StreamId::MIN, |(id, _)| *id);
+                next = g
+                    .pel
+                    .range(cursor..)
+                    .next()
+                    .map_or(StreamId::MIN, |(id, _)| *id);
                 break;
             }
             attempts -= 1;
@@ -553,7 +565,10 @@ pub fn xinfo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                     .map(|(name, c)| {
                         Reply::Map(vec![
                             (Reply::bulk_str("name"), Reply::Bulk(name.clone())),
-                            (Reply::bulk_str("pending"), Reply::Integer(c.pel.len() as i64)),
+                            (
+                                Reply::bulk_str("pending"),
+                                Reply::Integer(c.pel.len() as i64),
+                            ),
                             (
                                 Reply::bulk_str("idle"),
                                 Reply::Integer((now - c.seen_time).max(0)),
@@ -573,7 +588,10 @@ pub fn xinfo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                             Reply::bulk_str("consumers"),
                             Reply::Integer(g.consumers.len() as i64),
                         ),
-                        (Reply::bulk_str("pending"), Reply::Integer(g.pel.len() as i64)),
+                        (
+                            Reply::bulk_str("pending"),
+                            Reply::Integer(g.pel.len() as i64),
+                        ),
                         (Reply::bulk_str("last-delivered-id"), id_reply(g.last_id)),
                         (Reply::bulk_str("entries-read"), opt_int(g.entries_read)),
                         (Reply::bulk_str("lag"), opt_int(s.lag(g))),
@@ -613,7 +631,7 @@ fn stream_info(s: &Stream, opts: &[Bytes], sub: &[u8]) -> Result<Reply, Reply> {
     let count = count as usize;
     let k = Reply::bulk_str;
     let mut out = vec![
-        (k("length"), Reply::Integer(s.len() as i64)),
+        (k("length"), Reply::Integer(s.length() as i64)),
         (k("radix-tree-keys"), Reply::Integer(s.node_count() as i64)),
         (
             k("radix-tree-nodes"),

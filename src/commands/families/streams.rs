@@ -197,12 +197,20 @@ pub(crate) fn unix_ms(ctx: &Ctx) -> i64 {
 }
 
 /// The stream at `key` for a read (None: missing; WRONGTYPE).
-pub(crate) fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Stream) -> T) -> Result<Option<T>, Reply> {
+pub(crate) fn read<T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&Stream) -> T,
+) -> Result<Option<T>, Reply> {
     typed::read(ctx, key, f)
 }
 
 /// The existing stream at `key`, changed in place (None: missing; WRONGTYPE).
-pub(crate) fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut Stream) -> T) -> Result<Option<T>, Reply> {
+pub(crate) fn modify<T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut Stream) -> T,
+) -> Result<Option<T>, Reply> {
     typed::modify(ctx, key, f)
 }
 
@@ -334,12 +342,16 @@ pub fn xadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let limits = ctx.shared.streams.limits();
     let add = |s: &mut Stream| -> Result<StreamId, Reply> {
         if s.last_id == StreamId::MAX {
-            return Err(Reply::error("ERR The stream has exhausted the last possible ID, unable to add more items"));
+            return Err(Reply::error(
+                "ERR The stream has exhausted the last possible ID, unable to add more items",
+            ));
         }
         let explicit = t.id.map(|(id, _)| id);
         let seq_given = t.id.is_some_and(|(_, g)| g);
         let id = s.next_id(explicit, seq_given, now).ok_or_else(|| {
-            Reply::error("ERR The ID specified in XADD is equal or smaller than the target stream top item")
+            Reply::error(
+                "ERR The ID specified in XADD is equal or smaller than the target stream top item",
+            )
         })?;
         s.append(id, &pairs, limits);
         if let Some(how) = t.how {
@@ -399,7 +411,7 @@ pub fn xrevrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn xlen(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Integer(
-        read(ctx, &args[1], |s| s.len())?.unwrap_or(0) as i64,
+        read(ctx, &args[1], |s| s.length())?.unwrap_or(0) as i64,
     ))
 }
 
@@ -412,7 +424,9 @@ pub fn xdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .iter()
         .map(|a| parse_strict_id(a))
         .collect::<Result<Vec<_>, _>>()?;
-    let deleted = modify(ctx, &args[1], |s| ids.iter().filter(|id| s.delete(**id)).count())?;
+    let deleted = modify(ctx, &args[1], |s| {
+        ids.iter().filter(|id| s.delete(**id)).count()
+    })?;
     Ok(Reply::Integer(deleted.unwrap_or(0) as i64))
 }
 
@@ -449,12 +463,14 @@ pub fn xsetid(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         i += 2;
     }
     let done = modify(ctx, &args[1], |s| {
-        if s.len() > 0 {
+        if s.length() > 0 {
             let top = s.edge_id(false).unwrap_or(StreamId::MIN);
             if id < top {
-                return Err(Reply::error("ERR The ID specified in XSETID is smaller than the target stream top item"));
+                return Err(Reply::error(
+                    "ERR The ID specified in XSETID is smaller than the target stream top item",
+                ));
             }
-            if entries_added.is_some_and(|n| s.len() > n) {
+            if entries_added.is_some_and(|n| s.length() > n) {
                 return Err(Reply::error("ERR The entries_added specified in XSETID is smaller than the target stream length"));
             }
         }
@@ -484,7 +500,12 @@ pub enum ReadFrom {
 /// `[key, entries]` pairs in RESP2.
 pub(crate) fn keyed_reply(items: Vec<(Bytes, Reply)>, resp3: bool) -> Reply {
     if resp3 {
-        Reply::Map(items.into_iter().map(|(k, v)| (Reply::Bulk(k), v)).collect())
+        Reply::Map(
+            items
+                .into_iter()
+                .map(|(k, v)| (Reply::Bulk(k), v))
+                .collect(),
+        )
     } else {
         Reply::Array(
             items
@@ -517,7 +538,10 @@ pub(crate) fn group_read(
     history: bool,
     now: i64,
 ) -> Reply {
-    let mut group = s.groups.remove(group_name).expect("the caller found the group");
+    let mut group = s
+        .groups
+        .remove(group_name)
+        .expect("the caller found the group");
     if !group.consumers.contains_key(consumer) {
         group.create_consumer(consumer, now);
     }
@@ -541,7 +565,14 @@ pub(crate) fn group_read(
     reply
 }
 
-fn history_read(s: &Stream, group: &mut Group, consumer: &Bytes, start: StreamId, count: usize, now: i64) -> Reply {
+fn history_read(
+    s: &Stream,
+    group: &mut Group,
+    consumer: &Bytes,
+    start: StreamId,
+    count: usize,
+    now: i64,
+) -> Reply {
     let ids: Vec<StreamId> = group.consumers[consumer]
         .pel
         .range(start..)
@@ -584,9 +615,8 @@ fn read_command(ctx: &mut Ctx, args: &[Bytes], xreadgroup: bool) -> CmdResult {
                 )));
             }
             i += 1;
-            let ms = parse_i64(&args[i]).ok_or_else(|| {
-                Reply::error("ERR timeout is not an integer or out of range")
-            })?;
+            let ms = parse_i64(&args[i])
+                .ok_or_else(|| Reply::error("ERR timeout is not an integer or out of range"))?;
             if ms < 0 {
                 return Err(Reply::error("ERR timeout is negative"));
             }
@@ -630,7 +660,12 @@ fn read_command(ctx: &mut Ctx, args: &[Bytes], xreadgroup: bool) -> CmdResult {
     let keys = &args[streams_at..streams_at + n];
     let mut from = Vec::with_capacity(n);
     for (key, id_arg) in keys.iter().zip(&args[streams_at + n..]) {
-        let last = read(ctx, key, |s| (s.last_id, group.as_ref().map(|(g, _)| s.groups.contains_key(g))))?;
+        let last = read(ctx, key, |s| {
+            (
+                s.last_id,
+                group.as_ref().map(|(g, _)| s.groups.contains_key(g)),
+            )
+        })?;
         if let Some((g, _)) = &group {
             if !matches!(last, Some((_, Some(true)))) {
                 return Err(Reply::error(format!(
@@ -727,13 +762,21 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// Serves a client blocked in XREAD / XREADGROUP on `key` (index `at` of its keys),
 /// as Redis's serveClientsBlockedOnStreamKey: `None` while it keeps waiting.
-pub(crate) fn serve_blocked(db: &Db, key: &Bytes, wait: &StreamRead, at: usize, now_ms: u64, unix: i64) -> Option<Reply> {
+pub(crate) fn serve_blocked(
+    db: &Db,
+    key: &Bytes,
+    wait: &StreamRead,
+    at: usize,
+    now_ms: u64,
+    unix: i64,
+) -> Option<Reply> {
     let mut entry = match db.entry(key, now_ms) {
         crate::store::Slot::Occupied(e) => e,
         crate::store::Slot::Vacant(_) => {
-            return wait.group.as_ref().map(|_| {
-                Reply::error("UNBLOCKED the stream key no longer exists")
-            });
+            return wait
+                .group
+                .as_ref()
+                .map(|_| Reply::error("UNBLOCKED the stream key no longer exists"));
         }
     };
     let ValueMut::Stream(s) = entry.value_mut() else {
@@ -774,12 +817,24 @@ mod tests {
 
     #[test]
     fn ids_parse_like_redis() {
-        assert_eq!(parse_id_full(b"1-2", 0, true, false), Ok((StreamId::new(1, 2), true)));
-        assert_eq!(parse_id_full(b"5", 7, true, false), Ok((StreamId::new(5, 7), true)));
-        assert_eq!(parse_id_full(b"5-*", 0, true, true), Ok((StreamId::new(5, 0), false)));
+        assert_eq!(
+            parse_id_full(b"1-2", 0, true, false),
+            Ok((StreamId::new(1, 2), true))
+        );
+        assert_eq!(
+            parse_id_full(b"5", 7, true, false),
+            Ok((StreamId::new(5, 7), true))
+        );
+        assert_eq!(
+            parse_id_full(b"5-*", 0, true, true),
+            Ok((StreamId::new(5, 0), false))
+        );
         assert!(parse_id_full(b"5-*", 0, true, false).is_err());
         assert!(parse_id_full(b"-", 0, true, false).is_err());
-        assert_eq!(parse_id_full(b"+", 0, false, false), Ok((StreamId::MAX, true)));
+        assert_eq!(
+            parse_id_full(b"+", 0, false, false),
+            Ok((StreamId::MAX, true))
+        );
         assert!(parse_id_full(b"1-2-3", 0, true, false).is_err());
         assert!(parse_id_full(b"-1", 0, true, false).is_err());
         assert!(parse_id_full(b"abc", 0, true, false).is_err());
