@@ -4,17 +4,18 @@
 // events through a stream (XADD by the scripts, XREAD BLOCK by QueueEvents), and a
 // stalled job retaken by another worker once its lock has expired.
 //
+// It runs on the battery's default-flag nodes (real clock, default max-ttl).
 // Timings shortened, only where the stalled case needs them: the crashed worker's
 // lockDuration (30 s by default) is 1 s and it skips lock renewal (a dead worker does
-// not renew), and the rescuing worker's stalledInterval (30 s) is 300 ms. Against redlockd (manual clock) the locks expire by
-// DEBUG CLOCK ADVANCE; against Redis by waiting.
+// not renew), and both workers' stalledInterval (30 s; the first check also throttles
+// the next ones for that long) is 300 ms.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
 const { Queue, Worker, QueueEvents } = require('bullmq');
-const { KIND, NODES, unique, within } = require('./common');
+const { DEFAULT_NODES, unique, within } = require('./common');
 
-const connection = { host: NODES[0].host, port: NODES[0].port };
+const connection = { host: DEFAULT_NODES[0].host, port: DEFAULT_NODES[0].port };
 let admin;
 
 before(async () => {
@@ -27,16 +28,6 @@ after(async () => {
 });
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// Lets `ms` of server time pass: the manual clock moves on redlockd; Redis needs the
-// wall clock to.
-async function serverTimePasses(ms) {
-  if (KIND === 'redlockd') {
-    assert.equal(await admin.call('DEBUG', 'CLOCK', 'ADVANCE', String(ms)), 'OK');
-  } else {
-    await sleep(ms);
-  }
-}
 
 test('queue.add, a worker processes each job under its lock, events arrive by stream', async () => {
   const name = unique('bull').replace(/:/g, '-');
@@ -101,7 +92,7 @@ test('a stalled job is retaken by another worker after its lock expires', async 
       started();
       await new Promise(() => {});
     },
-    { connection, lockDuration: 1000, skipLockRenewal: true },
+    { connection, lockDuration: 1000, skipLockRenewal: true, stalledInterval: 300 },
   );
   const job = await within(10000, queue.add('work', { x: 1 }), 'queue.add');
   await within(10000, startedP, 'the first worker starts the job');
@@ -118,12 +109,11 @@ test('a stalled job is retaken by another worker after its lock expires', async 
     { connection, stalledInterval: 300 },
   );
   try {
-    // Let server time pass in steps: the lock expires, one stalled check marks the
-    // job, the next (stalledInterval later) moves it back to wait, the rescuer runs it.
-    const deadline = Date.now() + 30000;
+    // The lock expires after 1 s; one stalled check marks the job, the next (300 ms
+    // later) finds no lock and moves it back to wait, and the rescuer runs it.
+    const deadline = Date.now() + 20000;
     let state = await queue.getJobState(job.id);
     while (state !== 'completed' && Date.now() < deadline) {
-      await serverTimePasses(KIND === 'redlockd' ? 31000 : 400);
       await sleep(100);
       state = await queue.getJobState(job.id);
     }
