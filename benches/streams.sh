@@ -6,7 +6,8 @@
 #
 #   - XADD bench:s * field <10 bytes>, P=1 and P=16: requests/s
 #   - XREADGROUP GROUP g c COUNT 10 STREAMS bench:s > (each read moves 10 entries into
-#     the group's pending list), P=1: requests/s
+#     the group's pending list), P=1: requests/s, as many reads as it takes to deliver
+#     the 2 x requests entries the XADD runs added (every read gets 10 entries)
 #   - bytes per entry: 1,000,000 x XADD mem:s * f <10 bytes> into a fresh key (pipelined,
 #     one client); used_memory (INFO memory) and RSS growth divided by the entries
 # Ratios are redlockd / redis-server. Needs redis-server, redis-benchmark, redis-cli.
@@ -43,8 +44,13 @@ for pipe in 1 16; do
   printf '%-44s %14s %14s %8s\n' "XADD rps (P=$pipe)" "$a" "$b" "$(ratio "$a" "$b")"
 done
 for p in "$RL" "$RS"; do redis-cli -p "$p" XGROUP CREATE bench:s g 0 >/dev/null; done
-a=$(rps "$RL" 1 "$N" XREADGROUP GROUP g c COUNT 10 STREAMS bench:s '>')
-b=$(rps "$RS" 1 "$N" XREADGROUP GROUP g c COUNT 10 STREAMS bench:s '>')
+READS=$((2 * N / 10))
+a=$(rps "$RL" 1 "$READS" XREADGROUP GROUP g c COUNT 10 STREAMS bench:s '>')
+b=$(rps "$RS" 1 "$READS" XREADGROUP GROUP g c COUNT 10 STREAMS bench:s '>')
+for p in "$RL" "$RS"; do
+  pending=$(redis-cli -p "$p" XPENDING bench:s g | head -1)
+  [[ "$pending" == "$((2 * N))" ]] || { echo "XREADGROUP delivered $pending entries on $p, not $((2 * N))"; exit 1; }
+done
 printf '%-44s %14s %14s %8s\n' "XREADGROUP COUNT 10 rps (P=1)" "$a" "$b" "$(ratio "$a" "$b")"
 for p in "$RL" "$RS"; do redis-cli -p "$p" FLUSHALL >/dev/null; done
 sleep 0.5

@@ -672,18 +672,20 @@ impl Stream {
         None
     }
 
-    /// A group's lag: entries not yet delivered to it, when it can be known.
-    pub fn lag(&self, group: &Group) -> Option<u64> {
+    /// A group's lag: entries not yet delivered to it, when it can be known. As in
+    /// Redis it is a plain difference, negative after an ENTRIESREAD past the stream's
+    /// entries_added.
+    pub fn lag(&self, group: &Group) -> Option<i64> {
         if self.entries_added == 0 {
             return Some(0);
         }
+        let lag = |read: u64| (self.entries_added as i64).wrapping_sub(read as i64);
         if let Some(read) = group.entries_read {
             if !self.has_tombstones_from(group.last_id) {
-                return Some(self.entries_added.saturating_sub(read));
+                return Some(lag(read));
             }
         }
-        self.estimate_entries_read(group.last_id)
-            .map(|read| self.entries_added.saturating_sub(read))
+        self.estimate_entries_read(group.last_id).map(lag)
     }
 
     /// Moves a group's last delivered ID to `id`, keeping its read counter as Redis

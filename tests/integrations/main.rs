@@ -17,6 +17,7 @@ mod client_tracking;
 mod cluster;
 mod connection;
 mod differential;
+mod differential_streams;
 mod differential_types;
 mod expire;
 mod fence;

@@ -594,7 +594,10 @@ pub fn xinfo(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                         ),
                         (Reply::bulk_str("last-delivered-id"), id_reply(g.last_id)),
                         (Reply::bulk_str("entries-read"), opt_int(g.entries_read)),
-                        (Reply::bulk_str("lag"), opt_int(s.lag(g))),
+                        (
+                            Reply::bulk_str("lag"),
+                            s.lag(g).map_or(Reply::Null, Reply::Integer),
+                        ),
                     ])
                 })
                 .collect(),
@@ -704,7 +707,7 @@ fn stream_info(s: &Stream, opts: &[Bytes], sub: &[u8]) -> Result<Reply, Reply> {
                 (k("name"), Reply::Bulk(name.clone())),
                 (k("last-delivered-id"), id_reply(g.last_id)),
                 (k("entries-read"), opt_int(g.entries_read)),
-                (k("lag"), opt_int(s.lag(g))),
+                (k("lag"), s.lag(g).map_or(Reply::Null, Reply::Integer)),
                 (k("pel-count"), Reply::Integer(g.pel.len() as i64)),
                 (k("pending"), Reply::Array(pending)),
                 (k("consumers"), Reply::Array(consumers)),

@@ -686,7 +686,13 @@ fn read_command(ctx: &mut Ctx, args: &[Bytes], xreadgroup: bool) -> CmdResult {
             }
             from.push(ReadFrom::New);
         } else {
-            from.push(ReadFrom::After(parse_strict_id(id_arg)?));
+            let id = parse_strict_id(id_arg)?;
+            // Redis marks `>` as the greatest ID, so XREADGROUP reads that ID as `>`.
+            from.push(if xreadgroup && id == StreamId::MAX {
+                ReadFrom::New
+            } else {
+                ReadFrom::After(id)
+            });
         }
     }
     let count = usize::try_from(count).unwrap_or(usize::MAX);
