@@ -3,7 +3,7 @@
 //! everything in the table; never panics, and every command gets a reply. Seeds in
 //! fuzz/seeds/commands (`collections` for sorted sets, sets, lists and the native lock
 //! commands, `strings_keys` for APPEND/SETRANGE/INCRBYFLOAT, COPY/MOVE and the
-//! sorted-set algebra).
+//! sorted-set algebra, `streams` for the stream commands and consumer groups).
 //!
 //! Input: lines (split on '\n'), each a command whose arguments are split on ' '. A line
 //! starting with 0xff moves the clock instead: the next byte is milliseconds x 100, the

@@ -8,6 +8,7 @@ use super::{CmdResult, Ctx};
 use crate::commands::families::{
     cas, expire, fencing, hashes, keys, lists, pubsub, sets, strings, zalgebra, zranges, zsets,
 };
+use crate::commands::families::{stream_groups, streams};
 
 use crate::commands::admin::{debug, memory, ops, server};
 
@@ -54,6 +55,9 @@ pub mod flags {
     /// No key is required (EVAL with numkeys 0): COMMAND GETKEYS then answers an empty
     /// array where it would otherwise refuse the arguments.
     pub const NO_MANDATORY_KEYS: u32 = 1 << 15;
+    /// Redis's "movablekeys" of XREAD / XREADGROUP: the keys are the first half of
+    /// the arguments after the STREAMS keyword.
+    pub const STREAMS_KEYS: u32 = 1 << 16;
 }
 
 /// ACL categories (Redis 7's, in its order: ACL CAT and COMMAND INFO list them so).
@@ -94,6 +98,7 @@ pub mod cats {
     pub const C_LIST: u32 = 1 << 5;
     pub const C_HASH: u32 = 1 << 6;
     pub const C_STRING: u32 = 1 << 7;
+    pub const C_STREAM: u32 = 1 << 11;
     pub const C_PUBSUB: u32 = 1 << 12;
     pub const C_ADMIN: u32 = 1 << 13;
     pub const C_FAST: u32 = 1 << 14;
@@ -183,7 +188,7 @@ impl Spec {
             (NO_AUTH, "no_auth"),
             (NO_MANDATORY_KEYS, "no_mandatory_keys"),
             (NO_MULTI, "no_multi"),
-            (NUMKEYS_AT_1 | NUMKEYS_AT_2, "movablekeys"),
+            (NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS, "movablekeys"),
             (ALLOW_BUSY, "allow_busy"),
         ];
         for (bits, name) in names {
@@ -235,6 +240,9 @@ impl Spec {
         };
         let fixed = fixed.step_by(self.step.max(1) as usize);
         let empty = (0..0).step_by(1);
+        if self.flags & STREAMS_KEYS != 0 {
+            return empty.chain(streams_keys(args)).chain(None);
+        }
         let at = if self.flags & NUMKEYS_AT_1 != 0 {
             1
         } else if self.flags & NUMKEYS_AT_2 != 0 {
@@ -263,6 +271,31 @@ impl Spec {
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         self.key_positions(args).map(|i| &args[i])
     }
+}
+
+/// XREAD's and XREADGROUP's keys, as Redis's xreadGetKeys finds them: the options
+/// are skipped up to STREAMS; then half of what follows (none for a syntax error).
+fn streams_keys(args: &[Bytes]) -> std::ops::Range<usize> {
+    let mut i = 1;
+    while i < args.len() {
+        let a = &args[i][..];
+        if a.eq_ignore_ascii_case(b"block") || a.eq_ignore_ascii_case(b"count") {
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"group") {
+            i += 3;
+        } else if a.eq_ignore_ascii_case(b"noack") {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"streams") {
+            let num = args.len() - i - 1;
+            if num == 0 || !num.is_multiple_of(2) {
+                return 0..0;
+            }
+            return i + 1..i + 1 + num / 2;
+        } else {
+            break;
+        }
+    }
+    0..0
 }
 
 /// C's `atoi` as glibc has it: `(int) strtol(s, NULL, 10)`: leading white space, a
@@ -515,6 +548,22 @@ const ROWS: &[Row] = &[
     Row { name: "fcall", arity: -3, flags: NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | EXCLUSIVE, cats: C_SCRIPTING, keys: NO_KEYS, handler: fcall::fcall },
     Row { name: "fcall_ro", arity: -3, flags: NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | READONLY | EXCLUSIVE, cats: C_SCRIPTING, keys: NO_KEYS, handler: fcall::fcall_ro },
     Row { name: "function", arity: -2, flags: NOSCRIPT, cats: 0, keys: NO_KEYS, handler: fcall::function },
+    // streams (Redis 7.0's flags and key specs; XGROUP and XINFO are containers)
+    Row { name: "xadd", arity: -5, flags: WRITE | FENCED | DENYOOM | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xadd },
+    Row { name: "xrange", arity: -4, flags: READONLY, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xrange },
+    Row { name: "xrevrange", arity: -4, flags: READONLY, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xrevrange },
+    Row { name: "xlen", arity: 2, flags: READONLY | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xlen },
+    Row { name: "xdel", arity: -3, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xdel },
+    Row { name: "xtrim", arity: -4, flags: WRITE, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xtrim },
+    Row { name: "xread", arity: -4, flags: READONLY | BLOCKING | STREAMS_KEYS, cats: C_STREAM, keys: NO_KEYS, handler: streams::xread },
+    Row { name: "xreadgroup", arity: -7, flags: WRITE | BLOCKING | STREAMS_KEYS, cats: C_STREAM, keys: NO_KEYS, handler: streams::xreadgroup },
+    Row { name: "xsetid", arity: -3, flags: WRITE | DENYOOM | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xsetid },
+    Row { name: "xgroup", arity: -2, flags: 0, cats: 0, keys: NO_KEYS, handler: stream_groups::xgroup },
+    Row { name: "xack", arity: -4, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: stream_groups::xack },
+    Row { name: "xpending", arity: -3, flags: READONLY, cats: C_STREAM, keys: keys(1, 1, 1), handler: stream_groups::xpending },
+    Row { name: "xclaim", arity: -6, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: stream_groups::xclaim },
+    Row { name: "xautoclaim", arity: -6, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: stream_groups::xautoclaim },
+    Row { name: "xinfo", arity: -2, flags: 0, cats: 0, keys: NO_KEYS, handler: stream_groups::xinfo },
     // transactions: EXEC runs its queue holding the gate exclusively; the others only
     // touch the client's own state (and the watch registry), so they skip the gate.
     Row { name: "multi", arity: 1, flags: NOSCRIPT | FAST | ALLOW_BUSY, cats: C_TRANSACTION, keys: NO_KEYS, handler: multi::multi },
@@ -657,6 +706,16 @@ const SUB_ROWS: &[SubRow] = &[
     SubRow { name: "cluster|shards", flags: 0, cats: C_SLOW },
     SubRow { name: "cluster|slaves", flags: 0, cats: C_ADMIN | C_SLOW | C_DANGEROUS },
     SubRow { name: "cluster|slots", flags: 0, cats: C_SLOW },
+    SubRow { name: "xgroup|create", flags: 0, cats: C_WRITE | C_STREAM | C_SLOW },
+    SubRow { name: "xgroup|createconsumer", flags: 0, cats: C_WRITE | C_STREAM | C_SLOW },
+    SubRow { name: "xgroup|delconsumer", flags: 0, cats: C_WRITE | C_STREAM | C_SLOW },
+    SubRow { name: "xgroup|destroy", flags: 0, cats: C_WRITE | C_STREAM | C_SLOW },
+    SubRow { name: "xgroup|help", flags: 0, cats: C_STREAM | C_SLOW },
+    SubRow { name: "xgroup|setid", flags: 0, cats: C_WRITE | C_STREAM | C_SLOW },
+    SubRow { name: "xinfo|consumers", flags: 0, cats: C_READ | C_STREAM | C_SLOW },
+    SubRow { name: "xinfo|groups", flags: 0, cats: C_READ | C_STREAM | C_SLOW },
+    SubRow { name: "xinfo|help", flags: 0, cats: C_STREAM | C_SLOW },
+    SubRow { name: "xinfo|stream", flags: 0, cats: C_READ | C_STREAM | C_SLOW },
 ];
 
 /// Every subcommand, in `SUB_ROWS` order (grouped by parent).

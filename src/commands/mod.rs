@@ -154,6 +154,10 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             Err(e) => e,
         }
     };
+    if spec.flags & flags::WRITE != 0 {
+        // Stream readers blocked on a key this changed (see `signal_write`).
+        (ctx.shared.blocking).signal_write(ctx.client.db, spec.keys(args).cloned());
+    }
     if spec.flags & flags::READONLY != 0 && !reply.is_error() {
         admin::tracking::remember_reads(ctx, spec, args);
     }

@@ -10,8 +10,9 @@
 //! shortens a lock (a holder's validity was computed before; a key living longer than
 //! its holder thinks is the safe side).
 
+use crate::store::stream::{Group, Nack, NodeLimits};
 use crate::store::value::tag;
-use crate::store::{Entry, Keyspace, Set, Value, ValueRef, ZSet};
+use crate::store::{Entry, Keyspace, Set, Stream, StreamId, Value, ValueRef, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 
@@ -86,6 +87,10 @@ pub fn encode(keyspace: &Keyspace, now_ms: u64, header: &Header) -> Vec<u8> {
                         put_bytes(&mut body, m);
                     }
                 }
+                ValueRef::Stream(st) => {
+                    body.push(tag::STREAM);
+                    put_stream(&mut body, st);
+                }
                 ValueRef::ZSet(z) => {
                     body.push(tag::ZSET);
                     body.extend_from_slice(&(z.len() as u32).to_le_bytes());
@@ -110,6 +115,111 @@ pub fn encode(keyspace: &Keyspace, now_ms: u64, header: &Header) -> Vec<u8> {
     let crc = crc32(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+fn put_id(out: &mut Vec<u8>, id: StreamId) {
+    out.extend_from_slice(&id.ms.to_le_bytes());
+    out.extend_from_slice(&id.seq.to_le_bytes());
+}
+
+/// A stream: its bookkeeping, its live entries, then each group with its PEL and
+/// consumers (a consumer's own PEL is the group's entries naming it).
+fn put_stream(out: &mut Vec<u8>, st: &Stream) {
+    put_id(out, st.last_id);
+    put_id(out, st.first_id);
+    put_id(out, st.max_deleted_id);
+    out.extend_from_slice(&st.entries_added.to_le_bytes());
+    let entries = st.entries();
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for (id, pairs) in entries {
+        put_id(out, id);
+        out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
+        for (f, v) in pairs {
+            put_bytes(out, f);
+            put_bytes(out, v);
+        }
+    }
+    out.extend_from_slice(&(st.groups.len() as u32).to_le_bytes());
+    for (name, g) in &st.groups {
+        put_bytes(out, name);
+        put_id(out, g.last_id);
+        out.extend_from_slice(&g.entries_read.unwrap_or(u64::MAX).to_le_bytes());
+        out.extend_from_slice(&(g.consumers.len() as u32).to_le_bytes());
+        for (cname, c) in &g.consumers {
+            put_bytes(out, cname);
+            out.extend_from_slice(&c.seen_time.to_le_bytes());
+        }
+        out.extend_from_slice(&(g.pel.len() as u64).to_le_bytes());
+        for (id, nack) in &g.pel {
+            put_id(out, *id);
+            put_bytes(out, &nack.consumer);
+            out.extend_from_slice(&nack.delivery_time.to_le_bytes());
+            out.extend_from_slice(&nack.delivery_count.to_le_bytes());
+        }
+    }
+}
+
+fn read_stream(r: &mut Reader) -> Result<Stream, String> {
+    let last_id = r.id()?;
+    let first_id = r.id()?;
+    let max_deleted_id = r.id()?;
+    let entries_added = r.u64()?;
+    let mut st = Stream::new();
+    let n = r.u64()?;
+    for _ in 0..n {
+        let id = r.id()?;
+        let pairs = r.u32()?;
+        let mut owned = Vec::new();
+        for _ in 0..pairs {
+            let f = r.bytes()?;
+            owned.push((f, r.bytes()?));
+        }
+        if id <= st.last_id || id > last_id || owned.is_empty() {
+            return Err("stream entries out of order".into());
+        }
+        let borrowed: Vec<(&[u8], &[u8])> = owned.iter().map(|(f, v)| (&f[..], &v[..])).collect();
+        st.append(id, &borrowed, NodeLimits::default());
+    }
+    st.last_id = last_id;
+    st.first_id = first_id;
+    st.max_deleted_id = max_deleted_id;
+    st.entries_added = entries_added;
+    let groups = r.u32()?;
+    for _ in 0..groups {
+        let name = r.bytes()?;
+        let last = r.id()?;
+        let read = r.u64()?;
+        let mut g = Group::new(last, (read != u64::MAX).then_some(read));
+        let consumers = r.u32()?;
+        for _ in 0..consumers {
+            let cname = r.bytes()?;
+            let seen = r.u64()? as i64;
+            g.create_consumer(&cname, seen);
+        }
+        let pending = r.u64()?;
+        for _ in 0..pending {
+            let id = r.id()?;
+            let consumer = r.bytes()?;
+            let time = r.u64()? as i64;
+            let count = r.u64()?;
+            let Some(consumer) = g.consumer_key(&consumer) else {
+                return Err("a pending stream entry of no consumer".into());
+            };
+            g.pel.insert(
+                id,
+                Nack {
+                    consumer: consumer.clone(),
+                    delivery_time: time,
+                    delivery_count: count,
+                },
+            );
+            if let Some(c) = g.consumers.get_mut(&consumer) {
+                c.pel.insert(id);
+            }
+        }
+        st.groups.insert(name, g);
+    }
+    Ok(st)
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -189,6 +299,7 @@ pub fn decode(raw: &[u8]) -> Result<Snapshot, String> {
                 }
                 Value::ZSet(Box::new(ZSet::from_members(members)))
             }
+            tag::STREAM => Value::Stream(Box::new(read_stream(&mut r)?)),
             t => return Err(format!("unknown value type {t}")),
         };
         if value_is_empty(&value) {
@@ -214,6 +325,7 @@ fn value_is_empty(v: &Value) -> bool {
         Value::List(l) => l.is_empty(),
         Value::Set(s) => s.is_empty(),
         Value::ZSet(z) => z.is_empty(),
+        Value::Stream(_) => false,
     }
 }
 
@@ -264,6 +376,10 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
+    }
+    fn id(&mut self) -> Result<StreamId, String> {
+        let ms = self.u64()?;
+        Ok(StreamId::new(ms, self.u64()?))
     }
     fn bytes(&mut self) -> Result<Bytes, String> {
         let n = self.u32()? as usize;

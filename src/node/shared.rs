@@ -45,6 +45,8 @@ pub struct Shared {
     pub faults: super::faults::Faults,
     /// Clients blocked in BLPOP/BRPOP and the keys ready to serve them.
     pub blocking: crate::commands::exec::blocking::Blocking,
+    /// Stream node sizes (CONFIG SET stream-node-max-entries / -bytes).
+    pub streams: crate::commands::families::streams::StreamConfig,
     /// Channel and pattern subscriptions.
     pub pubsub: crate::commands::families::pubsub::PubSub,
     /// Script cache, Lua VM and the running script.
@@ -149,6 +151,7 @@ impl Shared {
             shutting_down: AtomicBool::new(false),
             faults: super::faults::Faults::new(),
             blocking: crate::commands::exec::blocking::Blocking::new(),
+            streams: Default::default(),
             pubsub: crate::commands::families::pubsub::PubSub::new(),
             scripts: crate::scripting::Scripts::new(
                 config.busy_script_time.as_millis() as u64,

@@ -24,6 +24,12 @@ mod limit;
 mod long_run;
 mod lua_errors;
 pub(crate) use long_run::spawn_watch as spawn_long_run_watch;
+
+/// Whether the script running on this thread asked for RESP3 (redis.setresp(3)):
+/// commands whose reply shape differs by protocol (XREAD) read it.
+pub(crate) fn script_resp3() -> bool {
+    engine::RunSlot::with(|slot| slot.resp3.get()).unwrap_or(false)
+}
 mod lstruct;
 mod lua_numfmt;
 mod redis_api;

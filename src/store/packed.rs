@@ -14,7 +14,7 @@
 //!   a collection: `[13..21)` a pointer to its boxed collection, then the key.
 
 use super::value::{tag, Entry, Value, ValueMut, ValueRef};
-use super::{Set, ZSet};
+use super::{Set, Stream, ZSet};
 use bytes::Bytes;
 use std::alloc::{alloc, dealloc, handle_alloc_error, realloc, Layout};
 use std::collections::{HashMap, VecDeque};
@@ -55,6 +55,7 @@ impl Packed {
             Value::List(l) => (tag::LIST, Box::into_raw(Box::new(l)).cast()),
             Value::Set(s) => (tag::SET, Box::into_raw(s).cast()),
             Value::ZSet(z) => (tag::ZSET, Box::into_raw(z).cast()),
+            Value::Stream(st) => (tag::STREAM, Box::into_raw(st).cast()),
         };
         let size = COLL_KEY + key.len();
         let p = Packed::alloc_header(size, kind, key.len(), deadline_ms);
@@ -190,6 +191,7 @@ impl Packed {
                 tag::HASH => ValueRef::Hash(&*self.coll().cast::<HashMap<Bytes, Bytes>>()),
                 tag::LIST => ValueRef::List(&*self.coll().cast::<VecDeque<Bytes>>()),
                 tag::SET => ValueRef::Set(&*self.coll().cast::<Set>()),
+                tag::STREAM => ValueRef::Stream(&*self.coll().cast::<Stream>()),
                 _ => ValueRef::ZSet(&*self.coll().cast::<ZSet>()),
             }
         }
@@ -206,6 +208,7 @@ impl Packed {
                 tag::HASH => ValueMut::Hash(&mut *c.cast::<HashMap<Bytes, Bytes>>()),
                 tag::LIST => ValueMut::List(&mut *c.cast::<VecDeque<Bytes>>()),
                 tag::SET => ValueMut::Set(&mut *c.cast::<Set>()),
+                tag::STREAM => ValueMut::Stream(&mut *c.cast::<Stream>()),
                 _ => ValueMut::ZSet(&mut *c.cast::<ZSet>()),
             }
         }
@@ -279,6 +282,7 @@ impl Packed {
                 tag::HASH => Value::Hash(Box::from_raw(self.coll().cast())),
                 tag::LIST => Value::List(*Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
                 tag::SET => Value::Set(Box::from_raw(self.coll().cast())),
+                tag::STREAM => Value::Stream(Box::from_raw(self.coll().cast())),
                 _ => Value::ZSet(Box::from_raw(self.coll().cast())),
             }
         };
@@ -304,6 +308,7 @@ impl Drop for Packed {
                 tag::HASH => drop(Box::from_raw(self.coll().cast::<HashMap<Bytes, Bytes>>())),
                 tag::LIST => drop(Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
                 tag::SET => drop(Box::from_raw(self.coll().cast::<Set>())),
+                tag::STREAM => drop(Box::from_raw(self.coll().cast::<Stream>())),
                 _ => drop(Box::from_raw(self.coll().cast::<ZSet>())),
             }
             dealloc(self.0.as_ptr(), layout(self.size()));

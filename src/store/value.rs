@@ -1,4 +1,4 @@
-use super::{Set, ZSet};
+use super::{Set, Stream, ZSet};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 
@@ -11,6 +11,7 @@ pub mod tag {
     pub const LIST: u8 = 2;
     pub const SET: u8 = 3;
     pub const ZSET: u8 = 4;
+    pub const STREAM: u8 = 5;
 }
 
 /// What a key holds, owned: what commands build to store and what `Db::take` hands
@@ -24,6 +25,7 @@ pub enum Value {
     List(VecDeque<Bytes>),
     Set(Box<Set>),
     ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 /// A stored value, borrowed from its entry (under the shard lock the guard holds).
@@ -34,6 +36,7 @@ pub enum ValueRef<'a> {
     List(&'a VecDeque<Bytes>),
     Set(&'a Set),
     ZSet(&'a ZSet),
+    Stream(&'a Stream),
 }
 
 /// A stored value for changing in place: collections only (a string is replaced
@@ -45,6 +48,7 @@ pub enum ValueMut<'a> {
     List(&'a mut VecDeque<Bytes>),
     Set(&'a mut Set),
     ZSet(&'a mut ZSet),
+    Stream(&'a mut Stream),
 }
 
 impl ValueRef<'_> {
@@ -56,6 +60,7 @@ impl ValueRef<'_> {
             ValueRef::List(_) => "list",
             ValueRef::Set(_) => "set",
             ValueRef::ZSet(_) => "zset",
+            ValueRef::Stream(_) => "stream",
         }
     }
 
@@ -67,6 +72,7 @@ impl ValueRef<'_> {
             ValueRef::List(l) => Value::List(l.clone()),
             ValueRef::Set(s) => Value::Set(Box::new(s.clone())),
             ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
+            ValueRef::Stream(st) => Value::Stream(Box::new(st.clone())),
         }
     }
 
@@ -92,6 +98,7 @@ impl ValueRef<'_> {
             ValueRef::List(_) => "quicklist",
             ValueRef::Set(s) => s.encoding(),
             ValueRef::ZSet(z) => z.encoding(),
+            ValueRef::Stream(_) => "stream",
         }
     }
 }

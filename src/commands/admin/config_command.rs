@@ -88,6 +88,14 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 ("timeout", "0".to_string()),
                 ("notify-keyspace-events", String::new()),
                 ("cluster-enabled", "no".to_string()),
+                (
+                    "stream-node-max-entries",
+                    ctx.shared.streams.limits().max_entries.to_string(),
+                ),
+                (
+                    "stream-node-max-bytes",
+                    ctx.shared.streams.limits().max_bytes.to_string(),
+                ),
             ];
             let mut pairs = Vec::new();
             for (name, value) in settings {
@@ -126,6 +134,8 @@ const LIVE: &[(&str, i64, i64)] = &[
     ("latency-monitor-threshold", 0, i64::MAX),
     ("busy-reply-threshold", 0, i64::MAX),
     ("lua-time-limit", 0, i64::MAX),
+    ("stream-node-max-entries", 0, i64::MAX),
+    ("stream-node-max-bytes", 0, i64::MAX),
 ];
 
 /// Settings CONFIG GET shows that are fixed at start (flags, or not applicable).
@@ -259,6 +269,8 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
             "busy-reply-threshold" | "lua-time-limit" => {
                 ctx.shared.scripts.set_busy_ms(value as u64)
             }
+            "stream-node-max-entries" => ctx.shared.streams.set_max_entries(value as u64),
+            "stream-node-max-bytes" => ctx.shared.streams.set_max_bytes(value as u64),
             _ => stats.latency.threshold_ms.store(value as u64, Relaxed),
         }
     }

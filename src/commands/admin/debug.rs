@@ -113,6 +113,7 @@ fn value_digest(ctx: &Ctx, key: &[u8]) -> [u8; 20] {
         ValueRef::List(_) => 1,
         ValueRef::Set(_) => 2,
         ValueRef::ZSet(_) => 3,
+        ValueRef::Stream(_) => 6,
         ValueRef::Hash(_) => 4,
     };
     mix_digest(&mut digest, &type_code.to_be_bytes());
@@ -129,6 +130,15 @@ fn value_digest(ctx: &Ctx, key: &[u8]) -> [u8; 20] {
                     crate::protocol::numfmt::fmt_g(score, 17).as_bytes(),
                 );
                 xor_digest(&mut digest, &element);
+            }
+        }
+        ValueRef::Stream(st) => {
+            for (id, pairs) in st.entries() {
+                mix_digest(&mut digest, format!("{}.{}", id.ms, id.seq).as_bytes());
+                for (f, v) in pairs {
+                    mix_digest(&mut digest, f);
+                    mix_digest(&mut digest, v);
+                }
             }
         }
         ValueRef::Hash(h) => {

@@ -145,6 +145,7 @@ fn value_bytes(value: ValueRef<'_>, samples: usize) -> usize {
             table_bytes(s.len(), size_of::<Bytes>())
                 + sampled(s.iter(), s.len(), samples, |m| chunk(m.len()))
         }
+        ValueRef::Stream(st) => st.heap_bytes(),
         ValueRef::ZSet(z) => {
             // A member in the score table and in the ordered tree (score + member).
             let per = (size_of::<(Bytes, f64)>() + 1) * 8 / 7 + size_of::<(f64, Bytes)>();

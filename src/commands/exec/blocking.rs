@@ -18,7 +18,7 @@
 use crate::commands::{CmdResult, Ctx};
 
 use crate::commands::families::typed::{self, Collection};
-use crate::commands::families::{lists, zsets};
+use crate::commands::families::{lists, streams, zsets};
 
 use crate::node::Shared;
 use crate::protocol::{errors, Reply};
@@ -49,6 +49,20 @@ pub enum Pop {
     ZSet { max: bool, count: Option<usize> },
     /// BLMOVE / BRPOPLPUSH: an element from `from` of the list, pushed at `to` of `dst`.
     Move { from: Side, to: Side, dst: Bytes },
+    /// XREAD / XREADGROUP BLOCK: entries after an ID of each key (`streams`).
+    Stream(Box<StreamRead>),
+}
+
+/// What a client blocked in XREAD / XREADGROUP waits for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamRead {
+    /// Per key (in the waiter's key order): after which ID, or the group's new entries.
+    pub from: Vec<streams::ReadFrom>,
+    /// XREADGROUP's group, consumer and NOACK.
+    pub group: Option<(Bytes, Bytes, bool)>,
+    /// COUNT (1000 when not given, as Redis caps a blocked read).
+    pub count: usize,
+    pub resp3: bool,
 }
 
 impl Pop {
@@ -93,6 +107,10 @@ pub struct Blocking {
     /// Waiters in the registry (INFO's blocked_clients); lets a push skip all locking
     /// when nobody waits.
     blocked: AtomicUsize,
+    /// Of those, the ones in XREAD / XREADGROUP: while there are any, every write
+    /// marks its keys ready (`signal_write`), since a deleted or replaced stream, a
+    /// RENAME onto a waited key or a destroyed group changes what they get.
+    stream_waiters: AtomicUsize,
 }
 
 impl Blocking {
@@ -142,6 +160,9 @@ impl Blocking {
             }
         }
         self.blocked.fetch_add(1, Ordering::SeqCst);
+        if matches!(waiter.pop, Pop::Stream(_)) {
+            self.stream_waiters.fetch_add(1, Ordering::SeqCst);
+        }
         drop(reg);
         Blocked {
             waiter,
@@ -191,6 +212,78 @@ impl Blocking {
         }
         drop(reg);
         self.blocked.fetch_sub(1, Ordering::SeqCst);
+        if matches!(waiter.pop, Pop::Stream(_)) {
+            self.stream_waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// After a write command while clients wait in XREAD / XREADGROUP: marks the
+    /// command's keys ready (or, for a write without keys such as FLUSHALL, every key
+    /// a stream reader waits on), so a group reader whose key went away is answered
+    /// as Redis answers it. One atomic load when nobody waits on a stream.
+    pub fn signal_write(&self, db: usize, keys: impl Iterator<Item = Bytes>) {
+        if self.stream_waiters.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut any = false;
+        for key in keys {
+            any = true;
+            self.signal(db, &key);
+        }
+        if any {
+            return;
+        }
+        let waited: Vec<KeyRef> = self
+            .waiters
+            .lock()
+            .iter()
+            .filter(|(_, q)| q.iter().any(|w| matches!(w.pop, Pop::Stream(_))))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut ready = self.ready.lock();
+        for key in waited {
+            if !ready.contains(&key) {
+                ready.push(key);
+            }
+        }
+        self.any_ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Serves the XREAD / XREADGROUP waiters on `key`, oldest first: each gets the
+    /// entries past its ID (or its group's last delivered one), or an error when its
+    /// group or stream went away; the others keep waiting.
+    fn serve_stream_key(&self, shared: &Shared, db_index: usize, key: &Bytes, now: u64) {
+        let waiters: Vec<Arc<Waiter>> = match self.waiters.lock().get(&(db_index, key.clone())) {
+            Some(q) => q
+                .iter()
+                .filter(|w| matches!(w.pop, Pop::Stream(_)))
+                .cloned()
+                .collect(),
+            None => return,
+        };
+        let db = shared.keyspace.db(db_index);
+        let unix = shared.clock.mono_to_wall(now);
+        for waiter in waiters {
+            let Pop::Stream(read) = &waiter.pop else {
+                continue;
+            };
+            let Some(at) = waiter.keys.iter().position(|k| k == key) else {
+                continue;
+            };
+            let mut tx = waiter.tx.lock();
+            if tx.is_none() {
+                continue;
+            }
+            let Some(reply) = streams::serve_blocked(db, key, read, at, now, unix) else {
+                continue;
+            };
+            let tx = tx.take().expect("checked above");
+            self.forget(&waiter);
+            // A reader whose connection went away has nothing to give back: entries
+            // a group read assigned stay pending for its consumer, as after a reply
+            // that reached a client which then died.
+            let _ = tx.send(reply);
+        }
     }
 
     /// Whether a write has made keys ready for blocked clients (checked after every
@@ -221,6 +314,9 @@ impl Blocking {
     }
 
     fn serve_key(&self, shared: &Shared, db_index: usize, key: &Bytes, now: u64) {
+        if self.stream_waiters.load(Ordering::SeqCst) > 0 {
+            self.serve_stream_key(shared, db_index, key, now);
+        }
         let db = shared.keyspace.db(db_index);
         loop {
             let Some(entry) = db.get(key, now) else {
@@ -372,6 +468,7 @@ fn take_for(db: &crate::store::Db, key: &Bytes, pop: &Pop, now: u64) -> Option<(
             });
             Some((reply, undo))
         }
+        Pop::Stream(_) => None,
         Pop::Move { from, to, dst } => {
             let noop: Undo = Box::new(|_, _| {});
             if db

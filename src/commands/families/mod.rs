@@ -1,7 +1,8 @@
 //! The command families, one file each, as Redis's `t_*.c`: strings (and the native
 //! compare-and-set, `cas`), keys, expiry, hashes, lists, sets, sorted sets (single
 //! members `zsets`, ranges `zranges`, algebra `zalgebra`), the collection cursors
-//! (`scan`), pub/sub and fencing tokens; `typed` is what the collection families share.
+//! (`scan`), streams (entries and reads `streams`, consumer groups and XINFO
+//! `stream_groups`), pub/sub and fencing tokens; `typed` is what the collection families share.
 
 pub mod cas;
 pub mod expire;
@@ -13,6 +14,8 @@ mod long_double;
 pub mod pubsub;
 mod scan;
 pub mod sets;
+pub mod stream_groups;
+pub mod streams;
 pub mod strings;
 pub(crate) mod typed;
 pub mod zalgebra;

@@ -1,0 +1,820 @@
+//! The stream type: entries in ID order, packed into nodes, plus consumer groups.
+//!
+//! Layout. Entries live in nodes of up to `NodeLimits::max_entries` entries (Redis's
+//! `stream-node-max-entries`, 100 by default) or `max_bytes` bytes (4096), kept in a
+//! `BTreeMap` keyed by each node's master ID (the ID of the first entry put in it), as
+//! Redis keeps listpacks in a radix tree. A node is one byte vector of entries, each:
+//! a flags byte (deleted, same fields as the master entry), the ID as varints (the ms
+//! delta from the master ID, then the sequence), then (unless it has the master's
+//! fields) the field count and fields, then the values, every string a varint length
+//! and its bytes. The master's field names are stored once per node.
+//!
+//! Why: a `BTreeMap<StreamId, Vec<(Bytes, Bytes)>>` would cost a 16-byte key, a
+//! 24-byte vector and its heap block, and two 32-byte `Bytes` with blocks of their own
+//! per entry: well over 100 B for `XADD s * f v`. Packed, an entry is its flags byte,
+//! 1-3 bytes of ms delta, a sequence byte and its values (a field name the node's first
+//! entry shares is not repeated); the node's own costs (the tree's slot, the master
+//! fields, the vector's spare capacity, trimmed when a node is closed) are shared by
+//! 100 entries. Measured with `benches/streams.sh` (1M x `XADD mem:s * f 0123456789`):
+//! 16.4 B of used_memory per entry, redis-server 7.0.15 22.0 (docs/benchmarks.md).
+//!
+//! Deleted entries are flagged in place (XDEL, XTRIM within a node), and a node whose
+//! entries are all deleted is removed, as in Redis; the counts of live and deleted
+//! entries decide when a node is full, as Redis's do, so approximate trimming (`~`)
+//! removes the same whole nodes Redis would for the same commands (its byte limit
+//! counts listpack bytes, ours our encoding's, which is smaller).
+
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// A stream entry ID: milliseconds and sequence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl StreamId {
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+    pub const MAX: StreamId = StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    pub const fn new(ms: u64, seq: u64) -> StreamId {
+        StreamId { ms, seq }
+    }
+
+    /// The next ID, `None` after the last possible one.
+    pub fn next(self) -> Option<StreamId> {
+        if self.seq < u64::MAX {
+            Some(StreamId::new(self.ms, self.seq + 1))
+        } else if self.ms < u64::MAX {
+            Some(StreamId::new(self.ms + 1, 0))
+        } else {
+            None
+        }
+    }
+
+    /// The previous ID, `None` before 0-0.
+    pub fn prev(self) -> Option<StreamId> {
+        if self.seq > 0 {
+            Some(StreamId::new(self.ms, self.seq - 1))
+        } else if self.ms > 0 {
+            Some(StreamId::new(self.ms - 1, u64::MAX))
+        } else {
+            None
+        }
+    }
+
+    pub fn is_zero(self) -> bool {
+        self == StreamId::MIN
+    }
+
+    /// `ms-seq`, as replies carry it.
+    pub fn to_bytes(self) -> Bytes {
+        Bytes::from(self.to_string())
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// How large a node may grow before a new one is started (Redis's
+/// `stream-node-max-entries` and `stream-node-max-bytes`; 0 means no limit).
+#[derive(Clone, Copy, Debug)]
+pub struct NodeLimits {
+    pub max_entries: u64,
+    pub max_bytes: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> NodeLimits {
+        NodeLimits {
+            max_entries: 100,
+            max_bytes: 4096,
+        }
+    }
+}
+
+const DELETED: u8 = 1;
+const SAME_FIELDS: u8 = 2;
+
+/// One node: packed entries after a master ID (see the module's doc).
+#[derive(Clone, Debug, PartialEq)]
+struct Node {
+    /// The master entry's field names, each a varint length and its bytes.
+    master_fields: Box<[u8]>,
+    master_count: u32,
+    data: Vec<u8>,
+    live: u32,
+    deleted: u32,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(buf: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = buf[*at];
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+fn get_str<'a>(buf: &'a [u8], at: &mut usize) -> &'a [u8] {
+    let n = get_varint(buf, at) as usize;
+    let s = &buf[*at..*at + n];
+    *at += n;
+    s
+}
+
+/// One decoded entry header: where it starts, its flags and ID, where its strings are.
+struct Header {
+    at: usize,
+    flags: u8,
+    id: StreamId,
+    body: usize,
+}
+
+impl Node {
+    fn new(fields: &[&[u8]]) -> Node {
+        let mut master = Vec::new();
+        for f in fields {
+            put_str(&mut master, f);
+        }
+        Node {
+            master_fields: master.into_boxed_slice(),
+            master_count: fields.len() as u32,
+            data: Vec::new(),
+            live: 0,
+            deleted: 0,
+        }
+    }
+
+    fn master_fields(&self) -> Vec<&[u8]> {
+        let mut at = 0;
+        (0..self.master_count)
+            .map(|_| get_str(&self.master_fields, &mut at))
+            .collect()
+    }
+
+    fn same_as_master(&self, fields: &[&[u8]]) -> bool {
+        if fields.len() != self.master_count as usize {
+            return false;
+        }
+        let mut at = 0;
+        fields
+            .iter()
+            .all(|f| get_str(&self.master_fields, &mut at) == *f)
+    }
+
+    fn append(&mut self, master: StreamId, id: StreamId, pairs: &[(&[u8], &[u8])]) {
+        let fields: Vec<&[u8]> = pairs.iter().map(|(f, _)| *f).collect();
+        let same = self.same_as_master(&fields);
+        self.data.push(if same { SAME_FIELDS } else { 0 });
+        put_varint(&mut self.data, id.ms - master.ms);
+        put_varint(&mut self.data, id.seq);
+        if !same {
+            put_varint(&mut self.data, pairs.len() as u64);
+            for f in &fields {
+                put_str(&mut self.data, f);
+            }
+        }
+        for (_, v) in pairs {
+            put_str(&mut self.data, v);
+        }
+        self.live += 1;
+    }
+
+    /// The entry header at `at`; `end` is where the next entry starts.
+    fn header(&self, master: StreamId, at: usize) -> (Header, usize) {
+        let d = &self.data;
+        let mut p = at;
+        let flags = d[p];
+        p += 1;
+        let ms = master.ms + get_varint(d, &mut p);
+        let seq = get_varint(d, &mut p);
+        let body = p;
+        let n = if flags & SAME_FIELDS != 0 {
+            self.master_count as u64
+        } else {
+            let n = get_varint(d, &mut p);
+            for _ in 0..n {
+                get_str(d, &mut p);
+            }
+            n
+        };
+        for _ in 0..n {
+            get_str(d, &mut p);
+        }
+        let h = Header {
+            at,
+            flags,
+            id: StreamId::new(ms, seq),
+            body,
+        };
+        (h, p)
+    }
+
+    /// Every entry's header, in order (deleted ones included).
+    fn headers(&self, master: StreamId) -> Vec<Header> {
+        let mut out = Vec::with_capacity((self.live + self.deleted) as usize);
+        let mut at = 0;
+        while at < self.data.len() {
+            let (h, next) = self.header(master, at);
+            out.push(h);
+            at = next;
+        }
+        out
+    }
+
+    /// The field-value pairs of the entry whose body starts at `body`.
+    fn pairs(&self, flags: u8, body: usize) -> Vec<(&[u8], &[u8])> {
+        let d = &self.data;
+        let mut p = body;
+        let fields: Vec<&[u8]> = if flags & SAME_FIELDS != 0 {
+            self.master_fields()
+        } else {
+            let n = get_varint(d, &mut p);
+            (0..n).map(|_| get_str(d, &mut p)).collect()
+        };
+        fields
+            .into_iter()
+            .map(|f| (f, get_str(d, &mut p)))
+            .collect()
+    }
+
+    fn mark_deleted(&mut self, at: usize) {
+        self.data[at] |= DELETED;
+        self.live -= 1;
+        self.deleted += 1;
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.data.capacity() + self.master_fields.len() + std::mem::size_of::<Node>()
+    }
+}
+
+/// A stream entry read out: its ID and field-value pairs (borrowed from the stream).
+pub type EntryRef<'a> = (StreamId, Vec<(&'a [u8], &'a [u8])>);
+
+/// A pending entry of a group: delivered to `consumer`, not yet acknowledged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nack {
+    pub consumer: Bytes,
+    /// Unix ms of the last delivery.
+    pub delivery_time: i64,
+    pub delivery_count: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Consumer {
+    /// Unix ms of the consumer's last read or claim.
+    pub seen_time: i64,
+    /// The IDs it holds (each also in its group's PEL, with the details there).
+    pub pel: BTreeSet<StreamId>,
+}
+
+/// A consumer group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub last_id: StreamId,
+    /// The logical read counter of `last_id`; `None` when it is not known (Redis's -1).
+    pub entries_read: Option<u64>,
+    pub pel: BTreeMap<StreamId, Nack>,
+    pub consumers: BTreeMap<Bytes, Consumer>,
+}
+
+impl Group {
+    pub fn new(last_id: StreamId, entries_read: Option<u64>) -> Group {
+        Group {
+            last_id,
+            entries_read,
+            pel: BTreeMap::new(),
+            consumers: BTreeMap::new(),
+        }
+    }
+
+    /// Removes `id` from the PEL and from its consumer's; whether it was pending.
+    pub fn ack(&mut self, id: StreamId) -> bool {
+        let Some(nack) = self.pel.remove(&id) else {
+            return false;
+        };
+        if let Some(c) = self.consumers.get_mut(&nack.consumer) {
+            c.pel.remove(&id);
+        }
+        true
+    }
+
+    /// Hands the pending `id` to `consumer` (which must exist), moving it from its
+    /// previous owner's PEL.
+    pub fn assign(&mut self, id: StreamId, consumer: &Bytes, delivery_time: i64, count: u64) {
+        let old = self.pel.insert(
+            id,
+            Nack {
+                consumer: consumer.clone(),
+                delivery_time,
+                delivery_count: count,
+            },
+        );
+        if let Some(old) = old {
+            if old.consumer != *consumer {
+                if let Some(c) = self.consumers.get_mut(&old.consumer) {
+                    c.pel.remove(&id);
+                }
+            }
+        }
+        if let Some(c) = self.consumers.get_mut(consumer) {
+            c.pel.insert(id);
+        }
+    }
+
+    /// Creates the consumer unless it exists; whether it was created.
+    pub fn create_consumer(&mut self, name: &[u8], now: i64) -> bool {
+        if self.consumers.contains_key(name) {
+            return false;
+        }
+        self.consumers.insert(
+            Bytes::copy_from_slice(name),
+            Consumer {
+                seen_time: now,
+                pel: BTreeSet::new(),
+            },
+        );
+        true
+    }
+
+    /// Deletes a consumer and its pending entries; how many it had.
+    pub fn delete_consumer(&mut self, name: &[u8]) -> Option<usize> {
+        let c = self.consumers.remove(name)?;
+        for id in &c.pel {
+            self.pel.remove(id);
+        }
+        Some(c.pel.len())
+    }
+
+    /// The consumer's key as stored (to share its bytes with the PEL).
+    pub fn consumer_key(&self, name: &[u8]) -> Option<Bytes> {
+        self.consumers.get_key_value(name).map(|(k, _)| k.clone())
+    }
+}
+
+/// A stream: entries, the bookkeeping XINFO shows, and consumer groups.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Stream {
+    nodes: BTreeMap<StreamId, Node>,
+    length: u64,
+    pub last_id: StreamId,
+    /// The first live entry's ID (0-0 when empty), as Redis records it.
+    pub first_id: StreamId,
+    pub max_deleted_id: StreamId,
+    pub entries_added: u64,
+    pub groups: BTreeMap<Bytes, Group>,
+}
+
+/// How XADD / XTRIM trim (see `Stream::trim`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Trim {
+    MaxLen(u64),
+    MinId(StreamId),
+}
+
+impl Stream {
+    pub fn new() -> Stream {
+        Stream::default()
+    }
+
+    /// The number of live entries (XLEN).
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
+    /// A stream key exists even with no entries (XADD with MAXLEN 0, XGROUP CREATE
+    /// MKSTREAM): it is never "empty" in the sense that removes a key.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// How many nodes hold the entries (XINFO's radix-tree-keys).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Appends an entry with `id` (greater than `last_id`: the caller checks) and
+    /// updates the bookkeeping.
+    pub fn append(&mut self, id: StreamId, pairs: &[(&[u8], &[u8])], limits: NodeLimits) {
+        debug_assert!(id > self.last_id);
+        let size: u64 = pairs.iter().map(|(f, v)| (f.len() + v.len()) as u64).sum();
+        let tail_full = self.nodes.last_key_value().is_none_or(|(_, n)| {
+            let bytes_full = limits.max_bytes > 0 && n.data.len() as u64 + size >= limits.max_bytes;
+            let count_full =
+                limits.max_entries > 0 && u64::from(n.live + n.deleted) >= limits.max_entries;
+            bytes_full || count_full
+        });
+        if tail_full {
+            if let Some(mut last) = self.nodes.last_entry() {
+                last.get_mut().data.shrink_to_fit();
+            }
+            let fields: Vec<&[u8]> = pairs.iter().map(|(f, _)| *f).collect();
+            self.nodes.insert(id, Node::new(&fields));
+        }
+        let mut tail = self.nodes.last_entry().expect("a tail node");
+        let master = *tail.key();
+        tail.get_mut().append(master, id, pairs);
+        if self.length == 0 {
+            self.first_id = id;
+        }
+        self.length += 1;
+        self.entries_added += 1;
+        self.last_id = id;
+    }
+
+    /// The ID XADD gives an entry: `explicit` (with `seq_given` false, its sequence
+    /// is generated) or from the Unix time `now_ms`. `None` when the ID would not
+    /// be above the last one.
+    pub fn next_id(
+        &self,
+        explicit: Option<StreamId>,
+        seq_given: bool,
+        now_ms: u64,
+    ) -> Option<StreamId> {
+        let id = match explicit {
+            Some(id) if seq_given => id,
+            Some(id) if id.ms == self.last_id.ms => {
+                if self.last_id.seq == u64::MAX {
+                    return None;
+                }
+                StreamId::new(id.ms, self.last_id.seq + 1)
+            }
+            Some(id) => id,
+            None if now_ms > self.last_id.ms => StreamId::new(now_ms, 0),
+            None => self.last_id.next()?,
+        };
+        (id > self.last_id).then_some(id)
+    }
+
+    /// Entries from `start` to `end` (inclusive), forwards or (`rev`) backwards, at
+    /// most `count` (0: all) of them.
+    pub fn range(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        count: usize,
+        rev: bool,
+    ) -> Vec<EntryRef<'_>> {
+        let mut out = Vec::new();
+        if start > end {
+            return out;
+        }
+        let first_node = self
+            .nodes
+            .range(..=start)
+            .next_back()
+            .map_or(start, |(k, _)| *k);
+        let nodes = self.nodes.range(first_node..=end);
+        if rev {
+            for (master, node) in nodes.rev() {
+                for h in node.headers(*master).into_iter().rev() {
+                    if h.flags & DELETED != 0 || h.id > end {
+                        continue;
+                    }
+                    if h.id < start {
+                        return out;
+                    }
+                    out.push((h.id, node.pairs(h.flags, h.body)));
+                    if count > 0 && out.len() == count {
+                        return out;
+                    }
+                }
+            }
+        } else {
+            for (master, node) in nodes {
+                let mut at = 0;
+                while at < node.data.len() {
+                    let (h, next) = node.header(*master, at);
+                    at = next;
+                    if h.flags & DELETED != 0 || h.id < start {
+                        continue;
+                    }
+                    if h.id > end {
+                        return out;
+                    }
+                    out.push((h.id, node.pairs(h.flags, h.body)));
+                    if count > 0 && out.len() == count {
+                        return out;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The entry with `id`, if it exists (not deleted).
+    pub fn get(&self, id: StreamId) -> Option<Vec<(&[u8], &[u8])>> {
+        self.range(id, id, 1, false).pop().map(|(_, pairs)| pairs)
+    }
+
+    pub fn contains(&self, id: StreamId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// The first (or last) live entry's ID.
+    pub fn edge_id(&self, first: bool) -> Option<StreamId> {
+        self.range(StreamId::MIN, StreamId::MAX, 1, !first)
+            .pop()
+            .map(|(id, _)| id)
+    }
+
+    /// Deletes the entry `id`; whether it existed. Keeps first_id and max_deleted_id
+    /// as XDEL does.
+    pub fn delete(&mut self, id: StreamId) -> bool {
+        let Some((&master, _)) = self.nodes.range(..=id).next_back() else {
+            return false;
+        };
+        let node = self.nodes.get_mut(&master).expect("found above");
+        let Some(h) = node
+            .headers(master)
+            .into_iter()
+            .find(|h| h.id == id && h.flags & DELETED == 0)
+        else {
+            return false;
+        };
+        node.mark_deleted(h.at);
+        if node.live == 0 {
+            self.nodes.remove(&master);
+        }
+        self.length -= 1;
+        if id > self.max_deleted_id {
+            self.max_deleted_id = id;
+        }
+        if self.length == 0 {
+            self.first_id = StreamId::MIN;
+        } else if id == self.first_id {
+            self.first_id = self.edge_id(true).unwrap_or(StreamId::MIN);
+        }
+        true
+    }
+
+    /// Trims from the oldest entries, as Redis's streamTrim: whole nodes while the
+    /// node can go entirely; then, unless `approx`, entries of the first node one by
+    /// one. `limit` (0: none) bounds the entries removed. Returns how many went.
+    pub fn trim(&mut self, how: Trim, approx: bool, limit: u64) -> u64 {
+        let mut deleted = 0u64;
+        while let Some((&master, node)) = self.nodes.first_key_value() {
+            if let Trim::MaxLen(max) = how {
+                if self.length <= max {
+                    break;
+                }
+            }
+            let entries = u64::from(node.live);
+            if limit > 0 && deleted + entries > limit {
+                break;
+            }
+            let whole = match how {
+                Trim::MaxLen(max) => self.length - entries >= max,
+                Trim::MinId(min) => {
+                    let last = node.headers(master).last().map_or(master, |h| h.id);
+                    last < min
+                }
+            };
+            if whole {
+                self.nodes.remove(&master);
+                self.length -= entries;
+                deleted += entries;
+                continue;
+            }
+            if approx {
+                break;
+            }
+            let node = self.nodes.get_mut(&master).expect("the first node");
+            for h in node.headers(master) {
+                let stop = match how {
+                    Trim::MaxLen(max) => self.length <= max,
+                    Trim::MinId(min) => h.id >= min,
+                };
+                if stop {
+                    break;
+                }
+                if h.flags & DELETED == 0 {
+                    node.mark_deleted(h.at);
+                    self.length -= 1;
+                    deleted += 1;
+                }
+            }
+            if node.live == 0 {
+                self.nodes.remove(&master);
+            }
+            break;
+        }
+        if self.length == 0 {
+            self.first_id = StreamId::MIN;
+        } else if deleted > 0 {
+            self.first_id = self.edge_id(true).unwrap_or(StreamId::MIN);
+        }
+        deleted
+    }
+
+    /// Whether an entry deleted by XDEL may lie between `start` and the end (Redis's
+    /// streamRangeHasTombstones with no end).
+    pub fn has_tombstones_from(&self, start: StreamId) -> bool {
+        if self.length == 0 || self.max_deleted_id.is_zero() {
+            return false;
+        }
+        if self.first_id > self.max_deleted_id {
+            return false;
+        }
+        start <= self.max_deleted_id
+    }
+
+    /// The logical read counter of `id` when it can be known (Redis's
+    /// streamEstimateDistanceFromFirstEverEntry).
+    pub fn estimate_entries_read(&self, id: StreamId) -> Option<u64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        if self.length == 0 && id <= self.last_id {
+            return Some(self.entries_added);
+        }
+        if id == self.last_id {
+            return Some(self.entries_added);
+        }
+        if id > self.last_id {
+            return None;
+        }
+        if self.max_deleted_id.is_zero() || self.max_deleted_id < self.first_id {
+            if id < self.first_id {
+                return Some(self.entries_added - self.length);
+            }
+            if id == self.first_id {
+                return Some(self.entries_added - self.length + 1);
+            }
+        }
+        None
+    }
+
+    /// A group's lag: entries not yet delivered to it, when it can be known. As in
+    /// Redis it is a plain difference, negative after an ENTRIESREAD past the stream's
+    /// entries_added.
+    pub fn lag(&self, group: &Group) -> Option<i64> {
+        if self.entries_added == 0 {
+            return Some(0);
+        }
+        let lag = |read: u64| (self.entries_added as i64).wrapping_sub(read as i64);
+        if let Some(read) = group.entries_read {
+            if !self.has_tombstones_from(group.last_id) {
+                return Some(lag(read));
+            }
+        }
+        self.estimate_entries_read(group.last_id).map(lag)
+    }
+
+    /// Moves a group's last delivered ID to `id`, keeping its read counter as Redis
+    /// does when it delivers `id`.
+    pub fn advance_group(&self, group: &mut Group, id: StreamId) {
+        if id <= group.last_id {
+            return;
+        }
+        match group.entries_read {
+            Some(n) if !self.has_tombstones_from(id) => group.entries_read = Some(n + 1),
+            _ if self.entries_added > 0 => group.entries_read = self.estimate_entries_read(id),
+            _ => {}
+        }
+        group.last_id = id;
+    }
+
+    /// The bytes the stream holds on the heap (MEMORY USAGE), roughly.
+    pub fn heap_bytes(&self) -> usize {
+        let nodes: usize = self.nodes.values().map(Node::heap_bytes).sum();
+        let groups: usize = self
+            .groups
+            .iter()
+            .map(|(name, g)| {
+                name.len()
+                    + 64
+                    + g.pel.len() * 80
+                    + g.consumers
+                        .iter()
+                        .map(|(n, c)| n.len() + 64 + c.pel.len() * 24)
+                        .sum::<usize>()
+            })
+            .sum();
+        nodes + self.nodes.len() * 32 + groups + std::mem::size_of::<Stream>()
+    }
+
+    /// Every live entry, in order (snapshots, COPY, DUMP).
+    pub fn entries(&self) -> Vec<EntryRef<'_>> {
+        self.range(StreamId::MIN, StreamId::MAX, 0, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(ms: u64, seq: u64) -> StreamId {
+        StreamId::new(ms, seq)
+    }
+
+    fn ids(v: &[EntryRef<'_>]) -> Vec<StreamId> {
+        v.iter().map(|(i, _)| *i).collect()
+    }
+
+    fn filled(n: u64, limits: NodeLimits) -> Stream {
+        let mut s = Stream::new();
+        for i in 1..=n {
+            let v = i.to_string();
+            let f: &[u8] = if i % 3 == 0 { b"other" } else { b"f" };
+            s.append(id(i, 0), &[(f, v.as_bytes())], limits);
+        }
+        s
+    }
+
+    #[test]
+    fn entries_come_back_in_order_with_their_fields() {
+        let limits = NodeLimits {
+            max_entries: 4,
+            max_bytes: 0,
+        };
+        let s = filled(10, limits);
+        assert_eq!(s.length(), 10);
+        assert_eq!(s.node_count(), 3);
+        let all = s.range(StreamId::MIN, StreamId::MAX, 0, false);
+        assert_eq!(all.len(), 10);
+        assert_eq!(all[2], (id(3, 0), vec![(&b"other"[..], &b"3"[..])]));
+        assert_eq!(all[3], (id(4, 0), vec![(&b"f"[..], &b"4"[..])]));
+        let rev = s.range(id(3, 0), id(7, 5), 0, true);
+        assert_eq!(ids(&rev), [7, 6, 5, 4, 3].map(|m| id(m, 0)));
+        assert_eq!(
+            ids(&s.range(id(2, 1), StreamId::MAX, 2, false)),
+            [id(3, 0), id(4, 0)]
+        );
+        assert_eq!(s.get(id(5, 0)), Some(vec![(&b"f"[..], &b"5"[..])]));
+        assert_eq!(s.get(id(5, 1)), None);
+    }
+
+    #[test]
+    fn deletes_keep_first_id_and_free_empty_nodes() {
+        let limits = NodeLimits {
+            max_entries: 2,
+            max_bytes: 0,
+        };
+        let mut s = filled(5, limits);
+        assert!(s.delete(id(1, 0)));
+        assert!(!s.delete(id(1, 0)));
+        assert_eq!(s.first_id, id(2, 0));
+        assert!(s.delete(id(2, 0)));
+        assert_eq!(s.node_count(), 2);
+        assert_eq!(s.max_deleted_id, id(2, 0));
+        assert_eq!(s.length(), 3);
+        assert_eq!(s.edge_id(true), Some(id(3, 0)));
+    }
+
+    #[test]
+    fn trims_whole_nodes_when_approximate() {
+        let limits = NodeLimits {
+            max_entries: 10,
+            max_bytes: 0,
+        };
+        let mut s = filled(100, limits);
+        assert_eq!(s.trim(Trim::MaxLen(55), true, 0), 40);
+        assert_eq!(s.length(), 60);
+        assert_eq!(s.trim(Trim::MaxLen(55), false, 0), 5);
+        assert_eq!(s.length(), 55);
+        assert_eq!(s.first_id, id(46, 0));
+        assert_eq!(s.trim(Trim::MinId(id(60, 0)), false, 0), 14);
+        assert_eq!(s.first_id, id(60, 0));
+    }
+
+    #[test]
+    fn generated_ids_follow_the_clock_and_never_go_back() {
+        let mut s = Stream::new();
+        assert_eq!(s.next_id(None, false, 5), Some(id(5, 0)));
+        s.append(id(5, 0), &[(b"f", b"v")], NodeLimits::default());
+        assert_eq!(s.next_id(None, false, 3), Some(id(5, 1)));
+        assert_eq!(s.next_id(Some(id(5, 0)), false, 0), Some(id(5, 1)));
+        assert_eq!(s.next_id(Some(id(4, 0)), false, 0), None);
+        assert_eq!(s.next_id(Some(id(5, 0)), true, 0), None);
+        assert_eq!(s.next_id(Some(id(9, 0)), false, 0), Some(id(9, 0)));
+    }
+}
