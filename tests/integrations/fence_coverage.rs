@@ -169,6 +169,7 @@ const NOT_WRITES: &[&str] = &[
     "smismember", "smembers", "srandmember", "sscan", "sinter", "sintercard", "sunion",
     "sdiff", "fencing.mark", "subscribe", "unsubscribe", "psubscribe", "punsubscribe",
     "publish", "pubsub", "xrange", "xrevrange", "xlen", "xread", "xpending", "xinfo",
+    "cluster", "asking", "readonly", "readwrite",
     // Containers: what they run is checked command by command (EVAL, FCALL and MULTI
     // below); SCRIPT and FUNCTION hold code, not keys.
     "eval", "evalsha", "eval_ro", "evalsha_ro", "script", "fcall", "fcall_ro", "function",
