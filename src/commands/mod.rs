@@ -14,6 +14,7 @@ pub use context::Ctx;
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use command_table::flags;
+use std::sync::atomic::Ordering;
 
 /// What a handler returns: `Err` carries an error reply, so handlers can use `?`.
 pub type CmdResult = Result<Reply, Reply>;
@@ -130,7 +131,13 @@ fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
 /// Runs a command already looked up and arity-checked: the script rule, the fence, then
 /// the handler, with its stats.
 pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
-    if ctx.in_script && spec.flags & flags::NOSCRIPT != 0 {
+    // A container command's subcommand carries its own flags (CLIENT ID may not run
+    // in a script, CLIENT HELP may).
+    let own_flags = spec.subcommand(args).map_or(spec.flags, |sub| sub.flags);
+    if ctx.in_script
+        && own_flags & flags::NOSCRIPT != 0
+        && !ctx.shared.scripts_may_call_anything.load(Ordering::Relaxed)
+    {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
     if spec.flags & flags::FENCED != 0 {

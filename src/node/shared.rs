@@ -38,6 +38,8 @@ pub struct Shared {
     pub run_id: String,
     /// Set by DEBUG SET-ACTIVE-EXPIRE; the sweeper skips its passes while false.
     pub active_expire: AtomicBool,
+    /// Set by DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may call NOSCRIPT commands.
+    pub scripts_may_call_anything: AtomicBool,
     /// Woken to stop the server (SHUTDOWN, a signal, `ServerHandle::shutdown`).
     pub shutdown: Notify,
     pub shutting_down: AtomicBool,
@@ -147,6 +149,7 @@ impl Shared {
             started_ms: AtomicU64::new(now),
             run_id,
             active_expire: AtomicBool::new(true),
+            scripts_may_call_anything: AtomicBool::new(false),
             shutdown: Notify::new(),
             shutting_down: AtomicBool::new(false),
             faults: super::faults::Faults::new(),

@@ -16,7 +16,7 @@ use super::limit::{raw_limit_checks, unlimited, unlimited_raw, RAW_LIMIT};
 use super::lua_errors::{
     error_handler, error_text, raise_reply, raising, raising_table, script_error, unwrap_error,
 };
-use super::redis_api::{create_call, log, setresp, sha1hex};
+use super::redis_api::{acl_check_cmd, create_call, log, setresp, sha1hex};
 use super::sandbox::{guarded_rawset, guarded_setmetatable, random, SETUP};
 use super::{bit, cjson, cmsgpack, lstruct, Call, RunFlags, ScriptMeta, ScriptRun};
 use crate::commands::Ctx;
@@ -202,6 +202,7 @@ impl Vm {
         imp.set("sha1hex", lua.create_function(sha1hex)?)?;
         imp.set("log", lua.create_function(log)?)?;
         imp.set("setresp", lua.create_function(setresp)?)?;
+        imp.set("acl_check_cmd", lua.create_function(acl_check_cmd)?)?;
         imp.set(
             "killed",
             lua.create_function(|_, ()| Ok(RunSlot::with(|s| s.killed()).unwrap_or(false)))?,

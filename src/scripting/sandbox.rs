@@ -182,6 +182,7 @@ end
 redis.sha1hex = imp.sha1hex
 redis.log = imp.log
 redis.setresp = imp.setresp
+redis.acl_check_cmd = imp.acl_check_cmd
 redis.breakpoint = function() return false end
 redis.debug = function() end
 redis.replicate_commands = function() return true end

@@ -276,6 +276,32 @@ async fn errors_have_redis_7_formats() {
             "return redis.log()",
             "ERR redis.log() requires two arguments or more. script: SHA, on @user_script:1.",
         ),
+        // A container's subcommand decides (Redis 7.0's flags): CLIENT ID, CONFIG GET
+        // and CLUSTER RESET may not run in a script; CLIENT HELP may (below).
+        (
+            "return redis.call('client', 'id')",
+            "ERR This Redis command is not allowed from script script: SHA, on @user_script:1.",
+        ),
+        (
+            "return redis.call('config', 'get', 'maxmemory')",
+            "ERR This Redis command is not allowed from script script: SHA, on @user_script:1.",
+        ),
+        (
+            "return redis.call('cluster', 'reset')",
+            "ERR This Redis command is not allowed from script script: SHA, on @user_script:1.",
+        ),
+        (
+            "return redis.acl_check_cmd('nosuch')",
+            "ERR Invalid command passed to redis.acl_check_cmd() script: SHA, on @user_script:1.",
+        ),
+        (
+            "return redis.acl_check_cmd()",
+            "ERR Please specify at least one argument for this redis lib call script: SHA, on @user_script:1.",
+        ),
+        (
+            "return redis.acl_check_cmd('set', 'a', {})",
+            "ERR Lua redis lib command arguments must be strings or integers script: SHA, on @user_script:1.",
+        ),
     ];
     for (script, want) in cases {
         assert_eq!(eval_err(&mut con, script).await, want, "{script}");
@@ -1308,4 +1334,36 @@ async fn a_scripts_caller_shows_the_script_command_as_its_last() {
     );
     let list = last_of_a(cmd(&mut b, &["CLIENT", "LIST", "ID", &id]).await.unwrap());
     assert!(list.contains(" cmd=fcall "), "{list}");
+}
+
+#[tokio::test]
+async fn acl_check_cmd_answers_for_the_callers_user_and_help_runs_in_scripts() {
+    let server = start().await;
+    let mut admin = support::Raw::to(&server).await;
+    admin
+        .check(
+            &[
+                "ACL", "SETUSER", "reader", "on", "nopass", "~*", "+@all", "-set",
+            ],
+            "+OK\r\n",
+        )
+        .await;
+    let mut reader = support::Raw::to(&server).await;
+    reader.check(&["AUTH", "reader", "x"], "+OK\r\n").await;
+    let check = "return {redis.acl_check_cmd('get', 'k'), redis.acl_check_cmd('set', 'k', 1)}";
+    // Lua's true is 1, false is nil (RESP2).
+    admin
+        .check(&["EVAL", check, "0"], "*2\r\n:1\r\n:1\r\n")
+        .await;
+    reader
+        .check(&["EVAL", check, "0"], "*2\r\n:1\r\n$-1\r\n")
+        .await;
+    // Nothing was refused: no ACL LOG entry.
+    admin.check(&["ACL", "LOG"], "*0\r\n").await;
+    // A container's harmless subcommand runs in a script.
+    let help = admin
+        .cmd(&["EVAL", "return redis.call('client', 'help')[1]", "0"])
+        .await;
+    assert!(help.starts_with("+CLIENT <subcommand>"), "{help}");
+    server.shutdown().await;
 }

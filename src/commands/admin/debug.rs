@@ -51,6 +51,13 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             ctx.shared.active_expire.store(on != 0, Ordering::Relaxed);
             Ok(Reply::Ok)
         }
+        ("set-disable-deny-scripts", 3) => {
+            let on = int_arg(&args[2])?;
+            ctx.shared
+                .scripts_may_call_anything
+                .store(on != 0, Ordering::Relaxed);
+            Ok(Reply::Ok)
+        }
         ("help", _) => Ok(Reply::Array(
             [
                 "DEBUG <subcommand> [<arg> ...]. Subcommands are:",
@@ -61,6 +68,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 "DIGEST-VALUE <key> [<key> ...]    Redis's digest of each key's value (and whether it has a TTL).",
                 "SLEEP <seconds>    Stop answering for this long.",
                 "SET-ACTIVE-EXPIRE <0|1>    Turn the active expiry sweeper off or on.",
+                "SET-DISABLE-DENY-SCRIPTS <0|1>    Let scripts call commands they may not (CLIENT LIST...).",
             ]
             .iter()
             .map(|s| Reply::status(s))
