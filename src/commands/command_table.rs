@@ -6,7 +6,8 @@ use super::exec::{eval, fcall};
 use super::{CmdResult, Ctx};
 
 use crate::commands::families::{
-    cas, expire, fencing, hashes, keys, lists, pubsub, sets, strings, zalgebra, zranges, zsets,
+    cas, dump, expire, fencing, hashes, keys, lists, object, pubsub, sets, sort, strings, zalgebra,
+    zranges, zsets,
 };
 
 use crate::commands::admin::{debug, memory, ops, server};
@@ -54,6 +55,12 @@ pub mod flags {
     /// No key is required (EVAL with numkeys 0): COMMAND GETKEYS then answers an empty
     /// array where it would otherwise refuse the arguments.
     pub const NO_MANDATORY_KEYS: u32 = 1 << 15;
+    /// SORT's destination: the argument after the last STORE (Redis's sortGetKeys,
+    /// which skips LIMIT's two arguments and BY's and GET's one).
+    pub const STORE_KEY: u32 = 1 << 16;
+    /// Keys found by the command's own parsing (SORT, SORT_RO): COMMAND INFO lists
+    /// Redis's "movablekeys".
+    pub const MOVABLE: u32 = 1 << 17;
 }
 
 /// ACL categories (Redis 7's, in its order: ACL CAT and COMMAND INFO list them so).
@@ -183,7 +190,7 @@ impl Spec {
             (NO_AUTH, "no_auth"),
             (NO_MANDATORY_KEYS, "no_mandatory_keys"),
             (NO_MULTI, "no_multi"),
-            (NUMKEYS_AT_1 | NUMKEYS_AT_2, "movablekeys"),
+            (NUMKEYS_AT_1 | NUMKEYS_AT_2 | MOVABLE, "movablekeys"),
             (ALLOW_BUSY, "allow_busy"),
         ];
         for (bits, name) in names {
@@ -235,6 +242,9 @@ impl Spec {
         };
         let fixed = fixed.step_by(self.step.max(1) as usize);
         let empty = (0..0).step_by(1);
+        if self.flags & STORE_KEY != 0 {
+            return fixed.chain(0..0).chain(store_key(args));
+        }
         let at = if self.flags & NUMKEYS_AT_1 != 0 {
             1
         } else if self.flags & NUMKEYS_AT_2 != 0 {
@@ -263,6 +273,26 @@ impl Spec {
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         self.key_positions(args).map(|i| &args[i])
     }
+}
+
+/// The position of SORT's destination key: after the last STORE that has an argument
+/// after it, LIMIT's two arguments and BY's and GET's one skipped, as Redis's
+/// sortGetKeys reads them.
+fn store_key(args: &[Bytes]) -> Option<usize> {
+    let mut found = None;
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if a.eq_ignore_ascii_case(b"limit") {
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"get") || a.eq_ignore_ascii_case(b"by") {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"store") && i + 1 < args.len() {
+            found = Some(i + 1);
+        }
+        i += 1;
+    }
+    found
 }
 
 /// C's `atoi` as glibc has it: `(int) strtol(s, NULL, 10)`: leading white space, a
@@ -380,7 +410,7 @@ const ROWS: &[Row] = &[
     Row { name: "copy", arity: -3, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_KEYSPACE, keys: keys(1, 2, 1), handler: keys::copy },
     Row { name: "move", arity: 3, flags: WRITE | FENCED | FAST | EXCLUSIVE, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: keys::move_ },
     Row { name: "randomkey", arity: 1, flags: READONLY, cats: C_KEYSPACE, keys: NO_KEYS, handler: keys::randomkey },
-    Row { name: "object", arity: -2, flags: READONLY, cats: 0, keys: keys(2, 2, 1), handler: keys::object },
+    Row { name: "object", arity: -2, flags: READONLY, cats: 0, keys: keys(2, 2, 1), handler: object::object },
     Row { name: "memory", arity: -2, flags: READONLY, cats: 0, keys: keys(2, 2, 1), handler: memory::memory },
     // expiry
     Row { name: "expire", arity: -3, flags: WRITE | FENCED | FAST, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: expire::expire },
@@ -515,6 +545,13 @@ const ROWS: &[Row] = &[
     Row { name: "fcall", arity: -3, flags: NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | EXCLUSIVE, cats: C_SCRIPTING, keys: NO_KEYS, handler: fcall::fcall },
     Row { name: "fcall_ro", arity: -3, flags: NOSCRIPT | NUMKEYS_AT_2 | NO_MANDATORY_KEYS | READONLY | EXCLUSIVE, cats: C_SCRIPTING, keys: NO_KEYS, handler: fcall::fcall_ro },
     Row { name: "function", arity: -2, flags: NOSCRIPT, cats: 0, keys: NO_KEYS, handler: fcall::function },
+    // SORT reads the keys its BY and GET patterns name, so it holds the gate
+    // exclusively; STORE is fenced in the handler (a SORT without it writes nothing).
+    Row { name: "sort", arity: -2, flags: WRITE | DENYOOM | EXCLUSIVE | STORE_KEY | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST, keys: keys(1, 1, 1), handler: sort::sort },
+    Row { name: "sort_ro", arity: -2, flags: READONLY | EXCLUSIVE | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST, keys: keys(1, 1, 1), handler: sort::sort_ro },
+    // serialization: RESTORE makes a key, maybe with a TTL
+    Row { name: "dump", arity: 2, flags: READONLY, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: dump::dump },
+    Row { name: "restore", arity: -4, flags: WRITE | FENCED | DENYOOM, cats: C_KEYSPACE | C_DANGEROUS, keys: keys(1, 1, 1), handler: dump::restore },
     // transactions: EXEC runs its queue holding the gate exclusively; the others only
     // touch the client's own state (and the watch registry), so they skip the gate.
     Row { name: "multi", arity: 1, flags: NOSCRIPT | FAST | ALLOW_BUSY, cats: C_TRANSACTION, keys: NO_KEYS, handler: multi::multi },
