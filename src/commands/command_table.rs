@@ -547,8 +547,8 @@ const ROWS: &[Row] = &[
     Row { name: "function", arity: -2, flags: NOSCRIPT, cats: 0, keys: NO_KEYS, handler: fcall::function },
     // SORT reads the keys its BY and GET patterns name, so it holds the gate
     // exclusively; STORE is fenced in the handler (a SORT without it writes nothing).
-    Row { name: "sort", arity: -2, flags: WRITE | DENYOOM | EXCLUSIVE | STORE_KEY | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST, keys: keys(1, 1, 1), handler: sort::sort },
-    Row { name: "sort_ro", arity: -2, flags: READONLY | EXCLUSIVE | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST, keys: keys(1, 1, 1), handler: sort::sort_ro },
+    Row { name: "sort", arity: -2, flags: WRITE | DENYOOM | EXCLUSIVE | STORE_KEY | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST | C_DANGEROUS, keys: keys(1, 1, 1), handler: sort::sort },
+    Row { name: "sort_ro", arity: -2, flags: READONLY | EXCLUSIVE | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST | C_DANGEROUS, keys: keys(1, 1, 1), handler: sort::sort_ro },
     // serialization: RESTORE makes a key, maybe with a TTL
     Row { name: "dump", arity: 2, flags: READONLY, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: dump::dump },
     Row { name: "restore", arity: -4, flags: WRITE | FENCED | DENYOOM, cats: C_KEYSPACE | C_DANGEROUS, keys: keys(1, 1, 1), handler: dump::restore },
