@@ -43,7 +43,12 @@ fn call(session: &mut Session, args: &[&[u8]]) -> Vec<u8> {
 
 /// A bulk reply's payload.
 fn bulk(frame: &[u8]) -> Vec<u8> {
-    assert_eq!(frame.first(), Some(&b'$'), "{:?}", String::from_utf8_lossy(frame));
+    assert_eq!(
+        frame.first(),
+        Some(&b'$'),
+        "{:?}",
+        String::from_utf8_lossy(frame)
+    );
     let nl = frame.iter().position(|&b| b == b'\n').unwrap();
     frame[nl + 1..frame.len() - 2].to_vec()
 }
@@ -84,7 +89,10 @@ fuzz_target!(|data: &[u8]| {
             let dumped = bulk(&call(session, &[b"DUMP", b"k"]));
             let again = call(session, &[b"RESTORE", b"k2", b"0", &dumped]);
             assert_eq!(again, OK, "our own DUMP restores");
-            assert_eq!(call(session, &[b"TYPE", b"k"]), call(session, &[b"TYPE", b"k2"]));
+            assert_eq!(
+                call(session, &[b"TYPE", b"k"]),
+                call(session, &[b"TYPE", b"k2"])
+            );
             let sorted = call(session, &[b"SORT", b"k", b"ALPHA", b"LIMIT", b"0", b"5"]);
             assert!(sorted[0] == b'*' || sorted.starts_with(b"-WRONGTYPE"));
             call(session, &[b"FLUSHALL"]);

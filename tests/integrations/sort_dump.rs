@@ -21,23 +21,72 @@ const VALUES: &[&[&str]] = &[
     &["SET", "s:empty", ""],
     // 21 bytes and more: LZF when it saves more than 4 bytes.
     &["SET", "s:lzf", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"],
-    &["SET", "s:incompressible", "abcdefghijklmnopqrstuvwxyz0123456789"],
-    &["RPUSH", "l:small", "a", "1", "-70000", "123456789012345", "xyz"],
-    &["RPUSH", "l:ints", "0", "127", "128", "-4096", "4095", "32767", "8388607", "2147483647", "9223372036854775807"],
+    &[
+        "SET",
+        "s:incompressible",
+        "abcdefghijklmnopqrstuvwxyz0123456789",
+    ],
+    &[
+        "RPUSH",
+        "l:small",
+        "a",
+        "1",
+        "-70000",
+        "123456789012345",
+        "xyz",
+    ],
+    &[
+        "RPUSH",
+        "l:ints",
+        "0",
+        "127",
+        "128",
+        "-4096",
+        "4095",
+        "32767",
+        "8388607",
+        "2147483647",
+        "9223372036854775807",
+    ],
     &["SADD", "set:int16", "1", "2", "3", "-5"],
     &["SADD", "set:int32", "100000", "1"],
     &["SADD", "set:int64", "5000000000", "-1"],
-    &["ZADD", "z:small", "1", "a", "2.5", "b", "-3", "c", "inf", "d", "-inf", "e", "0.1", "f", "1e20", "g"],
+    &[
+        "ZADD", "z:small", "1", "a", "2.5", "b", "-3", "c", "inf", "d", "-inf", "e", "0.1", "f",
+        "1e18", "big", "1e20", "g",
+    ],
     &["HSET", "h:one", "field", "value"],
     &["HSET", "h:int", "f", "1"],
-    &["HSET", "h:big", "field", "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv"],
+    &[
+        "HSET",
+        "h:big",
+        "field",
+        "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv",
+    ],
 ];
 
 /// Keys whose payload Redis determines (no hashtable iteration order inside).
 const EXACT: &[&str] = &[
-    "s:plain", "s:int", "s:big-int", "s:neg", "s:zeros", "s:empty", "s:lzf",
-    "s:incompressible", "l:small", "l:ints", "l:long", "set:int16", "set:int32",
-    "set:int64", "set:big-int", "z:small", "z:skiplist", "h:one", "h:int", "h:big",
+    "s:plain",
+    "s:int",
+    "s:big-int",
+    "s:neg",
+    "s:zeros",
+    "s:empty",
+    "s:lzf",
+    "s:incompressible",
+    "l:small",
+    "l:ints",
+    "l:long",
+    "set:int16",
+    "set:int32",
+    "set:int64",
+    "set:big-int",
+    "z:small",
+    "z:skiplist",
+    "h:one",
+    "h:int",
+    "h:big",
 ];
 
 /// The larger values, built in one pipeline each.
@@ -113,7 +162,11 @@ async fn payloads_match_redis_byte_for_byte_and_restore_both_ways() {
         }
         let want = content(&mut r, key).await;
         assert_eq!(content(&mut o, &copy).await, want, "{key} restored here");
-        assert_eq!(content(&mut r, &copy).await, want, "{key} restored in Redis");
+        assert_eq!(
+            content(&mut r, &copy).await,
+            want,
+            "{key} restored in Redis"
+        );
         for c in [&mut r, &mut o] {
             assert_eq!(c.cmd(&["PTTL", &copy]).await, int(-1));
         }
@@ -131,10 +184,19 @@ async fn a_dump_of_redis_7_0_restores_exactly() {
     let mut c = Raw::to(&h).await;
     let string = b"\x00\x03bar\x0a\x00\xe6\xbe\x49\x60\xee\x66\xfd\x17";
     let list = b"\x12\x01\x02\x0c\x0c\x00\x00\x00\x02\x00\x81a\x02\x01\x01\xff\x0a\x00\x94\x96\x2b\x23\xac\x17\xaa\x85";
-    assert_eq!(c.cmd_bytes(&[b"RESTORE", b"foo", b"0", string]).await, OK.as_bytes());
-    assert_eq!(c.cmd_bytes(&[b"RESTORE", b"l", b"0", list]).await, OK.as_bytes());
+    assert_eq!(
+        c.cmd_bytes(&[b"RESTORE", b"foo", b"0", string]).await,
+        OK.as_bytes()
+    );
+    assert_eq!(
+        c.cmd_bytes(&[b"RESTORE", b"l", b"0", list]).await,
+        OK.as_bytes()
+    );
     assert_eq!(c.cmd(&["GET", "foo"]).await, bulk("bar"));
-    assert_eq!(c.cmd(&["LRANGE", "l", "0", "-1"]).await, "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+    assert_eq!(
+        c.cmd(&["LRANGE", "l", "0", "-1"]).await,
+        "*2\r\n$1\r\na\r\n$1\r\n1\r\n"
+    );
     assert_eq!(bulk_bytes(&c.cmd_bytes(&[b"DUMP", b"foo"]).await), string);
     assert_eq!(bulk_bytes(&c.cmd_bytes(&[b"DUMP", b"l"]).await), list);
     assert_eq!(c.cmd(&["DUMP", "nokey"]).await, NIL);
@@ -170,7 +232,7 @@ fn payload(body: &[u8], version: u16) -> Vec<u8> {
 async fn malformed_payloads_get_redis_errors_never_a_crash() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
-    let mut restore = async |c: &mut Raw, p: &[u8]| {
+    let restore = async |c: &mut Raw, p: &[u8]| {
         String::from_utf8_lossy(&c.cmd_bytes(&[b"RESTORE", b"k", b"0", p, b"REPLACE"]).await)
             .into_owned()
     };
@@ -178,17 +240,28 @@ async fn malformed_payloads_get_redis_errors_never_a_crash() {
     let good = bulk_bytes(&c.cmd_bytes(&[b"DUMP", b"l"]).await);
     // Every truncation, every flipped bit: the footer no longer matches.
     for cut in 0..good.len() {
-        assert_eq!(restore(&mut c, &good[..cut]).await, err(BAD_FOOTER), "cut at {cut}");
+        assert_eq!(
+            restore(&mut c, &good[..cut]).await,
+            err(BAD_FOOTER),
+            "cut at {cut}"
+        );
     }
     for i in 0..good.len() {
         for bit in 0..8 {
             let mut bad = good.clone();
             bad[i] ^= 1 << bit;
-            assert_eq!(restore(&mut c, &bad).await, err(BAD_FOOTER), "byte {i} bit {bit}");
+            assert_eq!(
+                restore(&mut c, &bad).await,
+                err(BAD_FOOTER),
+                "byte {i} bit {bit}"
+            );
         }
     }
     // A newer RDB version (Redis 7.2's 11) is refused; older ones are read.
-    assert_eq!(restore(&mut c, &payload(b"\x00\x03bar", 11)).await, err(BAD_FOOTER));
+    assert_eq!(
+        restore(&mut c, &payload(b"\x00\x03bar", 11)).await,
+        err(BAD_FOOTER)
+    );
     assert_eq!(restore(&mut c, &payload(b"\x00\x03bar", 9)).await, OK);
     // Valid footers around bad values: huge counts and lengths, unknown types, empty
     // collections, duplicates, a NaN score, a broken listpack.
@@ -212,9 +285,17 @@ async fn malformed_payloads_get_redis_errors_never_a_crash() {
         b"\x0b\x0c\x02\x00\x00\x00\xff\xff\xff\x7f\x01\x00".to_vec(),
     ];
     for body in &bodies {
-        assert_eq!(restore(&mut c, &payload(body, 10)).await, err(BAD_DATA), "{body:?}");
+        assert_eq!(
+            restore(&mut c, &payload(body, 10)).await,
+            err(BAD_DATA),
+            "{body:?}"
+        );
     }
-    assert_eq!(c.cmd(&["EXISTS", "k"]).await, int(1), "the version-9 restore");
+    assert_eq!(
+        c.cmd(&["EXISTS", "k"]).await,
+        int(1),
+        "the version-9 restore"
+    );
     assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
     h.shutdown().await;
 }
@@ -234,19 +315,53 @@ async fn restore_checks_its_arguments_in_redis_order() {
     assert_eq!(run(&[b"foo", b"0", &p]).await, busy);
     assert_eq!(run(&[b"foo", b"0", b"..."]).await, busy);
     assert_eq!(run(&[b"new", b"0", b"..."]).await, err(BAD_FOOTER));
-    assert_eq!(run(&[b"foo", b"0", b"...", b"bogus"]).await, err("ERR syntax error"));
-    assert_eq!(run(&[b"new", b"-1", &p]).await, err("ERR Invalid TTL value, must be >= 0"));
-    assert_eq!(run(&[b"new", b"x", &p]).await, err("ERR value is not an integer or out of range"));
-    assert_eq!(run(&[b"new", b"0", &p, b"IDLETIME", b"-1"]).await, err("ERR Invalid IDLETIME value, must be >= 0"));
-    assert_eq!(run(&[b"new", b"0", &p, b"FREQ", b"256"]).await, err("ERR Invalid FREQ value, must be >= 0 and <= 255"));
-    assert_eq!(run(&[b"new", b"0", &p, b"FREQ", b"1", b"IDLETIME", b"1"]).await, err("ERR syntax error"));
-    assert_eq!(run(&[b"new", b"0", &p, b"IDLETIME"]).await, err("ERR syntax error"));
-    assert_eq!(run(&[b"new", b"0"]).await, err("ERR wrong number of arguments for 'restore' command"));
-    assert_eq!(run(&[b"new", b"0", &p, b"IDLETIME", b"10", b"ABSTTL"]).await, OK);
-    assert_eq!(run(&[b"foo", b"0", &p, b"REPLACE", b"FREQ", b"7"]).await, OK);
+    assert_eq!(
+        run(&[b"foo", b"0", b"...", b"bogus"]).await,
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        run(&[b"new", b"-1", &p]).await,
+        err("ERR Invalid TTL value, must be >= 0")
+    );
+    assert_eq!(
+        run(&[b"new", b"x", &p]).await,
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        run(&[b"new", b"0", &p, b"IDLETIME", b"-1"]).await,
+        err("ERR Invalid IDLETIME value, must be >= 0")
+    );
+    assert_eq!(
+        run(&[b"new", b"0", &p, b"FREQ", b"256"]).await,
+        err("ERR Invalid FREQ value, must be >= 0 and <= 255")
+    );
+    assert_eq!(
+        run(&[b"new", b"0", &p, b"FREQ", b"1", b"IDLETIME", b"1"]).await,
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        run(&[b"new", b"0", &p, b"IDLETIME"]).await,
+        err("ERR syntax error")
+    );
+    assert_eq!(
+        run(&[b"new", b"0"]).await,
+        err("ERR wrong number of arguments for 'restore' command")
+    );
+    assert_eq!(
+        run(&[b"new", b"0", &p, b"IDLETIME", b"10", b"ABSTTL"]).await,
+        OK
+    );
+    assert_eq!(
+        run(&[b"foo", b"0", &p, b"REPLACE", b"FREQ", b"7"]).await,
+        OK
+    );
     // A key of another type is replaced whole.
     c.cmd(&["RPUSH", "lst", "a"]).await;
-    assert_eq!(c.cmd_bytes(&[b"RESTORE", b"lst", b"0", &p, b"REPLACE"]).await, OK.as_bytes());
+    assert_eq!(
+        c.cmd_bytes(&[b"RESTORE", b"lst", b"0", &p, b"REPLACE"])
+            .await,
+        OK.as_bytes()
+    );
     assert_eq!(c.cmd(&["TYPE", "lst"]).await, "+string\r\n");
     h.shutdown().await;
 }
@@ -269,10 +384,22 @@ async fn restore_ttls_follow_the_clock_and_the_servers_rules() {
     h.advance(Duration::from_millis(1));
     assert_eq!(c.cmd(&["GET", "rel"]).await, NIL);
     let wall = h.clock().wall_ms();
-    assert_eq!(restore(&mut c, "abs", (wall + 3000).to_string(), &["ABSTTL"]).await, OK);
+    assert_eq!(
+        restore(&mut c, "abs", (wall + 3000).to_string(), &["ABSTTL"]).await,
+        OK
+    );
     assert_eq!(c.cmd(&["PTTL", "abs"]).await, int(3000));
     // An instant already past makes no key, and REPLACE still removes the old one.
-    assert_eq!(restore(&mut c, "foo", (wall - 1).to_string(), &["ABSTTL", "REPLACE"]).await, OK);
+    assert_eq!(
+        restore(
+            &mut c,
+            "foo",
+            (wall - 1).to_string(),
+            &["ABSTTL", "REPLACE"]
+        )
+        .await,
+        OK
+    );
     assert_eq!(c.cmd(&["EXISTS", "foo"]).await, int(0));
     // The test server's max-ttl is 30 s.
     assert_eq!(
@@ -305,7 +432,10 @@ async fn a_restored_list_wakes_a_blocked_pop() {
     let mut waiter = Raw::to(&h).await;
     waiter.send_cmd(&["BLPOP", "dst", "0"]).await;
     wait_blocked(&h, 1).await;
-    assert_eq!(c.cmd_bytes(&[b"RESTORE", b"dst", b"0", &p]).await, OK.as_bytes());
+    assert_eq!(
+        c.cmd_bytes(&[b"RESTORE", b"dst", b"0", &p]).await,
+        OK.as_bytes()
+    );
     assert_eq!(waiter.reply().await, "*2\r\n$3\r\ndst\r\n$1\r\nx\r\n");
     h.shutdown().await;
 }
@@ -313,11 +443,18 @@ async fn a_restored_list_wakes_a_blocked_pop() {
 /// The SORT cases compared with redis-server, on this fixture.
 const SORT_FIXTURE: &[&[&str]] = &[
     &["RPUSH", "l", "3", "1", "2", "10", "1.5", "-2", "abc0"],
-    &["RPUSH", "ln", "3", "1", "2", "10", "1.5", "-2", "1e3", " 4", ""],
+    &[
+        "RPUSH", "ln", "3", "1", "2", "10", "1.5", "-2", "1e3", " 4", "",
+    ],
     &["SADD", "s", "5", "3", "9", "1"],
     &["SADD", "sa", "b", "a", "c", "aa"],
-    &["ZADD", "z", "1", "a", "5", "b", "2", "c", "10", "d", "3", "e"],
-    &["MSET", "w_3", "2", "w_1", "0", "w_2", "5", "w_10", "2", "w_1.5", "1", "w_-2", "4", "w_abc0", "3", "w_a", "1", "w_b", "3"],
+    &[
+        "ZADD", "z", "1", "a", "5", "b", "2", "c", "10", "d", "3", "e",
+    ],
+    &[
+        "MSET", "w_3", "2", "w_1", "0", "w_2", "5", "w_10", "2", "w_1.5", "1", "w_-2", "4",
+        "w_abc0", "3", "w_a", "1", "w_b", "3",
+    ],
     &["HSET", "h_3", "f", "0.5", "g", "x1"],
     &["HSET", "h_1", "f", "0.25", "g", "x0"],
     &["HSET", "h_2", "f", "1e2", "g", "x2"],
@@ -354,7 +491,10 @@ const SORT_CASES: &[&[&str]] = &[
     &["SORT", "l", "BY", "h_*->f"],
     &["SORT", "l", "BY", "h_*->g", "ALPHA"],
     &["SORT", "l", "BY", "h_*->g"],
-    &["SORT", "l", "ALPHA", "GET", "#", "GET", "w_*", "GET", "h_*->g", "GET", "nope_*", "GET", "const"],
+    &[
+        "SORT", "l", "ALPHA", "GET", "#", "GET", "w_*", "GET", "h_*->g", "GET", "nope_*", "GET",
+        "const",
+    ],
     &["SORT", "l", "BY", "nosort"],
     &["SORT", "l", "BY", "nosort", "DESC", "LIMIT", "2", "3"],
     &["SORT", "l", "BY", "nosort", "GET", "#", "GET", "w_*"],
@@ -374,7 +514,9 @@ const SORT_CASES: &[&[&str]] = &[
     &["SORT", "nokey", "STORE", "dst"],
     &["SORT", "l", "ALPHA", "STORE", "dst"],
     &["LRANGE", "dst", "0", "-1"],
-    &["SORT", "l", "ALPHA", "STORE", "dst", "GET", "#", "GET", "nope_*"],
+    &[
+        "SORT", "l", "ALPHA", "STORE", "dst", "GET", "#", "GET", "nope_*",
+    ],
     &["LRANGE", "dst", "0", "-1"],
     &["SORT", "sa", "BY", "nosort", "STORE", "dst2"],
     &["LRANGE", "dst2", "0", "-1"],
@@ -382,10 +524,25 @@ const SORT_CASES: &[&[&str]] = &[
     &["EXISTS", "dst"],
     &["SORT_RO", "l", "ALPHA"],
     &["SORT_RO", "l", "STORE", "x"],
-    &["EVAL", "return redis.call('sort', KEYS[1], 'by', 'nosort')", "1", "sa"],
-    &["EVAL", "return redis.call('sort', KEYS[1], 'by', 'nosort', 'desc')", "1", "z"],
-    &["COMMAND", "GETKEYS", "SORT", "abc", "STORE", "invalid", "STORE", "stillbad", "STORE", "def"],
-    &["COMMAND", "GETKEYS", "SORT", "abc", "LIMIT", "STORE", "x", "y"],
+    &[
+        "EVAL",
+        "return redis.call('sort', KEYS[1], 'by', 'nosort')",
+        "1",
+        "sa",
+    ],
+    &[
+        "EVAL",
+        "return redis.call('sort', KEYS[1], 'by', 'nosort', 'desc')",
+        "1",
+        "z",
+    ],
+    &[
+        "COMMAND", "GETKEYS", "SORT", "abc", "STORE", "invalid", "STORE", "stillbad", "STORE",
+        "def",
+    ],
+    &[
+        "COMMAND", "GETKEYS", "SORT", "abc", "LIMIT", "STORE", "x", "y",
+    ],
     &["COMMAND", "GETKEYS", "SORT_RO", "abc", "STORE", "x"],
 ];
 
@@ -410,27 +567,59 @@ async fn sort_sorts_by_patterns_and_stores() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
     c.cmd(&["RPUSH", "ids", "1", "2", "3"]).await;
-    c.cmd(&["MSET", "w_1", "30", "w_2", "10", "w_3", "20"]).await;
+    c.cmd(&["MSET", "w_1", "30", "w_2", "10", "w_3", "20"])
+        .await;
     c.cmd(&["HSET", "o_1", "name", "one"]).await;
     c.cmd(&["HSET", "o_3", "name", "three"]).await;
-    assert_eq!(c.cmd(&["SORT", "ids", "BY", "w_*"]).await, "*3\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n1\r\n");
     assert_eq!(
-        c.cmd(&["SORT", "ids", "BY", "w_*", "DESC", "GET", "#", "GET", "o_*->name"]).await,
+        c.cmd(&["SORT", "ids", "BY", "w_*"]).await,
+        "*3\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n1\r\n"
+    );
+    assert_eq!(
+        c.cmd(&[
+            "SORT",
+            "ids",
+            "BY",
+            "w_*",
+            "DESC",
+            "GET",
+            "#",
+            "GET",
+            "o_*->name"
+        ])
+        .await,
         "*6\r\n$1\r\n1\r\n$3\r\none\r\n$1\r\n3\r\n$5\r\nthree\r\n$1\r\n2\r\n$-1\r\n"
     );
-    assert_eq!(c.cmd(&["SORT", "ids", "BY", "w_*", "LIMIT", "1", "1"]).await, "*1\r\n$1\r\n3\r\n");
+    assert_eq!(
+        c.cmd(&["SORT", "ids", "BY", "w_*", "LIMIT", "1", "1"])
+            .await,
+        "*1\r\n$1\r\n3\r\n"
+    );
     // STORE: a list in place of whatever was there, no TTL; GET misses store "".
     c.cmd(&["SET", "out", "old", "PX", "10000"]).await;
-    assert_eq!(c.cmd(&["SORT", "ids", "GET", "o_*->name", "STORE", "out"]).await, int(3));
-    assert_eq!(c.cmd(&["LRANGE", "out", "0", "-1"]).await, "*3\r\n$3\r\none\r\n$0\r\n\r\n$5\r\nthree\r\n");
+    assert_eq!(
+        c.cmd(&["SORT", "ids", "GET", "o_*->name", "STORE", "out"])
+            .await,
+        int(3)
+    );
+    assert_eq!(
+        c.cmd(&["LRANGE", "out", "0", "-1"]).await,
+        "*3\r\n$3\r\none\r\n$0\r\n\r\n$5\r\nthree\r\n"
+    );
     assert_eq!(c.cmd(&["PTTL", "out"]).await, int(-1));
     // An empty result removes the destination.
     assert_eq!(c.cmd(&["SORT", "missing", "STORE", "out"]).await, int(0));
     assert_eq!(c.cmd(&["EXISTS", "out"]).await, int(0));
     // Scores that are not numbers.
     c.cmd(&["RPUSH", "words", "a", "b"]).await;
-    assert_eq!(c.cmd(&["SORT", "words"]).await, err("ERR One or more scores can't be converted into double"));
-    assert_eq!(c.cmd(&["SORT_RO", "words", "STORE", "x"]).await, err("ERR syntax error"));
+    assert_eq!(
+        c.cmd(&["SORT", "words"]).await,
+        err("ERR One or more scores can't be converted into double")
+    );
+    assert_eq!(
+        c.cmd(&["SORT_RO", "words", "STORE", "x"]).await,
+        err("ERR syntax error")
+    );
     // SORT ... STORE wakes a BLPOP on its destination.
     let mut waiter = Raw::to(&h).await;
     waiter.send_cmd(&["BLPOP", "dest", "0"]).await;
@@ -464,7 +653,10 @@ async fn sort_store_is_fenced_and_keeps_the_ttl_rules() {
     h.shutdown().await;
     let h = start_with(|c| c.require_ttl = true).await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd_bytes(&[b"RESTORE", b"l", b"10000", &p]).await, OK.as_bytes());
+    assert_eq!(
+        c.cmd_bytes(&[b"RESTORE", b"l", b"10000", &p]).await,
+        OK.as_bytes()
+    );
     assert_eq!(
         c.cmd(&["SORT", "l", "STORE", "dst"]).await,
         err("ERR this server runs with --require-ttl: every key needs a TTL (use PX, EX, PXAT or EXAT)")
@@ -478,12 +670,25 @@ async fn sort_store_is_fenced_and_keeps_the_ttl_rules() {
 async fn sort_by_and_get_need_access_to_every_key() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["ACL", "SETUSER", "u", "on", "nopass", "~l*", "+@all"]).await, OK);
+    assert_eq!(
+        c.cmd(&["ACL", "SETUSER", "u", "on", "nopass", "~l*", "+@all"])
+            .await,
+        OK
+    );
     c.cmd(&["RPUSH", "l", "1"]).await;
     assert_eq!(c.cmd(&["AUTH", "u", "x"]).await, OK);
-    assert_eq!(c.cmd(&["SORT", "l", "BY", "w_*"]).await, err("ERR BY option of SORT denied due to insufficient ACL permissions."));
-    assert_eq!(c.cmd(&["SORT", "l", "GET", "#"]).await, err("ERR GET option of SORT denied due to insufficient ACL permissions."));
-    assert_eq!(c.cmd(&["SORT", "l", "BY", "nosort"]).await, "*1\r\n$1\r\n1\r\n");
+    assert_eq!(
+        c.cmd(&["SORT", "l", "BY", "w_*"]).await,
+        err("ERR BY option of SORT denied due to insufficient ACL permissions.")
+    );
+    assert_eq!(
+        c.cmd(&["SORT", "l", "GET", "#"]).await,
+        err("ERR GET option of SORT denied due to insufficient ACL permissions.")
+    );
+    assert_eq!(
+        c.cmd(&["SORT", "l", "BY", "nosort"]).await,
+        "*1\r\n$1\r\n1\r\n"
+    );
     // STORE's destination is a key the user must be allowed.
     let denied = c.cmd(&["SORT", "l", "STORE", "other"]).await;
     assert!(denied.starts_with("-NOPERM"), "{denied}");
@@ -499,8 +704,16 @@ async fn object_answers_as_redis_without_eviction() {
     c.cmd(&["SET", "n", "5"]).await;
     c.cmd(&["SET", "big", "10000"]).await;
     let help = c.cmd(&["OBJECT", "HELP"]).await;
-    assert!(help.starts_with("*15\r\n+OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"), "{help}");
-    assert!(help.ends_with("+HELP\r\n+    Prints this help.\r\n"), "{help}");
+    assert!(
+        help.starts_with(
+            "*15\r\n+OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+        ),
+        "{help}"
+    );
+    assert!(
+        help.ends_with("+HELP\r\n+    Prints this help.\r\n"),
+        "{help}"
+    );
     assert_eq!(c.cmd(&["OBJECT", "ENCODING", "foo"]).await, bulk("embstr"));
     assert_eq!(c.cmd(&["OBJECT", "REFCOUNT", "foo"]).await, int(1));
     assert_eq!(c.cmd(&["OBJECT", "REFCOUNT", "n"]).await, int(2147483647));
@@ -516,8 +729,17 @@ async fn object_answers_as_redis_without_eviction() {
     for sub in ["ENCODING", "FREQ", "IDLETIME", "REFCOUNT"] {
         assert_eq!(c.cmd(&["OBJECT", sub, "nokey"]).await, NIL);
     }
-    assert_eq!(c.cmd(&["OBJECT", "foo", "bar"]).await, err("ERR unknown subcommand 'foo'. Try OBJECT HELP."));
-    assert_eq!(c.cmd(&["OBJECT", "ENCODING"]).await, err("ERR wrong number of arguments for 'object|encoding' command"));
-    assert_eq!(c.cmd(&["OBJECT", "HELP", "x"]).await, err("ERR wrong number of arguments for 'object|help' command"));
+    assert_eq!(
+        c.cmd(&["OBJECT", "foo", "bar"]).await,
+        err("ERR unknown subcommand 'foo'. Try OBJECT HELP.")
+    );
+    assert_eq!(
+        c.cmd(&["OBJECT", "ENCODING"]).await,
+        err("ERR wrong number of arguments for 'object|encoding' command")
+    );
+    assert_eq!(
+        c.cmd(&["OBJECT", "HELP", "x"]).await,
+        err("ERR wrong number of arguments for 'object|help' command")
+    );
     h.shutdown().await;
 }

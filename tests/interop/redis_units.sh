@@ -25,6 +25,8 @@ UNITS=(
   "unit/type/set 1"
   "unit/type/list 1"
   "unit/type/zset 1"
+  "unit/sort 1"
+  "unit/dump 0"
 )
 if [[ $# -gt 0 ]]; then
   WANTED=("$@")

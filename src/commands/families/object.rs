@@ -62,9 +62,7 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     let value = e.value();
     match name {
-        "encoding" => Ok(Reply::Bulk(Bytes::from_static(
-            value.encoding().as_bytes(),
-        ))),
+        "encoding" => Ok(Reply::Bulk(Bytes::from_static(value.encoding().as_bytes()))),
         "refcount" => Ok(Reply::Integer(match value {
             ValueRef::Str(s) if value.encoding() == "int" => crate::protocol::parse_int(s)
                 .filter(|v| (0..SHARED_INTEGERS).contains(v))

@@ -129,9 +129,20 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
         let len = (end - start + 1).max(0) as usize;
         let picked: Vec<Bytes> = if end >= start {
             if desc {
-                elements.iter().rev().skip(start as usize).take(len).cloned().collect()
+                elements
+                    .iter()
+                    .rev()
+                    .skip(start as usize)
+                    .take(len)
+                    .cloned()
+                    .collect()
             } else {
-                elements.iter().skip(start as usize).take(len).cloned().collect()
+                elements
+                    .iter()
+                    .skip(start as usize)
+                    .take(len)
+                    .cloned()
+                    .collect()
             }
         } else {
             Vec::new()

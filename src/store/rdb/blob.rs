@@ -43,7 +43,10 @@ impl ListpackWriter {
 
     /// Appends a string, stored as an integer when it is one (lpStringToInt64).
     pub fn push(&mut self, s: &[u8]) {
-        match (s.len() < 21).then(|| crate::protocol::parse_int(s)).flatten() {
+        match (s.len() < 21)
+            .then(|| crate::protocol::parse_int(s))
+            .flatten()
+        {
             Some(v) => self.push_int(v),
             None => {
                 let start = self.buf.len();
@@ -51,7 +54,8 @@ impl ListpackWriter {
                 if n < 64 {
                     self.buf.push(0x80 | n as u8);
                 } else if n < 4096 {
-                    self.buf.extend_from_slice(&[0xe0 | (n >> 8) as u8, n as u8]);
+                    self.buf
+                        .extend_from_slice(&[0xe0 | (n >> 8) as u8, n as u8]);
                 } else {
                     self.buf.push(0xf0);
                     self.buf.extend_from_slice(&(n as u32).to_le_bytes());
@@ -145,7 +149,10 @@ pub fn listpack_items(lp: &[u8]) -> Option<Vec<Item>> {
                 0xf4 => (Item::Int(le(p + 1, 8)? as i64), 9),
                 0xf0 => {
                     let n = usize::try_from(le(p + 1, 4)?).ok()?;
-                    (Item::Str(lp.get(p + 5..(p + 5).checked_add(n)?)?.to_vec()), 5 + n)
+                    (
+                        Item::Str(lp.get(p + 5..(p + 5).checked_add(n)?)?.to_vec()),
+                        5 + n,
+                    )
                 }
                 _ => return None,
             }
@@ -242,7 +249,10 @@ pub fn ziplist_items(zl: &[u8]) -> Option<Vec<Item>> {
         let (prev, n) = if first < 254 {
             (first as usize, 1)
         } else if first == 254 {
-            (u32::from_le_bytes(zl.get(p + 1..p + 5)?.try_into().ok()?) as usize, 5)
+            (
+                u32::from_le_bytes(zl.get(p + 1..p + 5)?.try_into().ok()?) as usize,
+                5,
+            )
         } else {
             return None;
         };
@@ -265,7 +275,10 @@ pub fn ziplist_items(zl: &[u8]) -> Option<Vec<Item>> {
                     return None;
                 }
                 let l = u32::from_be_bytes(zl.get(p + 1..p + 5)?.try_into().ok()?) as usize;
-                (Item::Str(zl.get(p + 5..(p + 5).checked_add(l)?)?.to_vec()), 5 + l)
+                (
+                    Item::Str(zl.get(p + 5..(p + 5).checked_add(l)?)?.to_vec()),
+                    5 + l,
+                )
             }
             _ => {
                 // An n-byte little-endian two's complement integer.
@@ -350,9 +363,25 @@ mod tests {
         let long = vec![b'x'; 5000];
         let mid = vec![b'y'; 100];
         round_trip(&[
-            b"0", b"127", b"128", b"-1", b"-4096", b"4095", b"-32768", b"32767", b"8388607",
-            b"-8388608", b"2147483647", b"-2147483649", b"9223372036854775807",
-            b"-9223372036854775808", b"9223372036854775808", b"", b"a", &mid, &long,
+            b"0",
+            b"127",
+            b"128",
+            b"-1",
+            b"-4096",
+            b"4095",
+            b"-32768",
+            b"32767",
+            b"8388607",
+            b"-8388608",
+            b"2147483647",
+            b"-2147483649",
+            b"9223372036854775807",
+            b"-9223372036854775808",
+            b"9223372036854775808",
+            b"",
+            b"a",
+            &mid,
+            &long,
         ]);
     }
 

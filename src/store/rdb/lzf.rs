@@ -33,7 +33,9 @@ pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
         htab[slot] = ip as u32 + 1;
         let matched = reference > 1 && {
             let r = reference - 1;
-            ip - r - 1 < MAX_OFF && input[r + 2] == input[ip + 2] && input[r..r + 2] == input[ip..ip + 2]
+            ip - r - 1 < MAX_OFF
+                && input[r + 2] == input[ip + 2]
+                && input[r..r + 2] == input[ip..ip + 2]
         };
         if matched {
             let r = reference - 1;
@@ -172,7 +174,9 @@ mod tests {
         let samples: Vec<Vec<u8>> = vec![
             vec![b'a'; 21],
             b"hello hello hello hello hello world".to_vec(),
-            (0..5000u32).flat_map(|i| (i % 97).to_string().into_bytes()).collect(),
+            (0..5000u32)
+                .flat_map(|i| (i % 97).to_string().into_bytes())
+                .collect(),
             vec![0u8; 70000],
         ];
         for s in samples {

@@ -153,7 +153,10 @@ impl<'a> Reader<'a> {
                     0x81 => 8,
                     _ => return None,
                 };
-                let v = self.bytes(n)?.iter().fold(0u64, |acc, &x| acc << 8 | x as u64);
+                let v = self
+                    .bytes(n)?
+                    .iter()
+                    .fold(0u64, |acc, &x| acc << 8 | x as u64);
                 Some((false, v))
             }
             _ => Some((true, (first & 0x3f) as u64)),
@@ -183,8 +186,16 @@ impl<'a> Reader<'a> {
         }
         match len {
             0 => Some((self.byte()? as i8).to_string().into_bytes()),
-            1 => Some(i16::from_le_bytes(self.bytes(2)?.try_into().ok()?).to_string().into_bytes()),
-            2 => Some(i32::from_le_bytes(self.bytes(4)?.try_into().ok()?).to_string().into_bytes()),
+            1 => Some(
+                i16::from_le_bytes(self.bytes(2)?.try_into().ok()?)
+                    .to_string()
+                    .into_bytes(),
+            ),
+            2 => Some(
+                i32::from_le_bytes(self.bytes(4)?.try_into().ok()?)
+                    .to_string()
+                    .into_bytes(),
+            ),
             3 => {
                 let clen = usize::try_from(self.len()?).ok()?;
                 let ulen = usize::try_from(self.len()?).ok()?;
@@ -207,7 +218,10 @@ impl<'a> Reader<'a> {
             253 => Some(f64::NAN),
             254 => Some(f64::INFINITY),
             255 => Some(f64::NEG_INFINITY),
-            n => std::str::from_utf8(self.bytes(n as usize)?).ok()?.parse().ok(),
+            n => std::str::from_utf8(self.bytes(n as usize)?)
+                .ok()?
+                .parse()
+                .ok(),
         }
     }
 }

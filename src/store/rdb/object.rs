@@ -199,7 +199,12 @@ fn load(kind: u8, r: &mut Reader<'_>) -> Option<Value> {
         }
         types::LIST_ZIPLIST => {
             let items = blob::ziplist_items(&r.string()?)?;
-            Value::List(items.into_iter().map(|i| Bytes::from(i.into_bytes())).collect())
+            Value::List(
+                items
+                    .into_iter()
+                    .map(|i| Bytes::from(i.into_bytes()))
+                    .collect(),
+            )
         }
         types::SET => {
             let n = r.count()?;
@@ -295,7 +300,10 @@ fn load(kind: u8, r: &mut Reader<'_>) -> Option<Value> {
 /// A sorted set from distinct members with scores that are not NaN.
 fn zset(members: Vec<(Vec<u8>, f64)>) -> Option<Value> {
     let mut seen = HashSet::with_capacity(members.len());
-    if members.iter().any(|(m, s)| s.is_nan() || !seen.insert(&m[..])) {
+    if members
+        .iter()
+        .any(|(m, s)| s.is_nan() || !seen.insert(&m[..]))
+    {
         return None;
     }
     Some(Value::ZSet(Box::new(ZSet::from_members(members))))
@@ -332,12 +340,18 @@ mod tests {
         z.insert(b"a", 1.5);
         z.insert(b"b", -3.0);
         z.insert(b"c", f64::INFINITY);
-        let zbig = ZSet::from_members((0..200).map(|i| (i.to_string().into_bytes(), i as f64 / 3.0)).collect());
+        let zbig = ZSet::from_members(
+            (0..200)
+                .map(|i| (i.to_string().into_bytes(), i as f64 / 3.0))
+                .collect(),
+        );
         let mut h = HashMap::new();
         h.insert(Bytes::from_static(b"f"), Bytes::from_static(b"v"));
         let mut hbig = HashMap::new();
         hbig.insert(Bytes::from_static(b"f"), Bytes::from(vec![b'v'; 100]));
-        let long_list: VecDeque<Bytes> = (0..5000).map(|i| Bytes::from(format!("item {i}"))).collect();
+        let long_list: VecDeque<Bytes> = (0..5000)
+            .map(|i| Bytes::from(format!("item {i}")))
+            .collect();
         for v in [
             Value::Str(Bytes::from_static(b"hello")),
             Value::Str(Bytes::from_static(b"12345")),
@@ -391,7 +405,13 @@ mod tests {
 
     #[test]
     fn huge_counts_inside_a_valid_crc_are_refused() {
-        for kind in [types::LIST, types::SET, types::ZSET_2, types::HASH, types::LIST_QUICKLIST_2] {
+        for kind in [
+            types::LIST,
+            types::SET,
+            types::ZSET_2,
+            types::HASH,
+            types::LIST_QUICKLIST_2,
+        ] {
             let mut body = vec![kind];
             save_len(u64::MAX, &mut body);
             finish_payload(&mut body, RDB_VERSION);
