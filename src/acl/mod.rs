@@ -44,7 +44,7 @@ pub struct User {
     pub enabled: bool,
     nopass: bool,
     /// `Some(true)`: sanitize-payload, `Some(false)`: skip-sanitize-payload (accepted
-    /// and shown, as Redis does; redlockd has no payload to sanitize: no RESTORE).
+    /// and shown, as Redis does; RESTORE checks every payload whole either way).
     sanitize: Option<bool>,
     /// SHA-256 of each password, in the order they were added.
     passwords: Vec<[u8; 32]>,
@@ -100,6 +100,12 @@ impl User {
     #[inline]
     pub fn unrestricted(&self) -> bool {
         self.unrestricted
+    }
+
+    /// Whether every key is allowed (`~*` or allkeys): SORT's BY and GET read keys no
+    /// argument names.
+    pub fn all_keys(&self) -> bool {
+        self.unrestricted || self.allkeys
     }
 
     /// Whether `pass` is one of the user's passwords (or it has nopass). Compares

@@ -6,7 +6,8 @@ use super::exec::{eval, fcall};
 use super::{CmdResult, Ctx};
 
 use crate::commands::families::{
-    cas, expire, fencing, hashes, keys, lists, pubsub, sets, strings, zalgebra, zranges, zsets,
+    cas, dump, expire, fencing, hashes, keys, lists, object, pubsub, sets, sort, strings, zalgebra,
+    zranges, zsets,
 };
 use crate::commands::families::{stream_groups, streams};
 
@@ -58,6 +59,12 @@ pub mod flags {
     /// Redis's "movablekeys" of XREAD / XREADGROUP: the keys are the first half of
     /// the arguments after the STREAMS keyword.
     pub const STREAMS_KEYS: u32 = 1 << 16;
+    /// SORT's destination: the argument after the last STORE (Redis's sortGetKeys,
+    /// which skips LIMIT's two arguments and BY's and GET's one).
+    pub const STORE_KEY: u32 = 1 << 17;
+    /// Keys found by the command's own parsing (SORT, SORT_RO): COMMAND INFO lists
+    /// Redis's "movablekeys".
+    pub const MOVABLE: u32 = 1 << 18;
 }
 
 /// ACL categories (Redis 7's, in its order: ACL CAT and COMMAND INFO list them so).
@@ -188,7 +195,10 @@ impl Spec {
             (NO_AUTH, "no_auth"),
             (NO_MANDATORY_KEYS, "no_mandatory_keys"),
             (NO_MULTI, "no_multi"),
-            (NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS, "movablekeys"),
+            (
+                NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS | MOVABLE,
+                "movablekeys",
+            ),
             (ALLOW_BUSY, "allow_busy"),
         ];
         for (bits, name) in names {
@@ -243,6 +253,9 @@ impl Spec {
         if self.flags & STREAMS_KEYS != 0 {
             return empty.chain(streams_keys(args)).chain(None);
         }
+        if self.flags & STORE_KEY != 0 {
+            return fixed.chain(0..0).chain(store_key(args));
+        }
         let at = if self.flags & NUMKEYS_AT_1 != 0 {
             1
         } else if self.flags & NUMKEYS_AT_2 != 0 {
@@ -296,6 +309,26 @@ fn streams_keys(args: &[Bytes]) -> std::ops::Range<usize> {
         }
     }
     0..0
+}
+
+/// The position of SORT's destination key: after the last STORE that has an argument
+/// after it, LIMIT's two arguments and BY's and GET's one skipped, as Redis's
+/// sortGetKeys reads them.
+fn store_key(args: &[Bytes]) -> Option<usize> {
+    let mut found = None;
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if a.eq_ignore_ascii_case(b"limit") {
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"get") || a.eq_ignore_ascii_case(b"by") {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"store") && i + 1 < args.len() {
+            found = Some(i + 1);
+        }
+        i += 1;
+    }
+    found
 }
 
 /// C's `atoi` as glibc has it: `(int) strtol(s, NULL, 10)`: leading white space, a
@@ -413,7 +446,7 @@ const ROWS: &[Row] = &[
     Row { name: "copy", arity: -3, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_KEYSPACE, keys: keys(1, 2, 1), handler: keys::copy },
     Row { name: "move", arity: 3, flags: WRITE | FENCED | FAST | EXCLUSIVE, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: keys::move_ },
     Row { name: "randomkey", arity: 1, flags: READONLY, cats: C_KEYSPACE, keys: NO_KEYS, handler: keys::randomkey },
-    Row { name: "object", arity: -2, flags: READONLY, cats: 0, keys: keys(2, 2, 1), handler: keys::object },
+    Row { name: "object", arity: -2, flags: READONLY, cats: 0, keys: keys(2, 2, 1), handler: object::object },
     Row { name: "memory", arity: -2, flags: READONLY, cats: 0, keys: keys(2, 2, 1), handler: memory::memory },
     // expiry
     Row { name: "expire", arity: -3, flags: WRITE | FENCED | FAST, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: expire::expire },
@@ -564,6 +597,13 @@ const ROWS: &[Row] = &[
     Row { name: "xclaim", arity: -6, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: stream_groups::xclaim },
     Row { name: "xautoclaim", arity: -6, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: stream_groups::xautoclaim },
     Row { name: "xinfo", arity: -2, flags: 0, cats: 0, keys: NO_KEYS, handler: stream_groups::xinfo },
+    // SORT reads the keys its BY and GET patterns name, so it holds the gate
+    // exclusively; STORE is fenced in the handler (a SORT without it writes nothing).
+    Row { name: "sort", arity: -2, flags: WRITE | DENYOOM | EXCLUSIVE | STORE_KEY | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST | C_DANGEROUS, keys: keys(1, 1, 1), handler: sort::sort },
+    Row { name: "sort_ro", arity: -2, flags: READONLY | EXCLUSIVE | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST | C_DANGEROUS, keys: keys(1, 1, 1), handler: sort::sort_ro },
+    // serialization: RESTORE makes a key, maybe with a TTL
+    Row { name: "dump", arity: 2, flags: READONLY, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: dump::dump },
+    Row { name: "restore", arity: -4, flags: WRITE | FENCED | DENYOOM, cats: C_KEYSPACE | C_DANGEROUS, keys: keys(1, 1, 1), handler: dump::restore },
     // transactions: EXEC runs its queue holding the gate exclusively; the others only
     // touch the client's own state (and the watch registry), so they skip the gate.
     Row { name: "multi", arity: 1, flags: NOSCRIPT | FAST | ALLOW_BUSY, cats: C_TRANSACTION, keys: NO_KEYS, handler: multi::multi },

@@ -5,6 +5,7 @@
 mod db;
 mod expiry;
 mod packed;
+pub mod rdb;
 mod set;
 mod shard_table;
 mod siphash;

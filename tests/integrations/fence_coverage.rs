@@ -151,7 +151,15 @@ const WRITES: &[(&str, &[Case])] = &[
     // mark for a key that is held (a holder's commit must work through a fence).
     ("fencing.grant", &[(&["FENCING.GRANT", "new", "tok", "PX", "1000"], Fenced)]),
     ("fencing.commit", &[(&["FENCING.COMMIT", "fk", "tok", "5"], Runs)]),
+    // SORT writes only with STORE; RESTORE makes a key, with or without a TTL
+    ("sort", &[(&["SORT", "l", "ALPHA", "STORE", "new"], Fenced), (&["SORT", "z", "BY", "nosort", "STORE", "l"], Fenced),
+               (&["SORT", "l", "ALPHA"], Runs)]),
+    ("restore", &[(&["RESTORE", "new", "0", RESTORE_PAYLOAD], Fenced), (&["RESTORE", "new", "20000", RESTORE_PAYLOAD], Fenced),
+                  (&["RESTORE", "s", "20000", RESTORE_PAYLOAD, "REPLACE"], Fenced)]),
 ];
+
+/// DUMP's payload of the string "restored-613" (every byte of it is ASCII).
+const RESTORE_PAYLOAD: &str = "\x00\x0crestored-613\n\x00U8@DHMWs";
 
 /// Commands the table does not mark `write`: none of them changes a key. Listed so a
 /// new command must be placed in one list or the other.
@@ -167,9 +175,9 @@ const NOT_WRITES: &[&str] = &[
     "zrevrange", "zrevrangebyscore", "zrangebylex", "zrevrangebylex", "zrandmember",
     "zscan", "zunion", "zinter", "zdiff", "zintercard", "scard", "sismember",
     "smismember", "smembers", "srandmember", "sscan", "sinter", "sintercard", "sunion",
-    "sdiff", "fencing.mark", "subscribe", "unsubscribe", "psubscribe", "punsubscribe",
-    "publish", "pubsub", "xrange", "xrevrange", "xlen", "xread", "xpending", "xinfo",
-    "cluster", "asking", "readonly", "readwrite",
+    "sdiff", "fencing.mark", "sort_ro", "dump", "subscribe", "unsubscribe", "psubscribe",
+    "punsubscribe", "publish", "pubsub", "xrange", "xrevrange", "xlen", "xread", "xpending",
+    "xinfo", "cluster", "asking", "readonly", "readwrite",
     // Containers: what they run is checked command by command (EVAL, FCALL and MULTI
     // below); SCRIPT and FUNCTION hold code, not keys.
     "eval", "evalsha", "eval_ro", "evalsha_ro", "script", "fcall", "fcall_ro", "function",

@@ -46,6 +46,7 @@ mod redlock_inprocess;
 mod rslock_interop;
 mod scripting;
 mod security;
+mod sort_dump;
 mod sorted_sets;
 mod streams;
 mod strings;

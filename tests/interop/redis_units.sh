@@ -27,6 +27,8 @@ UNITS=(
   "unit/type/zset 1"
   "unit/type/stream 0"
   "unit/type/stream-cgroups 0"
+  "unit/sort 1"
+  "unit/dump 0"
 )
 if [[ $# -gt 0 ]]; then
   WANTED=("$@")

@@ -1,5 +1,5 @@
 //! Key commands: DEL/UNLINK, EXISTS/TOUCH, TYPE, KEYS, SCAN, RANDOMKEY,
-//! RENAME/RENAMENX, COPY, MOVE, OBJECT.
+//! RENAME/RENAMENX, COPY, MOVE.
 
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::glob;
@@ -206,50 +206,4 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     dst.insert(&args[1], entry);
     ctx.shared.blocking.signal(target, &args[1]);
     Ok(Reply::Integer(1))
-}
-
-/// OBJECT ENCODING key | OBJECT REFCOUNT key | OBJECT HELP: the encoding Redis 7.0
-/// would report for the same value (see `Value::encoding`).
-pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let sub = &args[1];
-    if eq_ignore_case(sub, "help") && args.len() == 2 {
-        return Ok(Reply::Array(
-            [
-                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "ENCODING <key>",
-                "    Return the kind of internal representation used in order to store the value",
-                "    associated with a <key>.",
-                "REFCOUNT <key>",
-                "    Return the number of references of the value associated with the specified",
-                "    <key>.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .iter()
-            .map(|l| Reply::Status(Bytes::from_static(l.as_bytes())))
-            .collect(),
-        ));
-    }
-    let known = ["encoding", "refcount"]
-        .iter()
-        .any(|w| eq_ignore_case(sub, w));
-    if !known {
-        return Err(errors::unknown_subcommand("object", sub));
-    }
-    if args.len() != 3 {
-        let name = format!(
-            "object|{}",
-            String::from_utf8_lossy(sub).to_ascii_lowercase()
-        );
-        return Err(errors::wrong_arity(&name));
-    }
-    let Some(e) = ctx.db().get(&args[2], ctx.now_ms) else {
-        return Ok(Reply::Null);
-    };
-    if eq_ignore_case(sub, "refcount") {
-        return Ok(Reply::Integer(1));
-    }
-    Ok(Reply::Bulk(Bytes::from_static(
-        e.value().encoding().as_bytes(),
-    )))
 }

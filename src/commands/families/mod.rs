@@ -3,17 +3,21 @@
 //! members `zsets`, ranges `zranges`, algebra `zalgebra`), the collection cursors
 //! (`scan`), streams (entries and reads `streams`, consumer groups and XINFO
 //! `stream_groups`), pub/sub and fencing tokens; `typed` is what the collection families share.
+//! SORT (`sort`), DUMP / RESTORE (`dump`) and OBJECT (`object`) read any type.
 
 pub mod cas;
+pub mod dump;
 pub mod expire;
 pub mod fencing;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
 mod long_double;
+pub mod object;
 pub mod pubsub;
 mod scan;
 pub mod sets;
+pub mod sort;
 pub mod stream_groups;
 pub mod streams;
 pub mod strings;
