@@ -3,12 +3,18 @@
 //! members `zsets`, ranges `zranges`, algebra `zalgebra`), the collection cursors
 //! (`scan`), streams (entries and reads `streams`, consumer groups and XINFO
 //! `stream_groups`), pub/sub and fencing tokens; `typed` is what the collection families share.
+//! Over strings: bitmaps (`bits`), HyperLogLog (`hll`) and LCS (`lcs`); over sorted
+//! sets: GEO (`geo`).
 
+pub mod bits;
 pub mod cas;
 pub mod expire;
 pub mod fencing;
+pub mod geo;
 pub mod hashes;
+pub mod hll;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
 mod long_double;
 pub mod pubsub;
