@@ -60,7 +60,7 @@ pub mod flags {
     /// the arguments after the STREAMS keyword.
     pub const STREAMS_KEYS: u32 = 1 << 16;
     /// Redis's "movablekeys" for GEORADIUS / GEORADIUSBYMEMBER: besides the fixed key,
-    /// the key after the last STORE or STOREDIST from args[5] on.
+    /// the keys after their STORE and STOREDIST keywords.
     pub const STORE_KEY: u32 = 1 << 17;
 }
 
@@ -251,18 +251,15 @@ impl Spec {
             return empty.chain(streams_keys(args)).chain(None);
         }
         if self.flags & STORE_KEY != 0 {
-            // Redis's georadiusGetKeys: the last STORE/STOREDIST with a key after it.
-            let mut store = None;
-            let mut i = 5;
-            while i + 1 < n {
-                let a = &args[i];
-                if a.eq_ignore_ascii_case(b"store") || a.eq_ignore_ascii_case(b"storedist") {
-                    store = Some(i + 1);
-                    i += 1;
-                }
-                i += 1;
-            }
-            return fixed.chain(0..0).chain(store);
+            // Redis's key specs: the key after the first STORE, then the one after the
+            // first STOREDIST, each searched from args[6] (GEORADIUS) or args[5]
+            // (GEORADIUSBYMEMBER).
+            let from = if self.name == "georadius" { 6 } else { 5 };
+            let after = |word: &[u8]| {
+                (from..n.saturating_sub(1)).find(|&i| args[i].eq_ignore_ascii_case(word))
+            };
+            let store = after(b"store").map_or(0..0, |i| i + 1..i + 2);
+            return fixed.chain(store).chain(after(b"storedist").map(|i| i + 1));
         }
         let at = if self.flags & NUMKEYS_AT_1 != 0 {
             1

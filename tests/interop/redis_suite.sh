@@ -28,8 +28,6 @@ SKIPS=(
   "SWAPDB"                               # SWAPDB (5 tests in unit/multi)
   "MULTI with SAVE"                      # SAVE (no RDB persistence)
   "MULTI / EXEC with REPLICAOF"          # REPLICAOF (tagged needs:repl as well)
-  "SETBIT" "GETBIT"                      # bit commands (unit/type/string)
-  "LCS"                                  # LCS (unit/type/string)
   "XGROUP DESTROY should unblock XREADGROUP with -NOGROUP" # INFO errorstats, which
                                          # redlockd does not keep (the NOGROUP reply
                                          # itself is checked by tests/integrations/streams.rs)

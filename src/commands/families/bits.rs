@@ -216,7 +216,10 @@ pub fn bitpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 Some(a) => Some(int_arg(a)?),
                 None => None,
             };
-            (bit_range(start, end.unwrap_or(-1), s.len(), in_bits), end.is_some())
+            (
+                bit_range(start, end.unwrap_or(-1), s.len(), in_bits),
+                end.is_some(),
+            )
         }
         _ => return Err(errors::syntax()),
     };
@@ -233,7 +236,9 @@ pub fn bitpos(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         let mask = in_range_mask(byte, first, last);
         let hits = if want_one { b & mask } else { !b & mask };
         if hits != 0 {
-            return Ok(Reply::Integer((byte * 8 + u64::from(hits.leading_zeros())) as i64));
+            return Ok(Reply::Integer(
+                (byte * 8 + u64::from(hits.leading_zeros())) as i64,
+            ));
         }
     }
     Ok(Reply::Integer(if want_one || end_given {
@@ -471,10 +476,7 @@ fn signed_overflow(value: i64, incr: i64, bits: u32, rule: Overflow) -> Option<i
             c as i64
         }
     };
-    if value > max
-        || (bits != 64 && incr > maxincr)
-        || (value >= 0 && incr > 0 && incr > maxincr)
-    {
+    if value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr) {
         Some(if rule == Overflow::Sat { max } else { wrap() })
     } else if value < min
         || (bits != 64 && incr < minincr)
@@ -543,9 +545,9 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         let replies = read_str(ctx, &args[1], |s| {
             fields.iter().map(|f| read_field(s, f)).collect::<Vec<_>>()
         })?;
-        return Ok(Reply::Array(
-            replies.unwrap_or_else(|| fields.iter().map(|f| read_field(&[], f)).collect()),
-        ));
+        return Ok(Reply::Array(replies.unwrap_or_else(|| {
+            fields.iter().map(|f| read_field(&[], f)).collect()
+        })));
     }
     if read_only {
         return Err(Reply::error(

@@ -290,7 +290,8 @@ impl Shape {
             }
         } * self.conversion;
         let mut steps = steps_for_radius(radius_m, self.lat);
-        let hash_at = |steps| encode(LON_RANGE, LAT_RANGE, self.lon, self.lat, steps).unwrap_or_default();
+        let hash_at =
+            |steps| encode(LON_RANGE, LAT_RANGE, self.lon, self.lat, steps).unwrap_or_default();
         let mut n = neighbours(hash_at(steps));
         let decrease = decode(n[1]).lat.max < max_lat
             || decode(n[2]).lat.min > min_lat
@@ -363,7 +364,11 @@ fn distance_reply(d: f64) -> Reply {
     let scaled = (d * 10_000.0).round_ties_even() as i64;
     let sign = if scaled < 0 { "-" } else { "" };
     let v = scaled.unsigned_abs();
-    Reply::Bulk(Bytes::from(format!("{sign}{}.{:04}", v / 10_000, v % 10_000)))
+    Reply::Bulk(Bytes::from(format!(
+        "{sign}{}.{:04}",
+        v / 10_000,
+        v % 10_000
+    )))
 }
 
 /// GEOADD key [NX|XX] [CH] longitude latitude member [...]: ZADD with geohash scores.
@@ -660,9 +665,7 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Search) -> CmdResult {
         )));
     }
     if any && count == 0 {
-        return Err(Reply::error(
-            "ERR the ANY argument requires COUNT argument",
-        ));
+        return Err(Reply::error("ERR the ANY argument requires COUNT argument"));
     }
     if let Some(dest) = store {
         ctx.shared.fence.check_write(ctx.now_ms)?;
@@ -708,8 +711,10 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Search) -> CmdResult {
                 .map(|f| (f.member, if store_dist { f.dist } else { f.score }))
                 .collect();
             ctx.shared.fence.check_has_ttl()?;
-            ctx.db()
-                .insert(dest, Entry::new(Value::ZSet(Box::new(ZSet::from_members(members)))));
+            ctx.db().insert(
+                dest,
+                Entry::new(Value::ZSet(Box::new(ZSet::from_members(members)))),
+            );
         }
         return Ok(Reply::Integer(n as i64));
     }

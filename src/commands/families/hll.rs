@@ -9,8 +9,8 @@
 //! is its value). Dense: 6 bits a register, least significant first (12304 bytes in
 //! all). Sparse: opcodes ZERO (00xxxxxx: 1-64 zero registers), XZERO (01xxxxxx
 //! yyyyyyyy: 1-16384 zeros) and VAL (1vvvvvxx: 1-4 registers of value 1-32), turned
-//! dense when a value passes 32 or the string would pass 3000 bytes (Redis's default
-//! hll-sparse-max-bytes). Every change is made as Redis makes it (its sparse splits
+//! dense when a value passes 32 or the string would pass `hll-sparse-max-bytes`
+//! (CONFIG SET; 3000 by default). Every change is made as Redis makes it (its sparse splits
 //! and merges), so the bytes are the same as redis-server's for the same commands.
 //! The estimate is Ertl's, as Redis 7 computes it.
 
@@ -26,7 +26,6 @@ const HDR: usize = 16;
 const DENSE_SIZE: usize = HDR + REGISTERS * 6 / 8;
 const DENSE: u8 = 0;
 const SPARSE: u8 = 1;
-const SPARSE_MAX_BYTES: usize = 3000;
 const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
 const ZERO_MAX_LEN: usize = 64;
@@ -187,7 +186,7 @@ fn to_dense(s: &mut Vec<u8>) -> Result<(), Reply> {
 /// Sets register `index` to `count` if that raises it: whether it changed. Sparse
 /// follows Redis's hllSparseSet step by step (split the opcode covering the
 /// register, then merge equal neighbouring values), going dense when needed.
-fn set_register(s: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Reply> {
+fn set_register(s: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result<bool, Reply> {
     if s[4] == DENSE {
         let regs = &mut s[HDR..];
         if dense_get(regs, index) >= count {
@@ -243,7 +242,7 @@ fn set_register(s: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Reply>
                 seq.push(val_op(value, last - index));
             }
         }
-        if seq.len() > oplen && s.len() + seq.len() - oplen > SPARSE_MAX_BYTES {
+        if seq.len() > oplen && s.len() + seq.len() - oplen > max_bytes {
             return promote(s, index, count);
         }
         s.splice(at..(at + oplen).min(end), seq);
@@ -419,15 +418,25 @@ fn update<T>(
     }
 }
 
+/// `hll-sparse-max-bytes`.
+fn sparse_max_bytes(ctx: &Ctx) -> usize {
+    let v = ctx
+        .shared
+        .hll_sparse_max_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
 /// PFADD key [element...]: 1 when a register changed or the key was created.
 pub fn pfadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let max_bytes = sparse_max_bytes(ctx);
     let updated = update(ctx, &args[1], true, |s, changed| {
         // A new key starts out changed (and counts as an update).
         let mut updated = *changed;
         let mut registers = false;
         for ele in &args[2..] {
             let (index, count) = pattern(ele);
-            let set = set_register(s, index, count);
+            let set = set_register(s, index, count, max_bytes);
             *changed |= !matches!(set, Ok(false));
             if set? {
                 registers = true;
@@ -454,9 +463,8 @@ pub fn pfcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         return Ok(Reply::Integer(estimate(&raw_histogram(&max)) as i64));
     }
-    let cached = |s: &[u8]| {
-        (s[15] & 0x80 == 0).then(|| u64::from_le_bytes(s[8..16].try_into().unwrap()))
-    };
+    let cached =
+        |s: &[u8]| (s[15] & 0x80 == 0).then(|| u64::from_le_bytes(s[8..16].try_into().unwrap()));
     // A valid cached estimate is read without touching the key.
     match read_hll(ctx, &args[1])? {
         None => return Ok(Reply::Integer(0)),
@@ -485,6 +493,7 @@ pub fn pfcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// PFMERGE destkey [sourcekey...]: the destination (itself a source) holds the union.
 /// It goes dense when any source is dense.
 pub fn pfmerge(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let max_bytes = sparse_max_bytes(ctx);
     let mut max = vec![0u8; REGISTERS];
     let mut dense = false;
     for key in &args[1..] {
@@ -501,7 +510,7 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         for (i, m) in max.iter().enumerate() {
             if *m != 0 {
                 // As Redis: a sparse register that cannot be set is passed over.
-                let _ = set_register(s, i, *m);
+                let _ = set_register(s, i, *m, max_bytes);
             }
         }
         invalidate_cache(s);
@@ -543,7 +552,11 @@ pub fn pfdebug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
             Ok(Reply::Bulk(Bytes::from(parts.join(" "))))
         }
-        b"encoding" => Ok(Reply::status(if s[4] == DENSE { "dense" } else { "sparse" })),
+        b"encoding" => Ok(Reply::status(if s[4] == DENSE {
+            "dense"
+        } else {
+            "sparse"
+        })),
         b"todense" => {
             let sparse = s[4] == SPARSE;
             if sparse {
@@ -564,7 +577,8 @@ pub fn pfdebug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// with random values, then 10 million elements added to a dense and a sparse
 /// HyperLogLog side by side, checking at 1, 10, 100... that the sparse one is still
 /// sparse while small, that both estimate alike, and that the error is within bounds.
-pub fn pfselftest(_ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+pub fn pfselftest(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
+    let max_bytes = sparse_max_bytes(ctx);
     use rand::Rng;
     let mut rng = rand::rng();
     let mut regs = vec![0u8; DENSE_SIZE - HDR];
@@ -592,12 +606,12 @@ pub fn pfselftest(_ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     for j in 1..=10_000_000u64 {
         let ele = (j ^ seed).to_le_bytes();
         let (index, count) = pattern(&ele);
-        set_register(&mut dense, index, count)?;
-        set_register(&mut sparse, index, count)?;
+        set_register(&mut dense, index, count, max_bytes)?;
+        set_register(&mut sparse, index, count, max_bytes)?;
         if j != checkpoint {
             continue;
         }
-        if j < (SPARSE_MAX_BYTES / 2) as u64 && sparse[4] != SPARSE {
+        if j < (max_bytes / 2) as u64 && sparse[4] != SPARSE {
             return Err(Reply::error("TESTFAILED sparse encoding not used"));
         }
         let card = estimate(&histogram(&dense).0);
@@ -652,8 +666,8 @@ mod tests {
         for j in 0..300u32 {
             let (i, c) = pattern(&j.to_le_bytes());
             assert_eq!(
-                set_register(&mut sparse, i, c).unwrap(),
-                set_register(&mut dense, i, c).unwrap()
+                set_register(&mut sparse, i, c, 3000).unwrap(),
+                set_register(&mut dense, i, c, 3000).unwrap()
             );
         }
         assert_eq!(
