@@ -510,15 +510,15 @@ pub fn geohash(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// Which command is searching (Redis's georadiusGeneric flags).
 #[derive(Clone, Copy, PartialEq)]
-enum Search {
+enum Form {
     /// GEORADIUS[_RO] key lon lat radius unit
     Radius { store: bool },
     /// GEORADIUSBYMEMBER[_RO] key member radius unit
     ByMember { store: bool },
     /// GEOSEARCH key
-    Search,
+    GeoSearch,
     /// GEOSEARCHSTORE dest key
-    SearchStore,
+    GeoSearchStore,
 }
 
 struct Found {
@@ -529,8 +529,8 @@ struct Found {
     lat: f64,
 }
 
-fn search(ctx: &mut Ctx, args: &[Bytes], kind: Search) -> CmdResult {
-    let src = if kind == Search::SearchStore { 2 } else { 1 };
+fn search(ctx: &mut Ctx, args: &[Bytes], kind: Form) -> CmdResult {
+    let src = if kind == Form::GeoSearchStore { 2 } else { 1 };
     let exists = read(ctx, &args[src], |_| ())?.is_some();
     let mut center: Option<(f64, f64)> = None;
     let mut shape_kind: Option<(ShapeKind, f64)> = None;
@@ -541,13 +541,13 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Search) -> CmdResult {
             .ok_or_else(|| Reply::error("ERR could not decode requested zset member"))
     };
     let base = match kind {
-        Search::Radius { .. } => {
+        Form::Radius { .. } => {
             center = Some(lon_lat(&args[2..4])?);
             let (r, conv) = radius_arg(&args[4..6])?;
             shape_kind = Some((ShapeKind::Circle { radius: r }, conv));
             6
         }
-        Search::ByMember { .. } => {
+        Form::ByMember { .. } => {
             if exists {
                 center = Some(member_point(&args[2])?);
                 let (r, conv) = radius_arg(&args[3..5])?;
@@ -555,15 +555,15 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Search) -> CmdResult {
             }
             5
         }
-        Search::Search => 2,
-        Search::SearchStore => 3,
+        Form::GeoSearch => 2,
+        Form::GeoSearchStore => 3,
     };
-    let geosearch = matches!(kind, Search::Search | Search::SearchStore);
+    let geosearch = matches!(kind, Form::GeoSearch | Form::GeoSearchStore);
     let may_store = matches!(
         kind,
-        Search::Radius { store: true } | Search::ByMember { store: true }
+        Form::Radius { store: true } | Form::ByMember { store: true }
     );
-    let mut store: Option<&Bytes> = (kind == Search::SearchStore).then_some(&args[1]);
+    let mut store: Option<&Bytes> = (kind == Form::GeoSearchStore).then_some(&args[1]);
     let (mut with_dist, mut with_hash, mut with_coord) = (false, false, false);
     let (mut any, mut store_dist) = (false, false);
     let (mut from_member, mut from_loc, mut by_radius, mut by_box) = (false, false, false, false);
@@ -605,7 +605,7 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Search) -> CmdResult {
             store = Some(&rest[i + 1]);
             store_dist = eq_ignore_case(a, "storedist");
             i += 1;
-        } else if eq_ignore_case(a, "storedist") && kind == Search::SearchStore {
+        } else if eq_ignore_case(a, "storedist") && kind == Form::GeoSearchStore {
             store_dist = true;
         } else if eq_ignore_case(a, "frommember") && left >= 1 && geosearch && !from_loc {
             if exists {
@@ -644,7 +644,7 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Search) -> CmdResult {
         i += 1;
     }
     if store.is_some() && (with_dist || with_hash || with_coord) {
-        let what = if kind == Search::SearchStore {
+        let what = if kind == Form::GeoSearchStore {
             "GEOSEARCHSTORE"
         } else {
             "STORE option in GEORADIUS"
@@ -795,27 +795,27 @@ fn collect(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Found> {
 }
 
 pub fn georadius(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    search(ctx, args, Search::Radius { store: true })
+    search(ctx, args, Form::Radius { store: true })
 }
 
 pub fn georadius_ro(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    search(ctx, args, Search::Radius { store: false })
+    search(ctx, args, Form::Radius { store: false })
 }
 
 pub fn georadiusbymember(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    search(ctx, args, Search::ByMember { store: true })
+    search(ctx, args, Form::ByMember { store: true })
 }
 
 pub fn georadiusbymember_ro(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    search(ctx, args, Search::ByMember { store: false })
+    search(ctx, args, Form::ByMember { store: false })
 }
 
 pub fn geosearch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    search(ctx, args, Search::Search)
+    search(ctx, args, Form::GeoSearch)
 }
 
 pub fn geosearchstore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    search(ctx, args, Search::SearchStore)
+    search(ctx, args, Form::GeoSearchStore)
 }
 
 #[cfg(test)]
