@@ -245,7 +245,11 @@ fn set_register(s: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> R
         if seq.len() > oplen && s.len() + seq.len() - oplen > max_bytes {
             return promote(s, index, count);
         }
+        // A truncated last XZERO: Redis writes the new opcodes over it but makes the
+        // string `seq.len() - 2` bytes longer, one less than what it wrote.
+        let new_len = s.len() + seq.len() - oplen;
         s.splice(at..(at + oplen).min(end), seq);
+        s.truncate(new_len);
     }
     // Merge runs of equal values, scanning five opcodes from the one before.
     let mut p = prev.unwrap_or(HDR);
