@@ -195,7 +195,10 @@ impl Spec {
             (NO_AUTH, "no_auth"),
             (NO_MANDATORY_KEYS, "no_mandatory_keys"),
             (NO_MULTI, "no_multi"),
-            (NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS | STORE_KEY, "movablekeys"),
+            (
+                NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS | STORE_KEY,
+                "movablekeys",
+            ),
             (ALLOW_BUSY, "allow_busy"),
         ];
         for (bits, name) in names {
