@@ -45,6 +45,10 @@ async fn pfadd_writes_redis_bytes_and_pfcount_caches_the_estimate() {
     );
     // An empty PFADD creates an empty HyperLogLog (and says so).
     assert_eq!(c.cmd(&["PFADD", "e"]).await, int(1));
+    assert_eq!(
+        c.cmd_bytes(&[b"GET", b"e"]).await,
+        bulk_bytes(b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xff")
+    );
     assert_eq!(c.cmd(&["PFCOUNT", "e"]).await, int(0));
     assert_eq!(c.cmd(&["PFCOUNT", "nokey"]).await, int(0));
     h.shutdown().await;

@@ -446,10 +446,12 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 registers = true;
             }
         }
-        if registers {
+        updated |= registers;
+        // As Redis: a new key counts as an update, so even an empty PFADD leaves the
+        // cached estimate marked stale.
+        if updated {
             invalidate_cache(s);
         }
-        updated |= registers;
         Ok(updated)
     })?;
     Ok(Reply::Integer((updated == Some(true)) as i64))
