@@ -6,8 +6,8 @@ use super::exec::{eval, fcall};
 use super::{CmdResult, Ctx};
 
 use crate::commands::families::{
-    cas, dump, expire, fencing, hashes, keys, lists, object, pubsub, sets, sort, strings, zalgebra,
-    zranges, zsets,
+    bits, cas, dump, expire, fencing, geo, hashes, hll, keys, lcs, lists, object, pubsub, sets,
+    sort, strings, zalgebra, zranges, zsets,
 };
 use crate::commands::families::{stream_groups, streams};
 
@@ -65,6 +65,9 @@ pub mod flags {
     /// Keys found by the command's own parsing (SORT, SORT_RO): COMMAND INFO lists
     /// Redis's "movablekeys".
     pub const MOVABLE: u32 = 1 << 18;
+    /// Redis's "movablekeys" for GEORADIUS / GEORADIUSBYMEMBER: besides the fixed key,
+    /// the keys after their STORE and STOREDIST keywords.
+    pub const GEO_STORE_KEYS: u32 = 1 << 19;
 }
 
 /// ACL categories (Redis 7's, in its order: ACL CAT and COMMAND INFO list them so).
@@ -105,6 +108,9 @@ pub mod cats {
     pub const C_LIST: u32 = 1 << 5;
     pub const C_HASH: u32 = 1 << 6;
     pub const C_STRING: u32 = 1 << 7;
+    pub const C_BITMAP: u32 = 1 << 8;
+    pub const C_HYPERLOGLOG: u32 = 1 << 9;
+    pub const C_GEO: u32 = 1 << 10;
     pub const C_STREAM: u32 = 1 << 11;
     pub const C_PUBSUB: u32 = 1 << 12;
     pub const C_ADMIN: u32 = 1 << 13;
@@ -196,7 +202,7 @@ impl Spec {
             (NO_MANDATORY_KEYS, "no_mandatory_keys"),
             (NO_MULTI, "no_multi"),
             (
-                NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS | MOVABLE,
+                NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS | MOVABLE | GEO_STORE_KEYS,
                 "movablekeys",
             ),
             (ALLOW_BUSY, "allow_busy"),
@@ -255,6 +261,17 @@ impl Spec {
         }
         if self.flags & STORE_KEY != 0 {
             return fixed.chain(0..0).chain(store_key(args));
+        }
+        if self.flags & GEO_STORE_KEYS != 0 {
+            // Redis's key specs: the key after the first STORE, then the one after the
+            // first STOREDIST, each searched from args[6] (GEORADIUS) or args[5]
+            // (GEORADIUSBYMEMBER).
+            let from = if self.name == "georadius" { 6 } else { 5 };
+            let after = |word: &[u8]| {
+                (from..n.saturating_sub(1)).find(|&i| args[i].eq_ignore_ascii_case(word))
+            };
+            let store = after(b"store").map_or(0..0, |i| i + 1..i + 2);
+            return fixed.chain(store).chain(after(b"storedist").map(|i| i + 1));
         }
         let at = if self.flags & NUMKEYS_AT_1 != 0 {
             1
@@ -432,6 +449,32 @@ const ROWS: &[Row] = &[
     Row { name: "delex", arity: -2, flags: WRITE | FAST, cats: C_STRING, keys: keys(1, 1, 1), handler: cas::delex },
     Row { name: "delifeq", arity: 3, flags: WRITE | FAST, cats: C_STRING, keys: keys(1, 1, 1), handler: cas::delifeq },
     Row { name: "digest", arity: 2, flags: READONLY | FAST, cats: C_STRING, keys: keys(1, 1, 1), handler: cas::digest_cmd },
+    // bitmaps, HyperLogLog and LCS (strings), GEO (sorted sets). BITFIELD and
+    // GEORADIUS[BYMEMBER] are fenced by their handlers, only when they write (SET or
+    // INCRBY; STORE or STOREDIST); PFDEBUG rewrites an existing string only.
+    Row { name: "setbit", arity: 4, flags: WRITE | FENCED | DENYOOM, cats: C_BITMAP, keys: keys(1, 1, 1), handler: bits::setbit },
+    Row { name: "getbit", arity: 3, flags: READONLY | FAST, cats: C_BITMAP, keys: keys(1, 1, 1), handler: bits::getbit },
+    Row { name: "bitcount", arity: -2, flags: READONLY, cats: C_BITMAP, keys: keys(1, 1, 1), handler: bits::bitcount },
+    Row { name: "bitpos", arity: -3, flags: READONLY, cats: C_BITMAP, keys: keys(1, 1, 1), handler: bits::bitpos },
+    Row { name: "bitop", arity: -4, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_BITMAP, keys: keys(2, -1, 1), handler: bits::bitop },
+    Row { name: "bitfield", arity: -2, flags: WRITE | DENYOOM, cats: C_BITMAP, keys: keys(1, 1, 1), handler: bits::bitfield },
+    Row { name: "bitfield_ro", arity: -2, flags: READONLY | FAST, cats: C_BITMAP, keys: keys(1, 1, 1), handler: bits::bitfield_ro },
+    Row { name: "pfadd", arity: -2, flags: WRITE | FENCED | DENYOOM | FAST, cats: C_HYPERLOGLOG, keys: keys(1, 1, 1), handler: hll::pfadd },
+    Row { name: "pfcount", arity: -2, flags: READONLY | EXCLUSIVE, cats: C_HYPERLOGLOG, keys: keys(1, -1, 1), handler: hll::pfcount },
+    Row { name: "pfmerge", arity: -2, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_HYPERLOGLOG, keys: keys(1, -1, 1), handler: hll::pfmerge },
+    Row { name: "pfdebug", arity: 3, flags: WRITE | DENYOOM | ADMIN, cats: C_HYPERLOGLOG, keys: keys(2, 2, 1), handler: hll::pfdebug },
+    Row { name: "pfselftest", arity: 1, flags: ADMIN, cats: C_HYPERLOGLOG, keys: NO_KEYS, handler: hll::pfselftest },
+    Row { name: "lcs", arity: -3, flags: READONLY | EXCLUSIVE, cats: C_STRING, keys: keys(1, 2, 1), handler: lcs::lcs },
+    Row { name: "geoadd", arity: -5, flags: WRITE | FENCED | DENYOOM, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::geoadd },
+    Row { name: "geopos", arity: -2, flags: READONLY, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::geopos },
+    Row { name: "geodist", arity: -4, flags: READONLY, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::geodist },
+    Row { name: "geohash", arity: -2, flags: READONLY, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::geohash },
+    Row { name: "geosearch", arity: -7, flags: READONLY, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::geosearch },
+    Row { name: "geosearchstore", arity: -8, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_GEO, keys: keys(1, 2, 1), handler: geo::geosearchstore },
+    Row { name: "georadius", arity: -6, flags: WRITE | DENYOOM | EXCLUSIVE | GEO_STORE_KEYS, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::georadius },
+    Row { name: "georadius_ro", arity: -6, flags: READONLY, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::georadius_ro },
+    Row { name: "georadiusbymember", arity: -5, flags: WRITE | DENYOOM | EXCLUSIVE | GEO_STORE_KEYS, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::georadiusbymember },
+    Row { name: "georadiusbymember_ro", arity: -5, flags: READONLY, cats: C_GEO, keys: keys(1, 1, 1), handler: geo::georadiusbymember_ro },
     // keys
     Row { name: "del", arity: -2, flags: WRITE, cats: C_KEYSPACE, keys: keys(1, -1, 1), handler: keys::del },
     Row { name: "unlink", arity: -2, flags: WRITE | FAST, cats: C_KEYSPACE, keys: keys(1, -1, 1), handler: keys::del },

@@ -33,6 +33,8 @@ pub struct Shared {
     maxmemory: AtomicU64,
     /// Whether used memory was above maxmemory at the last check (logged on change).
     over_maxmemory: AtomicBool,
+    /// `hll-sparse-max-bytes` (CONFIG SET): the longest sparse HyperLogLog.
+    pub hll_sparse_max_bytes: AtomicU64,
     /// Monotonic ms at boot (or at the last crash-restart).
     pub started_ms: AtomicU64,
     pub run_id: String,
@@ -146,6 +148,7 @@ impl Shared {
             maxclients: AtomicUsize::new(config.maxclients),
             maxmemory: AtomicU64::new(config.maxmemory),
             over_maxmemory: AtomicBool::new(false),
+            hll_sparse_max_bytes: AtomicU64::new(3000),
             started_ms: AtomicU64::new(now),
             run_id,
             active_expire: AtomicBool::new(true),

@@ -39,6 +39,14 @@ pub fn encode(reply: &Reply, proto: u8, out: &mut BytesMut) {
                 bulk(out, text.as_bytes());
             }
         }
+        Reply::HumanDouble(d) => {
+            let text = human_double(*d);
+            if resp3 {
+                line(out, b',', text.as_bytes());
+            } else {
+                bulk(out, text.as_bytes());
+            }
+        }
         Reply::Bool(b) if resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
         Reply::Bool(b) => int_line(out, b':', *b as i64),
         Reply::Verbatim(format, text) if resp3 => {
@@ -84,6 +92,23 @@ pub(crate) fn format_double(d: f64) -> String {
     super::numfmt::fmt_g(d, 17)
 }
 
+/// Redis's LD_STR_HUMAN form: `%.17Lf` with the trailing zeros (and a bare point)
+/// removed, "-0" as "0".
+pub(crate) fn human_double(d: f64) -> String {
+    if !d.is_finite() {
+        return format_double(d);
+    }
+    let mut s = format!("{d:.17}");
+    if s.contains('.') {
+        let trimmed = s.trim_end_matches('0').trim_end_matches('.').len();
+        s.truncate(trimmed);
+    }
+    if s == "-0" {
+        s = "0".to_string();
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +118,15 @@ mod tests {
         let mut out = BytesMut::new();
         encode(&r, proto, &mut out);
         out.to_vec()
+    }
+
+    #[test]
+    fn human_doubles_are_redis_text() {
+        assert_eq!(human_double(13.361389338970184), "13.36138933897018433");
+        assert_eq!(human_double(2.0), "2");
+        assert_eq!(human_double(-0.0), "0");
+        assert_eq!(enc(Reply::HumanDouble(0.5), 3), b",0.5\r\n");
+        assert_eq!(enc(Reply::HumanDouble(0.5), 2), b"$3\r\n0.5\r\n");
     }
 
     #[test]

@@ -10,4 +10,5 @@ mod reply;
 pub(crate) use decode::parse_int;
 pub use decode::{parse_request, parse_request_into, peek_requests, Limits, ProtocolError};
 pub use encode::encode;
+pub(crate) use encode::human_double;
 pub use reply::Reply;

@@ -22,6 +22,9 @@ pub enum Reply {
     Set(Vec<Reply>),
     /// RESP3 double; RESP2 bulk string.
     Double(f64),
+    /// A double in Redis's "human" form (`%.17Lf` less trailing zeros: GEOPOS and
+    /// WITHCOORD's coordinates): RESP3 double, RESP2 bulk string.
+    HumanDouble(f64),
     /// RESP3 boolean; RESP2 integer 1 or 0.
     Bool(bool),
     /// RESP3 verbatim string (`=` with a 3-letter format); RESP2 bulk string.

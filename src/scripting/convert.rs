@@ -126,6 +126,15 @@ pub unsafe fn push_reply(state: *mut ffi::lua_State, r: &Reply, resp3: bool) {
                 push_bytes(state, lua_numfmt::fmt_g(*d, 17).as_bytes())
             }
         }
+        Reply::HumanDouble(d) => {
+            if resp3 {
+                ffi::lua_createtable(state, 0, 1);
+                ffi::lua_pushnumber(state, *d);
+                ffi::lua_setfield(state, -2, c"double".as_ptr());
+            } else {
+                push_bytes(state, crate::protocol::human_double(*d).as_bytes())
+            }
+        }
         Reply::Bool(b) => {
             if resp3 {
                 ffi::lua_pushboolean(state, *b as c_int)

@@ -731,6 +731,7 @@ fn info_summary(info: &redis::Value) -> Option<(i64, Vec<String>, i64, i64, i64)
         "skip_slowlog",
         "no_async_loading",
         "asking",
+        "may_replicate",
     ];
     let Value::Array(flags) = &e[2] else {
         panic!("{e:?}")

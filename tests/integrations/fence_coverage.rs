@@ -147,6 +147,22 @@ const WRITES: &[(&str, &[Case])] = &[
     ("xack", &[(&["XACK", "x", "g", "1-1"], Runs)]),
     ("xclaim", &[(&["XCLAIM", "x", "g", "c3", "0", "1-1"], Runs)]),
     ("xautoclaim", &[(&["XAUTOCLAIM", "x", "g", "c3", "0", "0"], Runs)]),
+    // bitmaps, HyperLogLog and GEO: BITFIELD and GEORADIUS[BYMEMBER] are fenced only
+    // when they write (SET/INCRBY; STORE/STOREDIST).
+    ("setbit", &[(&["SETBIT", "new", "7", "1"], Fenced), (&["SETBIT", "s", "100", "1"], Fenced)]),
+    ("bitop", &[(&["BITOP", "OR", "new", "s"], Fenced)]),
+    ("bitfield", &[(&["BITFIELD", "new", "SET", "u8", "0", "1"], Fenced),
+                   (&["BITFIELD", "s", "INCRBY", "u8", "100", "1"], Fenced),
+                   (&["BITFIELD", "s", "GET", "u8", "0"], Runs)]),
+    ("pfadd", &[(&["PFADD", "new", "a"], Fenced), (&["PFADD", "p", "b"], Fenced)]),
+    ("pfmerge", &[(&["PFMERGE", "new", "nokey"], Fenced)]),
+    ("pfdebug", &[(&["PFDEBUG", "TODENSE", "p"], Runs)]),
+    ("geoadd", &[(&["GEOADD", "new", "1", "1", "m"], Fenced), (&["GEOADD", "z", "1", "1", "o"], Fenced)]),
+    ("geosearchstore", &[(&["GEOSEARCHSTORE", "new", "z", "FROMLONLAT", "0", "0", "BYRADIUS", "50000", "km"], Fenced)]),
+    ("georadius", &[(&["GEORADIUS", "z", "0", "0", "50000", "km", "STORE", "new"], Fenced),
+                    (&["GEORADIUS", "z", "0", "0", "50000", "km"], Runs)]),
+    ("georadiusbymember", &[(&["GEORADIUSBYMEMBER", "z", "m", "50000", "km", "STOREDIST", "new"], Fenced),
+                            (&["GEORADIUSBYMEMBER", "z", "m", "1", "km"], Runs)]),
     // fencing tokens: a grant creates the lock key; a commit only raises the token
     // mark for a key that is held (a holder's commit must work through a fence).
     ("fencing.grant", &[(&["FENCING.GRANT", "new", "tok", "PX", "1000"], Fenced)]),
@@ -178,6 +194,9 @@ const NOT_WRITES: &[&str] = &[
     "sdiff", "fencing.mark", "sort_ro", "dump", "subscribe", "unsubscribe", "psubscribe",
     "punsubscribe", "publish", "pubsub", "xrange", "xrevrange", "xlen", "xread", "xpending",
     "xinfo", "cluster", "asking", "readonly", "readwrite",
+    "getbit", "bitcount", "bitpos", "bitfield_ro", "pfcount",
+    "pfselftest", "lcs", "geopos", "geodist", "geohash", "geosearch", "georadius_ro",
+    "georadiusbymember_ro",
     // Containers: what they run is checked command by command (EVAL, FCALL and MULTI
     // below); SCRIPT and FUNCTION hold code, not keys.
     "eval", "evalsha", "eval_ro", "evalsha_ro", "script", "fcall", "fcall_ro", "function",
@@ -195,8 +214,9 @@ const TTL_SETTERS: &[&str] = &[
     "getex",
 ];
 
-/// Commands Redis marks `denyoom` that cannot create a key nor lengthen a TTL.
-const DENYOOM_UNFENCED: &[&str] = &["lset", "linsert", "xsetid"];
+/// Commands Redis marks `denyoom` that cannot create a key nor lengthen a TTL (PFDEBUG
+/// rewrites an existing HyperLogLog only).
+const DENYOOM_UNFENCED: &[&str] = &["lset", "linsert", "xsetid", "pfdebug"];
 
 /// One library for FCALL: `call` runs its arguments as a command.
 const LIBRARY: &str = "#!lua name=fc\nredis.register_function('call', function(keys, args) return redis.pcall(unpack(args)) end)";
@@ -241,6 +261,7 @@ redis.call('sadd', 'b', 'm')
 redis.call('zadd', 'z', 1, 'm', 2, 'n')
 redis.call('xadd', 'x', '1-1', 'f', 'v')
 redis.call('xgroup', 'create', 'x', 'g', '0')
+redis.call('pfadd', 'p', 'a')
 redis.call('select', 1)
 redis.call('set', 'other', 'o')
 return 'ok'
@@ -326,7 +347,7 @@ impl Node {
             self.server.raise_fence();
         }
         let state = self.state().await;
-        assert_eq!(state.len(), 10, "{state:?}");
+        assert_eq!(state.len(), 11, "{state:?}");
         state
     }
 

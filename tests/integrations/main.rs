@@ -9,6 +9,7 @@
 mod support;
 
 mod acl;
+mod bitmaps;
 mod blocking_from_script;
 mod blocking_zsets;
 mod cas;
@@ -17,6 +18,7 @@ mod client_tracking;
 mod cluster;
 mod connection;
 mod differential;
+mod differential_bits;
 mod differential_streams;
 mod differential_types;
 mod expire;
@@ -26,8 +28,10 @@ mod fenced_writes;
 mod fencing;
 mod fencing_processes;
 mod functions;
+mod geo;
 mod harness;
 mod hashes;
+mod hyperloglog;
 mod keys;
 mod list_moves;
 mod lists;

@@ -96,6 +96,10 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                     "stream-node-max-bytes",
                     ctx.shared.streams.limits().max_bytes.to_string(),
                 ),
+                (
+                    "hll-sparse-max-bytes",
+                    ctx.shared.hll_sparse_max_bytes.load(Relaxed).to_string(),
+                ),
             ];
             let mut pairs = Vec::new();
             for (name, value) in settings {
@@ -136,6 +140,7 @@ const LIVE: &[(&str, i64, i64)] = &[
     ("lua-time-limit", 0, i64::MAX),
     ("stream-node-max-entries", 0, i64::MAX),
     ("stream-node-max-bytes", 0, i64::MAX),
+    ("hll-sparse-max-bytes", 0, i64::MAX),
 ];
 
 /// Settings CONFIG GET shows that are fixed at start (flags, or not applicable).
@@ -266,6 +271,7 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
             "protected-mode" => ctx.shared.acl.set_protected_mode(value == 1),
             "slowlog-log-slower-than" => stats.slowlog.slower_than_us.store(value, Relaxed),
             "slowlog-max-len" => stats.slowlog.set_max_len(value as usize),
+            "hll-sparse-max-bytes" => ctx.shared.hll_sparse_max_bytes.store(value as u64, Relaxed),
             "busy-reply-threshold" | "lua-time-limit" => {
                 ctx.shared.scripts.set_busy_ms(value as u64)
             }

@@ -4,13 +4,19 @@
 //! (`scan`), streams (entries and reads `streams`, consumer groups and XINFO
 //! `stream_groups`), pub/sub and fencing tokens; `typed` is what the collection families share.
 //! SORT (`sort`), DUMP / RESTORE (`dump`) and OBJECT (`object`) read any type.
+//! Over strings: bitmaps (`bits`), HyperLogLog (`hll`) and LCS (`lcs`); over sorted
+//! sets: GEO (`geo`).
 
+pub mod bits;
 pub mod cas;
 pub mod dump;
 pub mod expire;
 pub mod fencing;
+pub mod geo;
 pub mod hashes;
+pub mod hll;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
 mod long_double;
 pub mod object;
