@@ -729,4 +729,66 @@ mod boot_rules {
         drop(s);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Captures what the node logs while `f` runs (this thread only).
+    #[cfg(feature = "cli")]
+    fn logged(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Log(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
+        impl std::io::Write for Log {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let text = String::from_utf8_lossy(&log.0.lock()).into_owned();
+        text
+    }
+
+    /// The first start on a directory with no node in it tells the operator how to
+    /// declare a brand-new node; no other start does.
+    #[cfg(feature = "cli")]
+    #[test]
+    fn only_a_first_start_on_an_empty_directory_says_how_to_declare_a_new_node() {
+        let hint = "had no node in it: a new identity was made";
+        let dir = temp_dir();
+        let mut node_a = None;
+        let log = logged(|| node_a = Some(node(&dir)));
+        assert!(log.contains(hint), "{log}");
+        assert!(
+            log.contains(&format!("`redlockd init --dir {}`", dir.display())),
+            "{log}"
+        );
+        let s = node_a.unwrap();
+        assert!(!logged(|| s.shared().crash_restart()).contains(hint));
+        drop(s);
+        let log = logged(|| drop(node(&dir)));
+        assert!(log.contains("node identity"), "{log}");
+        assert!(!log.contains(hint), "{log}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let dir = temp_dir();
+        NodeDir::init(&dir, false).unwrap();
+        assert!(!logged(|| drop(node(&dir))).contains(hint));
+        std::fs::remove_dir_all(&dir).unwrap();
+        // An empty directory, but the fence is off: nothing to declare.
+        let dir = temp_dir();
+        let off = || {
+            drop(Session::new(Config {
+                dir: Some(dir.clone()),
+                ..Config::for_tests()
+            }))
+        };
+        assert!(!logged(off).contains(hint));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

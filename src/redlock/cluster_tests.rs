@@ -107,6 +107,13 @@ async fn a_held_lock_is_refused_with_a_report_that_says_so() {
         on::<String>(&c, &ALL, &["GET", "r"]).await,
         vec![text(held.value()); 5]
     );
+    // Nothing was granted and every node answered: there is nothing to take back, so
+    // no release round (no script) was sent.
+    let stats: Vec<String> = on(&c, &ALL, &["INFO", "commandstats"]).await;
+    for s in &stats {
+        assert!(s.contains("cmdstat_set:calls=2,"), "{s}");
+        assert!(!s.contains("cmdstat_eval"), "{s}");
+    }
     // Retries: the first attempt and `retry_count` more, with a pause before each.
     let retrying = Redlock::new(
         c.urls(),
