@@ -363,3 +363,59 @@ async fn fenced_locks_get_growing_tokens_and_failed_rounds_commit_nothing() {
     );
     c.shutdown().await;
 }
+
+/// A node that answers every command with `reply`, as a broken or hostile server
+/// might; returns its address.
+async fn answering(reply: &'static [u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // One reply per command: a command is an array, `*` at a line's start.
+                let mut buf = [0u8; 4096];
+                let mut at_line_start = true;
+                while let Ok(n) = conn.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    for &b in &buf[..n] {
+                        if at_line_start && b == b'*' && conn.write_all(reply).await.is_err() {
+                            return;
+                        }
+                        at_line_start = b == b'\n';
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Two nodes of five answer FENCING.GRANT with a negative mark, which no node hands
+/// out: they count as failed, and the three others make the lock and its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_answering_a_negative_mark_counts_as_failed() {
+    let c = TestCluster::start(3).await;
+    let mut nodes = c.urls();
+    nodes.push(answering(b":-1\r\n").await);
+    nodes.push(answering(b":-1\r\n").await);
+    let rl = Redlock::new(
+        nodes,
+        RedlockOptions {
+            node_timeout: Some(Duration::from_millis(500)),
+            retry_count: 0,
+            fencing_tokens: true,
+            ..RedlockOptions::default()
+        },
+    )
+    .unwrap();
+    let lock = rl.try_acquire(b"r", TTL).await.unwrap();
+    assert_eq!(lock.token(), Some(1));
+    assert_eq!(
+        on::<i64>(&c, &[0, 1, 2], &["FENCING.MARK"]).await,
+        vec![1; 3]
+    );
+    c.shutdown().await;
+}
