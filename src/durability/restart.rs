@@ -730,29 +730,40 @@ mod boot_rules {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Captures what the node logs while `f` runs (this thread only).
+    /// Captures what this thread logs while `f` runs. One global subscriber for the
+    /// whole test binary, writing into the capturing thread's buffer (a scoped one
+    /// misses events: tracing caches each call site's interest across threads).
     #[cfg(feature = "cli")]
     fn logged(f: impl FnOnce()) -> String {
-        #[derive(Clone, Default)]
-        struct Log(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
-        impl std::io::Write for Log {
+        use std::cell::RefCell;
+        thread_local!(static CAPTURE: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) });
+        struct ToCapture;
+        impl std::io::Write for ToCapture {
             fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().extend_from_slice(b);
+                CAPTURE.with(|c| {
+                    if let Some(buf) = c.borrow_mut().as_mut() {
+                        buf.extend_from_slice(b);
+                    }
+                });
                 Ok(b.len())
             }
             fn flush(&mut self) -> std::io::Result<()> {
                 Ok(())
             }
         }
-        let log = Log::default();
-        let writer = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::with_default(subscriber, f);
-        let text = String::from_utf8_lossy(&log.0.lock()).into_owned();
-        text
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(|| ToCapture)
+                .with_ansi(false)
+                .with_max_level(tracing::Level::INFO)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("the only one");
+        });
+        CAPTURE.with(|c| *c.borrow_mut() = Some(Vec::new()));
+        f();
+        let out = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// The first start on a directory with no node in it tells the operator how to
