@@ -419,3 +419,31 @@ async fn a_node_answering_a_negative_mark_counts_as_failed() {
     );
     c.shutdown().await;
 }
+
+/// Three nodes of five grant but never commit (they answer 0, as a node whose key
+/// went between the phases does): two commits are not a majority, so no token and
+/// no lock, and the report counts the three refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_majority_of_commits_there_is_no_token() {
+    let c = TestCluster::start(2).await;
+    let mut nodes = c.urls();
+    for _ in 0..3 {
+        nodes.push(answering(b":0\r\n").await);
+    }
+    let rl = Redlock::new(
+        nodes,
+        RedlockOptions {
+            node_timeout: Some(Duration::from_millis(500)),
+            retry_count: 0,
+            fencing_tokens: true,
+            ..RedlockOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        not_acquired(rl.try_acquire(b"r", TTL).await),
+        (1, report(2, 3, false))
+    );
+    assert_eq!(on::<i64>(&c, &[0, 1], &["EXISTS", "r"]).await, vec![0, 0]);
+    c.shutdown().await;
+}
