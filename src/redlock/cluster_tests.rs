@@ -332,6 +332,11 @@ async fn fenced_locks_get_growing_tokens_and_failed_rounds_commit_nothing() {
         not_acquired(b.try_acquire(b"r", TTL).await),
         (1, report(0, 5, false))
     );
+    // Refused everywhere: nothing to take back, no release round (no script).
+    for s in on::<String>(&c, &ALL, &["INFO", "commandstats"]).await {
+        assert!(s.contains("cmdstat_fencing.grant:calls=2,"), "{s}");
+        assert!(!s.contains("cmdstat_eval"), "{s}");
+    }
     assert_eq!(a.release(&lock).await, 5);
     let lock = b.try_acquire(b"r", TTL).await.unwrap();
     assert_eq!(lock.token(), Some(2));
