@@ -682,6 +682,30 @@ mod boot_rules {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A new process restores a clean-shutdown snapshot, grants a short lock and
+    /// crashes: the fence still outlasts the restored locks (the short grant's record
+    /// does not replace theirs).
+    #[test]
+    fn after_a_restore_the_record_covers_the_restored_locks() {
+        let dir = temp_dir();
+        NodeDir::init(&dir, false).unwrap();
+        let mut a = node(&dir);
+        assert_eq!(cmd(&mut a, &["SET", "l", "v", "PX", "10000"]), "+OK\r\n");
+        a.clock().advance(Duration::from_millis(1000));
+        save(a.shared()).unwrap();
+        drop(a);
+        let mut b = node(&dir);
+        assert_eq!(cmd(&mut b, &["PTTL", "l"]), ":9000\r\n");
+        assert_eq!(cmd(&mut b, &["SET", "s", "v", "PX", "100"]), "+OK\r\n");
+        b.shared().crash_restart();
+        assert_eq!(
+            boot_info(&mut b),
+            format!("fence_active:1 fence_remaining_ms:10000 fence_until_unix_ms:{} fence_rule:same-boot fence_length_ms:10000 last_boot:fence", wall(10_000))
+        );
+        drop(b);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn another_nodes_snapshot_is_refused_and_the_fence_outlasts_its_keys() {
         let (a, b) = (temp_dir(), temp_dir());
