@@ -4,15 +4,15 @@
 # "Mutation testing"). Not part of every CI run.
 #
 #   tests/mutants.sh                       every module below, in turn
-#   tests/mutants.sh fence tokens          only these modules
+#   tests/mutants.sh fence tokens          only these modules, in this order
 #   MUTANTS_RE='fencing\.rs:35' tests/mutants.sh fencing   only mutants matching a regex
 #                                          (instead of the module's own, below)
 #
-# Works on a scratch copy of the tree (never the tree itself): $MUTANTS_DIR, default
-# ${TMPDIR:-/tmp}/redlockd-mutants, kept between runs so that its target/ (the `mutants`
-# profile of Cargo.toml: no debug info, incremental) is reused; each mutant then
-# recompiles only the crate's changed code and runs a few unit tests. Builds run at
-# nice 10. Results: $MUTANTS_DIR/out/<module>/mutants.out (caught.txt, missed.txt,
+# Works on a scratch copy of the committed tree (HEAD; never the tree itself):
+# $MUTANTS_DIR, default ${TMPDIR:-/tmp}/redlockd-mutants, kept between runs so that its
+# target/ (the `mutants` profile of Cargo.toml: no debug info, incremental) is reused;
+# each mutant then recompiles only the crate's changed code and runs a few unit tests.
+# Builds run at nice 10. Two lanes can run at once with two MUTANTS_DIRs. Results: $MUTANTS_DIR/out/<module>/mutants.out (caught.txt, missed.txt,
 # timeout.txt, unviable.txt); a table of the counts is printed at the end.
 set -euo pipefail
 
@@ -50,7 +50,8 @@ fi
 
 mkdir -p "$SCRATCH"
 echo "scratch copy: $SCRATCH"
-(cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$SCRATCH"
+# The committed tree (HEAD): what runs is what a commit holds, whatever is being edited.
+(cd "$ROOT" && git archive --format=tar HEAD) | tar -xf - -C "$SCRATCH"
 # The first time, start from this tree's `mutants` build (dependencies compiled).
 if [[ -d "$ROOT/target/mutants" && ! -e "$SCRATCH/target/mutants" ]]; then
   mkdir -p "$SCRATCH/target" && cp -a "$ROOT/target/mutants" "$SCRATCH/target/"

@@ -682,6 +682,30 @@ mod boot_rules {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A new process restores a clean-shutdown snapshot, grants a short lock and
+    /// crashes: the fence still outlasts the restored locks (the short grant's record
+    /// does not replace theirs).
+    #[test]
+    fn after_a_restore_the_record_covers_the_restored_locks() {
+        let dir = temp_dir();
+        NodeDir::init(&dir, false).unwrap();
+        let mut a = node(&dir);
+        assert_eq!(cmd(&mut a, &["SET", "l", "v", "PX", "10000"]), "+OK\r\n");
+        a.clock().advance(Duration::from_millis(1000));
+        save(a.shared()).unwrap();
+        drop(a);
+        let mut b = node(&dir);
+        assert_eq!(cmd(&mut b, &["PTTL", "l"]), ":9000\r\n");
+        assert_eq!(cmd(&mut b, &["SET", "s", "v", "PX", "100"]), "+OK\r\n");
+        b.shared().crash_restart();
+        assert_eq!(
+            boot_info(&mut b),
+            format!("fence_active:1 fence_remaining_ms:10000 fence_until_unix_ms:{} fence_rule:same-boot fence_length_ms:10000 last_boot:fence", wall(10_000))
+        );
+        drop(b);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn another_nodes_snapshot_is_refused_and_the_fence_outlasts_its_keys() {
         let (a, b) = (temp_dir(), temp_dir());
@@ -727,6 +751,79 @@ mod boot_rules {
         assert!(cmd(&mut s, &["INFO", "fence"])
             .contains("\r\nmax_ttl_ms:10000\r\nrestart_delay_ms:11000\r\n"));
         drop(s);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Captures what this thread logs while `f` runs. One global subscriber for the
+    /// whole test binary, writing into the capturing thread's buffer (a scoped one
+    /// misses events: tracing caches each call site's interest across threads).
+    #[cfg(feature = "cli")]
+    fn logged(f: impl FnOnce()) -> String {
+        use std::cell::RefCell;
+        thread_local!(static CAPTURE: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) });
+        struct ToCapture;
+        impl std::io::Write for ToCapture {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                CAPTURE.with(|c| {
+                    if let Some(buf) = c.borrow_mut().as_mut() {
+                        buf.extend_from_slice(b);
+                    }
+                });
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(|| ToCapture)
+                .with_ansi(false)
+                .with_max_level(tracing::Level::INFO)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("the only one");
+        });
+        CAPTURE.with(|c| *c.borrow_mut() = Some(Vec::new()));
+        f();
+        let out = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// The first start on a directory with no node in it tells the operator how to
+    /// declare a brand-new node; no other start does.
+    #[cfg(feature = "cli")]
+    #[test]
+    fn only_a_first_start_on_an_empty_directory_says_how_to_declare_a_new_node() {
+        let hint = "had no node in it: a new identity was made";
+        let dir = temp_dir();
+        let mut node_a = None;
+        let log = logged(|| node_a = Some(node(&dir)));
+        assert!(log.contains(hint), "{log}");
+        assert!(
+            log.contains(&format!("`redlockd init --dir {}`", dir.display())),
+            "{log}"
+        );
+        let s = node_a.unwrap();
+        assert!(!logged(|| s.shared().crash_restart()).contains(hint));
+        drop(s);
+        let log = logged(|| drop(node(&dir)));
+        assert!(log.contains("node identity"), "{log}");
+        assert!(!log.contains(hint), "{log}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let dir = temp_dir();
+        NodeDir::init(&dir, false).unwrap();
+        assert!(!logged(|| drop(node(&dir))).contains(hint));
+        std::fs::remove_dir_all(&dir).unwrap();
+        // An empty directory, but the fence is off: nothing to declare.
+        let dir = temp_dir();
+        let off = || {
+            drop(Session::new(Config {
+                dir: Some(dir.clone()),
+                ..Config::for_tests()
+            }))
+        };
+        assert!(!logged(off).contains(hint));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

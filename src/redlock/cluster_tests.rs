@@ -107,6 +107,13 @@ async fn a_held_lock_is_refused_with_a_report_that_says_so() {
         on::<String>(&c, &ALL, &["GET", "r"]).await,
         vec![text(held.value()); 5]
     );
+    // Nothing was granted and every node answered: there is nothing to take back, so
+    // no release round (no script) was sent.
+    let stats: Vec<String> = on(&c, &ALL, &["INFO", "commandstats"]).await;
+    for s in &stats {
+        assert!(s.contains("cmdstat_set:calls=2,"), "{s}");
+        assert!(!s.contains("cmdstat_eval"), "{s}");
+    }
     // Retries: the first attempt and `retry_count` more, with a pause before each.
     let retrying = Redlock::new(
         c.urls(),
@@ -325,6 +332,11 @@ async fn fenced_locks_get_growing_tokens_and_failed_rounds_commit_nothing() {
         not_acquired(b.try_acquire(b"r", TTL).await),
         (1, report(0, 5, false))
     );
+    // Refused everywhere: nothing to take back, no release round (no script).
+    for s in on::<String>(&c, &ALL, &["INFO", "commandstats"]).await {
+        assert!(s.contains("cmdstat_fencing.grant:calls=2,"), "{s}");
+        assert!(!s.contains("cmdstat_eval"), "{s}");
+    }
     assert_eq!(a.release(&lock).await, 5);
     let lock = b.try_acquire(b"r", TTL).await.unwrap();
     assert_eq!(lock.token(), Some(2));
@@ -354,5 +366,89 @@ async fn fenced_locks_get_growing_tokens_and_failed_rounds_commit_nothing() {
         on::<i64>(&c, &[0, 1, 2], &["FENCING.MARK"]).await,
         vec![3; 3]
     );
+    c.shutdown().await;
+}
+
+/// A node that answers every command with `reply`, as a broken or hostile server
+/// might; returns its address.
+async fn answering(reply: &'static [u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // One reply per command: a command is an array, `*` at a line's start.
+                let mut buf = [0u8; 4096];
+                let mut at_line_start = true;
+                while let Ok(n) = conn.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    for &b in &buf[..n] {
+                        if at_line_start && b == b'*' && conn.write_all(reply).await.is_err() {
+                            return;
+                        }
+                        at_line_start = b == b'\n';
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Two nodes of five answer FENCING.GRANT with a negative mark, which no node hands
+/// out: they count as failed, and the three others make the lock and its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_answering_a_negative_mark_counts_as_failed() {
+    let c = TestCluster::start(3).await;
+    let mut nodes = c.urls();
+    nodes.push(answering(b":-1\r\n").await);
+    nodes.push(answering(b":-1\r\n").await);
+    let rl = Redlock::new(
+        nodes,
+        RedlockOptions {
+            node_timeout: Some(Duration::from_millis(500)),
+            retry_count: 0,
+            fencing_tokens: true,
+            ..RedlockOptions::default()
+        },
+    )
+    .unwrap();
+    let lock = rl.try_acquire(b"r", TTL).await.unwrap();
+    assert_eq!(lock.token(), Some(1));
+    assert_eq!(
+        on::<i64>(&c, &[0, 1, 2], &["FENCING.MARK"]).await,
+        vec![1; 3]
+    );
+    c.shutdown().await;
+}
+
+/// Three nodes of five grant but never commit (they answer 0, as a node whose key
+/// went between the phases does): two commits are not a majority, so no token and
+/// no lock, and the report counts the three refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_majority_of_commits_there_is_no_token() {
+    let c = TestCluster::start(2).await;
+    let mut nodes = c.urls();
+    for _ in 0..3 {
+        nodes.push(answering(b":0\r\n").await);
+    }
+    let rl = Redlock::new(
+        nodes,
+        RedlockOptions {
+            node_timeout: Some(Duration::from_millis(500)),
+            retry_count: 0,
+            fencing_tokens: true,
+            ..RedlockOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        not_acquired(rl.try_acquire(b"r", TTL).await),
+        (1, report(2, 3, false))
+    );
+    assert_eq!(on::<i64>(&c, &[0, 1], &["EXISTS", "r"]).await, vec![0, 0]);
     c.shutdown().await;
 }
