@@ -23,10 +23,16 @@ N="${1:-200000}"
 ROUNDS="${ROUNDS:-3}"
 command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
   || { echo "needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)"; exit 1; }
-# REDLOCKD=path measures another build (say, main's) without building this one.
+# REDLOCKD=path measures another build (say, main's) without building this one;
+# NO_MULTI=1 leaves out the MULTI line (and the build of benches/multi_load.rs).
 [[ -n "${REDLOCKD:-}" ]] || cargo build --release --quiet
-MULTI_LOAD=$(cargo bench --bench multi_load --no-run 2>&1 | grep -Eo 'target/release/deps/multi_load-[0-9a-f]+' | tail -1)
-[[ -x "$MULTI_LOAD" ]] || { echo "could not build benches/multi_load.rs"; exit 1; }
+MULTI_LOAD=""
+if [[ -n "${NO_MULTI:-}" ]]; then
+  echo "skipped: MULTI+SET NX PX+EXEC (NO_MULTI is set)"
+else
+  MULTI_LOAD=$(cargo bench --bench multi_load --no-run 2>&1 | grep -Eo 'target/release/deps/multi_load-[0-9a-f]+' | tail -1)
+  [[ -x "$MULTI_LOAD" ]] || { echo "could not build benches/multi_load.rs"; exit 1; }
+fi
 VALKEY=""
 if [[ -z "${NO_VALKEY:-}" ]]; then
   VALKEY=$(benches/valkey.sh) || VALKEY="" # it says "skipped: why" itself
@@ -76,6 +82,7 @@ measure() { # name port pid
   note evalsha_rps "$name" "$(cut -d, -f2 <<<"$line")"
   note evalsha_p99 "$name" "$(cut -d, -f7 <<<"$line")"
   note evalsha_cpu "$name" "$(awk -v t=$((after - before)) -v u="$TICK_US" -v n="$N" 'BEGIN{printf "%.2f", t*u/n}')"
+  [[ -n "$MULTI_LOAD" ]] || { redis-cli -p "$port" FLUSHALL >/dev/null; return; }
   before=$(cpu_ticks "$pid")
   line=$("$MULTI_LOAD" --addr "127.0.0.1:$port" --clients 50 --requests "$N" --keyspace 100000)
   after=$(cpu_ticks "$pid")
@@ -114,6 +121,8 @@ row "GET lock:rand, P=16: rps" get_p16
 row "EVALSHA compare-and-delete, P=1: rps" evalsha_rps
 row "EVALSHA compare-and-delete: server CPU us/req" evalsha_cpu
 row "EVALSHA compare-and-delete: p99 ms" evalsha_p99
-row "MULTI+SET NX PX+EXEC, P=1: transactions/s" multi_rps
-row "MULTI+SET NX PX+EXEC: server CPU us/txn" multi_cpu
-row "MULTI+SET NX PX+EXEC: p99 ms" multi_p99
+if [[ -n "$MULTI_LOAD" ]]; then
+  row "MULTI+SET NX PX+EXEC, P=1: transactions/s" multi_rps
+  row "MULTI+SET NX PX+EXEC: server CPU us/txn" multi_cpu
+  row "MULTI+SET NX PX+EXEC: p99 ms" multi_p99
+fi

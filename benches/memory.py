@@ -17,7 +17,8 @@ Prints, for every server (ratios: redlockd / each other server):
   PING and read its PONG: (RSS with them - RSS before) / clients; the 100k clients come
   from several 127.0.0.x source addresses (28k ports each)
 - PING p50 / p99 of one active client with no other client and with 10k idle clients
-  connected (a ping every 200 us, 20k pings)
+  connected (a ping every 200 us, 20k pings, median of 3 runs), and the server's CPU per
+  PING then (utime + stime from /proc: whether idle clients add work to a request)
 - RSS per lock at 100k, 1M and --big (default 10M) locks: `SET lock:<n> <22-byte value>
   PX 600000`, loaded pipelined (redis-cli --pipe); (RSS loaded - RSS empty) / locks
 - RSS after FLUSHALL
@@ -242,9 +243,12 @@ def open_idle(port, count, first=0):
     return socks
 
 
-def ping_percentiles(port, n=20000, gap=0.0002):
-    """p50 and p99 (us) of PING round trips on one connection, one at a time."""
-    s = socket.create_connection(("127.0.0.1", port))
+def ping_percentiles(server, n=20000, gap=0.0002):
+    """p50 and p99 (us) of PING round trips on one connection, one at a time, and the
+    server's CPU per PING (us): on a busy machine the tail is mostly the scheduler's,
+    while CPU per request shows whether idle clients add work to each request."""
+    c0 = server.cpu()
+    s = socket.create_connection(("127.0.0.1", server.port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     lat = []
     for _ in range(n):
@@ -258,8 +262,9 @@ def ping_percentiles(port, n=20000, gap=0.0002):
         while time.perf_counter() < end:
             pass
     s.close()
+    cpu = (server.cpu() - c0) / n * 1e6
     lat.sort()
-    return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6
+    return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6, cpu
 
 
 def settle_idle_rss(server):
@@ -291,7 +296,7 @@ def conn_section(servers, counts):
     quiet = [[] for _ in servers]
     for _ in range(3):  # interleaved rounds: the machine's noise is the larger term
         for i, s in enumerate(servers):
-            quiet[i].append(ping_percentiles(s.port))
+            quiet[i].append(ping_percentiles(s))
     per = {c: [] for c in counts}
     busy = []
     for s in servers:
@@ -301,7 +306,7 @@ def conn_section(servers, counts):
             socks += open_idle(s.port, count - len(socks), len(socks))
             per[count].append((settle_idle_rss(s) - base) / count)
             if count == 10000:
-                busy.append([ping_percentiles(s.port) for _ in range(3)])
+                busy.append([ping_percentiles(s) for _ in range(3)])
         assert s.c.cmd("PING") == "PONG", s.name
         for k in socks:
             k.close()
@@ -314,6 +319,9 @@ def conn_section(servers, counts):
         row("PING p99, one client, no other (us)", *[med(q, 1) for q in quiet])
         row("PING p50, one client, 10k idle connected (us)", *[med(b, 0) for b in busy])
         row("PING p99, one client, 10k idle connected (us)", *[med(b, 1) for b in busy])
+        row("server CPU per PING, no other client (us)", *[med(q, 2) for q in quiet], fmt="%.2f")
+        row("server CPU per PING, 10k idle connected (us)", *[med(b, 2) for b in busy],
+            fmt="%.2f")
 
 
 def valkey_binary():

@@ -1,8 +1,9 @@
-//! What an idle connection costs the server: fleets keep a pool of connections to every
-//! lock node, most of them idle. An idle client (connected, one PING answered, nothing
-//! half-read or unwritten) holds no read or write buffer; only its task and its entry
-//! in the client list. The heap is the whole test process's (the counting allocator is
-//! global), hence one test in this binary.
+//! What a connection costs the server between requests: fleets keep a pool of
+//! connections to every lock node, most of them idle. An idle client (connected, one
+//! PING answered, nothing half-read or unwritten) holds no read or write buffer, only
+//! its task and its entry in the client list; a big request's buffer goes back once it
+//! has run. The heap is the whole test process's (the counting allocator is global),
+//! hence one test in this binary.
 
 mod support;
 
@@ -49,4 +50,17 @@ async fn an_idle_connection_holds_no_buffers() {
     );
     assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
     drop(idle);
+
+    // A big request's read buffer is freed once the request has run, not kept for the
+    // next one (nor lent to other connections).
+    let before = used_memory(&c.cmd(&["INFO", "memory"]).await);
+    let big = "x".repeat(8 << 20);
+    assert_eq!(c.cmd(&["SET", "big", &big]).await, OK);
+    drop(big);
+    assert_eq!(c.cmd(&["DEL", "big"]).await, int(1));
+    let after = used_memory(&c.cmd(&["INFO", "memory"]).await);
+    assert!(
+        after < before + (1 << 20),
+        "{before} -> {after} bytes of heap after an 8 MB SET and its DEL"
+    );
 }

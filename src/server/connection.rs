@@ -167,6 +167,10 @@ async fn run<S: Stream>(
     let mut rbuf = BytesMut::new();
     let mut wbuf = BytesMut::new();
     let mut eof = false;
+    // The read buffer held more than SHRINK_BUFFER_ABOVE at some point: once empty, it
+    // is dropped, not pooled (split off request by request, its capacity no longer
+    // says how big its allocation is).
+    let mut rbuf_grown = false;
     // One request's arguments (slices of the read buffer): reused, emptied after each
     // command so they never pin a big request's buffer.
     let mut args = Vec::new();
@@ -306,6 +310,10 @@ async fn run<S: Stream>(
         if wbuf.is_empty() {
             pool::give(&mut wbuf);
         }
+        if rbuf_grown && rbuf.is_empty() {
+            rbuf = BytesMut::new();
+            rbuf_grown = false;
+        }
         let input_full = paused && rbuf.len() > PAUSED_INPUT_LIMIT;
         let can_read = !eof && !input_full;
         // One wait per turn, on one task wake-up: the socket, the pub/sub queue (not
@@ -341,6 +349,7 @@ async fn run<S: Stream>(
                 if n? == 0 {
                     eof = true;
                 } else {
+                    rbuf_grown |= rbuf.len() > SHRINK_BUFFER_ABOVE;
                     shared.faults.input_arrived(&info, paused);
                 }
             }
