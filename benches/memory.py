@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
-"""Memory per lock, memory given back, idle cost and the hot path,
-redlockd and redis-server 7 side by side in one run.
+"""Memory per lock, memory per idle connection, memory given back, idle cost and the hot
+path: redlockd, redis-server 7 and valkey-server 8 (where benches/valkey.sh finds or
+builds one) side by side in one run.
 
 Usage: benches/memory.py [--big N] [--rounds R] [--requests N] [--skip-build] [--binary PATH]
-                         [--only size,flush,expiry,idle,ping,rps]
-  (release build of redlockd; needs redis-server, redis-cli and redis-benchmark)
+                         [--conns 1000,10000,100000] [--no-valkey]
+                         [--only size,conn,expiry,idle,ping,rps]
+  (release build of redlockd; needs redis-server, redis-cli and redis-benchmark; run as
+  root, or with a hard fd limit above the largest --conns, for the connection section)
 
-Prints, for both servers:
+`benches/memory.py --only conn,size` is the footprint table: RSS per idle connection and
+bytes per lock. The contended Redlock table is benches/contention.sh's.
+
+Prints, for every server (ratios: redlockd / each other server):
+- RSS per idle connection at 1k, 10k and 100k clients (--conns), each having sent one
+  PING and read its PONG: (RSS with them - RSS before) / clients; the 100k clients come
+  from several 127.0.0.x source addresses (28k ports each)
+- PING p50 / p99 of one active client with no other client and with 10k idle clients
+  connected (a ping every 200 us, 20k pings, median of 3 runs), and the server's CPU per
+  PING then (utime + stime from /proc: whether idle clients add work to a request)
 - RSS per lock at 100k, 1M and --big (default 10M) locks: `SET lock:<n> <22-byte value>
   PX 600000`, loaded pipelined (redis-cli --pipe); (RSS loaded - RSS empty) / locks
 - RSS after FLUSHALL
@@ -176,11 +188,149 @@ def ping_latency(server, secs=3.0):
     return lat[-1] * 1e3, lat[int(len(lat) * 0.99)] * 1e3
 
 
-def row(label, a, b, unit="", fmt="%.1f", ratio=True):
-    ra = fmt % a + unit
-    rb = fmt % b + unit
-    rt = ("%.2fx" % (a / b)) if ratio and b else ""
-    print(f"{label:<52} {ra:>14} {rb:>14} {rt:>8}   [{load()}]", flush=True)
+NAMES = []  # the servers' names, redlockd first (set by main)
+
+
+def header():
+    cols = "".join(f" {n:>13}" for n in NAMES)
+    ratios = "".join(f" {'vs ' + n:>11}" for n in NAMES[1:])
+    print(f"{'':<52}{cols}{ratios}")
+
+
+def row(label, *values, fmt="%.1f", ratio=True):
+    """One line: each server's value, then redlockd's ratio to each other server."""
+    cells = "".join(f" {fmt % v:>13}" for v in values)
+    ratios = "".join(f" {('%.2fx' % (values[0] / v)) if ratio and v else '':>11}"
+                     for v in values[1:])
+    print(f"{label:<52}{cells}{ratios}   [{load()}]", flush=True)
+
+
+def raise_fd_limit(n):
+    """Lifts this process's fd limit (the servers it starts inherit it) towards n; returns
+    the soft limit now in force. Past the hard limit takes CAP_SYS_RESOURCE."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for want in (max(n, soft), hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
+            return want
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def open_idle(port, count, first=0):
+    """`count` connections that each send PING and read +PONG, then stay idle. Source
+    addresses 127.0.0.2, .3, ... take 20k connections each (the ephemeral port range is
+    28k per address); the servers run with protected mode off to serve them (as Redis,
+    protected mode takes only 127.0.0.1 for the loopback)."""
+    socks = []
+    for i in range(first, first + count):
+        s = socket.socket()
+        s.bind((f"127.0.{2 + i // 20000 // 250}.{2 + (i // 20000) % 250}", 0))
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"PING\r\n")
+        socks.append(s)
+    for s in socks:
+        got = b""
+        while not got.endswith(b"\r\n"):
+            chunk = s.recv(64)
+            if not chunk:
+                raise SystemExit(f"port {port}: an idle client was disconnected")
+            got += chunk
+        if got != b"+PONG\r\n":
+            raise SystemExit(f"port {port}: PING answered {got!r}")
+    return socks
+
+
+def ping_percentiles(server, n=20000, gap=0.0002):
+    """p50 and p99 (us) of PING round trips on one connection, one at a time, and the
+    server's CPU per PING (us): on a busy machine the tail is mostly the scheduler's,
+    while CPU per request shows whether idle clients add work to each request."""
+    c0 = server.cpu()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        s.sendall(b"PING\r\n")
+        got = b""
+        while not got.endswith(b"\n"):
+            got += s.recv(64)
+        lat.append(time.perf_counter() - t)
+        end = time.perf_counter() + gap
+        while time.perf_counter() < end:
+            pass
+    s.close()
+    cpu = (server.cpu() - c0) / n * 1e6
+    lat.sort()
+    return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6, cpu
+
+
+def settle_idle_rss(server):
+    """RSS once idle clients cost what they will: Redis and Valkey free an idle
+    client's query buffer in their cron, once it has been idle 2 s (a slice of the
+    clients per tick). Read every second until it moves less than 0.5%, 15 s at most."""
+    time.sleep(2)
+    last = server.rss()
+    for _ in range(13):
+        time.sleep(1)
+        now = server.rss()
+        if abs(now - last) < 0.005 * last:
+            return now
+        last = now
+    return last
+
+
+def conn_section(servers, counts):
+    """RSS per idle connection at each count, and an active client's PING latency with
+    none and with 10k idle clients connected."""
+    # The clients live in this process and the servers each hold one fd per client.
+    limit = raise_fd_limit(max(counts) + 1000)
+    for c in [c for c in counts if c + 200 > limit]:
+        print(f"skipped: {c:,} idle clients: the fd limit is {limit} and cannot be raised "
+              "(the hard limit needs CAP_SYS_RESOURCE)")
+    counts = [c for c in counts if c + 200 <= limit]
+    for s in servers:
+        s.c.cmd("FLUSHALL")
+    quiet = [[] for _ in servers]
+    for _ in range(3):  # interleaved rounds: the machine's noise is the larger term
+        for i, s in enumerate(servers):
+            quiet[i].append(ping_percentiles(s))
+    per = {c: [] for c in counts}
+    busy = []
+    for s in servers:
+        base = settle_rss(s, 0.5)
+        socks = []
+        for count in sorted(counts):
+            socks += open_idle(s.port, count - len(socks), len(socks))
+            per[count].append((settle_idle_rss(s) - base) / count)
+            if count == 10000:
+                busy.append([ping_percentiles(s) for _ in range(3)])
+        assert s.c.cmd("PING") == "PONG", s.name
+        for k in socks:
+            k.close()
+        time.sleep(1)
+    for count in sorted(counts):
+        row(f"RSS per idle connection, {count:,} clients (bytes)", *per[count], fmt="%.0f")
+    if busy:
+        med = lambda runs, i: statistics.median(r[i] for r in runs)
+        row("PING p50, one client, no other (us)", *[med(q, 0) for q in quiet])
+        row("PING p99, one client, no other (us)", *[med(q, 1) for q in quiet])
+        row("PING p50, one client, 10k idle connected (us)", *[med(b, 0) for b in busy])
+        row("PING p99, one client, 10k idle connected (us)", *[med(b, 1) for b in busy])
+        row("server CPU per PING, no other client (us)", *[med(q, 2) for q in quiet], fmt="%.2f")
+        row("server CPU per PING, 10k idle connected (us)", *[med(b, 2) for b in busy],
+            fmt="%.2f")
+
+
+def valkey_binary():
+    """valkey-server from benches/valkey.sh (found or built), or None with its reason."""
+    r = subprocess.run([os.path.join(ROOT, "benches/valkey.sh")], capture_output=True, text=True)
+    if r.returncode != 0:
+        print((r.stderr.strip().splitlines() or ["skipped: valkey-server"])[-1])
+        return None
+    return r.stdout.strip().splitlines()[-1]
 
 
 def main():
@@ -188,27 +338,45 @@ def main():
     ap.add_argument("--big", type=int, default=10_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=200_000)
+    ap.add_argument("--conns", default="1000,10000,100000")
     ap.add_argument("--skip-build", action="store_true")
+    ap.add_argument("--no-valkey", action="store_true")
     ap.add_argument("--binary", help="a redlockd binary to measure instead of the release build")
-    ap.add_argument("--only", default="", help="comma list: size,flush,expiry,idle,ping,rps")
+    ap.add_argument("--only", default="", help="comma list: size,conn,expiry,idle,ping,rps")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
     want = lambda s: not only or s in only
+    counts = [int(c) for c in a.conns.split(",") if c]
+    if want("conn"):
+        # Before any server starts: they inherit the limit.
+        raise_fd_limit(max(counts) + 1000)
     if not a.skip_build and not a.binary:
         subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "redlockd"], cwd=ROOT,
                        check=True)
     binary = a.binary or os.path.join(ROOT, "target/release/redlockd")
+    maxclients = str(max(counts) + 1000)
+    valkey = None if a.no_valkey else valkey_binary()
     servers = [
         Server("redlockd", lambda p, d: [binary, "--port", str(p), "--restart-delay", "0",
-                                         "--dir", d, "--log", "warn", "--max-ttl", "700s"]),
+                                         "--dir", d, "--log", "warn", "--max-ttl", "700s",
+                                         "--maxclients", maxclients, "--protected-mode", "no"]),
         Server("redis", lambda p, d: ["redis-server", "--port", str(p), "--bind", "127.0.0.1",
                                       "--save", "", "--appendonly", "no", "--dir", d,
-                                      "--logfile", "/dev/null"]),
+                                      "--logfile", "/dev/null", "--maxclients", maxclients,
+                                      "--protected-mode", "no"]),
     ]
+    if valkey:
+        servers.append(Server("valkey", lambda p, d: [
+            valkey, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--dir", d, "--logfile", "/dev/null", "--maxclients", maxclients,
+            "--protected-mode", "no"]))
+    NAMES[:] = [s.name for s in servers]
     tmp = tempfile.mkdtemp(prefix="membench-load-")
     try:
-        rl, rs = servers
-        print(f"{'':<52} {'redlockd':>14} {'redis-server':>14} {'ratio':>8}")
+        rl = servers[0]
+        header()
+        if want("conn"):
+            conn_section(servers, counts)
         if want("size"):
             empty = [s.rss() for s in servers]
             done = 0
@@ -220,13 +388,13 @@ def main():
                 os.unlink(path)
                 done = count
                 per = [(settle_rss(s, 0.5) - e) / count for s, e in zip(servers, empty)]
-                row(f"RSS per lock at {count:,} locks (bytes)", per[0], per[1])
+                row(f"RSS per lock at {count:,} locks (bytes)", *per)
             for s in servers:
                 s.c.cmd("FLUSHALL")
             time.sleep(2)
-            row("RSS 2 s after FLUSHALL (MB)", rl.rss() / 1e6, rs.rss() / 1e6, fmt="%.1f")
+            row("RSS 2 s after FLUSHALL (MB)", *[s.rss() / 1e6 for s in servers])
             time.sleep(8)
-            row("RSS 10 s after FLUSHALL (MB)", rl.rss() / 1e6, rs.rss() / 1e6, fmt="%.1f")
+            row("RSS 10 s after FLUSHALL (MB)", *[s.rss() / 1e6 for s in servers])
         if want("expiry") or want("idle") or want("ping"):
             for s in servers:
                 s.c.cmd("FLUSHALL")
@@ -236,7 +404,7 @@ def main():
                 short = os.path.join(tmp, "short")
                 gen_file(short, 500_000, 1_000_000, 3000)
                 gone90, gone_all, loaded, after = [], [], [], []
-                # One server at a time: loading the other must not delay the polling.
+                # One server at a time: loading another must not delay the polling.
                 for s in servers:
                     pipe(s, live)
                     pipe(s, short)
@@ -259,12 +427,11 @@ def main():
                     gone90.append(seen90 if seen90 is not None else float("inf"))
                     time.sleep(3)
                     after.append(s.rss())
-                row("500k of 1M locks expire: 90% gone after deadline (s)", gone90[0], gone90[1],
+                row("500k of 1M locks expire: 90% gone after deadline (s)", *gone90, fmt="%.2f")
+                row("500k of 1M locks expire: all gone after deadline (s)", *gone_all,
                     fmt="%.2f")
-                row("500k of 1M locks expire: all gone after deadline (s)", gone_all[0],
-                    gone_all[1], fmt="%.2f")
-                row("RSS with 1M locks loaded (MB)", loaded[0] / 1e6, loaded[1] / 1e6)
-                row("RSS 3 s after 500k expired (MB)", after[0] / 1e6, after[1] / 1e6)
+                row("RSS with 1M locks loaded (MB)", *[v / 1e6 for v in loaded])
+                row("RSS 3 s after 500k expired (MB)", *[v / 1e6 for v in after])
                 os.unlink(short)
             else:
                 for s in servers:
@@ -281,11 +448,11 @@ def main():
                 c0 = [s.cpu() for s in servers]
                 time.sleep(10)
                 cpu = [(s.cpu() - c) / 10 * 100 for s, c in zip(servers, c0)]
-                row("idle CPU over 10 s with 1M locks (% of a core)", cpu[0], cpu[1], fmt="%.2f")
+                row("idle CPU over 10 s with 1M locks (% of a core)", *cpu, fmt="%.2f")
             if want("ping"):
                 lat = [ping_latency(s) for s in servers]
-                row("PING max latency with 1M locks (ms)", lat[0][0], lat[1][0], fmt="%.2f")
-                row("PING p99 latency with 1M locks (ms)", lat[0][1], lat[1][1], fmt="%.2f")
+                row("PING max latency with 1M locks (ms)", *[l[0] for l in lat], fmt="%.2f")
+                row("PING p99 latency with 1M locks (ms)", *[l[1] for l in lat], fmt="%.2f")
         if want("rps"):
             for s in servers:
                 s.c.cmd("FLUSHALL")
@@ -303,14 +470,17 @@ def main():
             ]
             for label, argv in cases:
                 res = {s.name: [] for s in servers}
-                for _ in range(a.rounds):
-                    for s in servers:
+                for r in range(a.rounds):
+                    # Interleaved, the order turning every round.
+                    for s in servers[r % len(servers):] + servers[:r % len(servers)]:
                         res[s.name].append(bench(s, argv, a.requests))
                 med = lambda name, i: statistics.median(r[i] for r in res[name])
-                row(f"{label}: rps", med("redlockd", 0), med("redis", 0), fmt="%.0f")
+                row(f"{label}: rps", *[med(s.name, 0) for s in servers], fmt="%.0f")
                 if "P=16" not in label:
-                    row(f"{label}: server CPU us/request", med("redlockd", 1), med("redis", 1),
+                    row(f"{label}: server CPU us/request", *[med(s.name, 1) for s in servers],
                         fmt="%.2f")
+        if not only:
+            print("contended Redlock (2/8/32/128 clients, split votes): benches/contention.sh")
     finally:
         for s in servers:
             s.stop()

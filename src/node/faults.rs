@@ -219,6 +219,11 @@ impl Shared {
         if mine == 0 {
             return;
         }
+        // Boxed: the wait's state would otherwise sit in every connection's task.
+        Box::pin(self.wait_for_turn_after(info, mine)).await
+    }
+
+    async fn wait_for_turn_after(&self, info: &ClientInfo, mine: u64) {
         loop {
             let turn = self.faults.pause_turn.notified();
             tokio::pin!(turn);

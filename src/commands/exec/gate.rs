@@ -260,28 +260,30 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
     }
     let gate = &shared.gate;
     if spec.flags & flags::EXCLUSIVE != 0 {
-        let _exclusive = held(ctx, gate.try_exclusive(), gate.exclusive(shared)).await?;
+        let _exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
         // Inline, with no thread hand-off: a script that runs long gives the runtime
         // back from its instruction hook (scripting/long_run.rs explains how and why).
         Ok(run_spec(ctx, spec, args))
     } else {
-        let _shared = held(ctx, gate.try_shared(), gate.shared(shared)).await?;
+        let _shared = held(ctx, gate.try_shared(), || gate.shared(shared)).await?;
         Ok(run_spec(ctx, spec, args))
     }
 }
 
 /// The gate's hold: `now` if it was free, else what `wait` gets. Uncontended (the
 /// common case), the time `Ctx::new` read a moment ago stands: no second clock read.
-/// After a wait, the command's time is read again.
-async fn held<H>(
+/// After a wait, the command's time is read again. The wait's future (its timer and
+/// notification) is boxed: inline, it would sit in every connection's task, idle ones
+/// included, for a path taken only while a script or transaction holds the gate.
+async fn held<H, F: std::future::Future<Output = Result<H, Reply>>>(
     ctx: &mut Ctx<'_>,
     now: Option<H>,
-    wait: impl std::future::Future<Output = Result<H, Reply>>,
+    wait: impl FnOnce() -> F,
 ) -> Result<H, Reply> {
     if let Some(hold) = now {
         return Ok(hold);
     }
-    let hold = wait.await?;
+    let hold = Box::pin(wait()).await?;
     ctx.restart_clock();
     Ok(hold)
 }
@@ -300,7 +302,8 @@ pub async fn serve_blocked(shared: &Shared) {
     if !shared.blocking.has_ready() {
         return;
     }
-    if let Ok(_exclusive) = shared.gate.exclusive(shared).await {
+    // Boxed, as `held`'s wait.
+    if let Ok(_exclusive) = Box::pin(shared.gate.exclusive(shared)).await {
         shared.blocking.serve_ready_held(shared);
     }
 }

@@ -3,7 +3,8 @@
 //! Redisson's lock waiters SUBSCRIBE to `redisson_lock__channel:{name}` and are woken
 //! by the PUBLISH in the unlock script, so delivery must be prompt and never lost for a
 //! live subscriber. PUBLISH never waits on a subscriber: each connection has an
-//! unbounded queue that its task drains alongside the socket, and the bytes queued are
+//! unbounded queue that its task drains alongside the socket (woken through the
+//! client's wake slot), and the bytes queued are
 //! counted; a subscriber past `pubsub_output_limit` is disconnected (Redis's
 //! client-output-buffer-limit for pubsub), so a slow reader costs bounded memory.
 
@@ -13,11 +14,10 @@ use crate::glob;
 use crate::node::ClientInfo;
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
-use parking_lot::RwLock;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::mpsc;
 
 /// A message on its way to a subscriber's connection, with the bytes it was counted as.
 pub struct Message {
@@ -26,23 +26,39 @@ pub struct Message {
 }
 
 /// A connection's delivery end, shared by every channel and pattern it subscribes to.
+/// Every connection has one (invalidations can be redirected to any client), and most
+/// never receive a message: an empty queue allocates nothing (a channel would allocate
+/// its first block of slots, ~2 KB, per connection).
 pub struct Subscriber {
     info: Arc<ClientInfo>,
-    tx: mpsc::UnboundedSender<Message>,
+    /// Messages not yet taken; `None` once the connection has ended.
+    queue: Mutex<Option<VecDeque<Message>>>,
     /// Bytes queued and not yet taken by the connection.
     queued: AtomicUsize,
 }
 
 impl Subscriber {
-    /// A delivery end for a connection; the connection keeps the receiver.
-    pub fn new(info: Arc<ClientInfo>) -> (Arc<Subscriber>, mpsc::UnboundedReceiver<Message>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let sub = Subscriber {
+    /// A delivery end for a connection, woken through its client's wake slot.
+    pub fn new(info: Arc<ClientInfo>) -> Arc<Subscriber> {
+        Arc::new(Subscriber {
             info,
-            tx,
+            queue: Mutex::new(Some(VecDeque::new())),
             queued: AtomicUsize::new(0),
-        };
-        (Arc::new(sub), rx)
+        })
+    }
+
+    /// The oldest queued message. The connection calls it after registering its waker
+    /// in the wake slot: a message queued after this found nothing wakes it.
+    pub fn pop(&self) -> Option<Message> {
+        self.queue.lock().as_mut()?.pop_front()
+    }
+
+    /// The connection has ended: later messages are dropped, not queued.
+    pub fn close(&self) {
+        let left = self.queue.lock().take();
+        for msg in left.into_iter().flatten() {
+            self.taken(&msg);
+        }
     }
 
     /// Whether a message is queued (or being queued) for the connection: `deliver`
@@ -77,8 +93,17 @@ impl Subscriber {
             self.info.kill();
             return;
         }
-        if self.tx.send(Message { reply, size }).is_err() {
+        let sent = match self.queue.lock().as_mut() {
+            Some(queue) => {
+                queue.push_back(Message { reply, size });
+                true
+            }
             // The connection has ended; its task unsubscribes it.
+            None => false,
+        };
+        if sent {
+            self.info.wake.wake();
+        } else {
             self.queued.fetch_sub(size, Ordering::Relaxed);
         }
     }
@@ -91,13 +116,6 @@ pub struct ClientSubs {
     pub patterns: HashSet<Bytes>,
     /// Set by the connection (scripts and other callers without a socket have none).
     pub handle: Option<Arc<Subscriber>>,
-}
-
-impl ClientSubs {
-    /// Subscribed to anything: only then can a PUBLISH reach this connection.
-    pub fn any(&self) -> bool {
-        !self.channels.is_empty() || !self.patterns.is_empty()
-    }
 }
 
 type Subscribers = BTreeMap<u64, Arc<Subscriber>>;
