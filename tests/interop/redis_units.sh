@@ -29,6 +29,10 @@ UNITS=(
   "unit/type/stream-cgroups 0"
   "unit/sort 1"
   "unit/dump 0"
+  "unit/bitops 0"
+  "unit/bitfield 0"
+  "unit/hyperloglog 0"
+  "unit/geo 0"
 )
 if [[ $# -gt 0 ]]; then
   WANTED=("$@")

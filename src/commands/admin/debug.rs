@@ -51,6 +51,21 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             ctx.shared.active_expire.store(on != 0, Ordering::Relaxed);
             Ok(Reply::Ok)
         }
+        ("object", 3) => {
+            // As Redis's DEBUG OBJECT: the entry as stored, even past its deadline (no
+            // lazy expiry: time 0 is before every deadline).
+            let Some(entry) = ctx.db().get(&args[2], 0) else {
+                return Err(Reply::error("ERR no such key"));
+            };
+            let value = entry.value();
+            // The value's RDB form less its type byte and the payload's footer.
+            let serialized = crate::store::rdb::dump_value(value).map_or(0, |p| p.len() - 11);
+            Ok(Reply::Status(Bytes::from(format!(
+                "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:0 lru_seconds_idle:0",
+                entry.key().as_ptr(),
+                value.encoding()
+            ))))
+        }
         ("set-disable-deny-scripts", 3) => {
             let on = int_arg(&args[2])?;
             ctx.shared
@@ -66,6 +81,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 "CLOCK JUMP-WALL <+/-ms>    Step the manual clock's wall time only.",
                 "CRASH-RESTART    Drop the keyspace and start the restart fence, as a crash would.",
                 "DIGEST-VALUE <key> [<key> ...]    Redis's digest of each key's value (and whether it has a TTL).",
+                "OBJECT <key>    The key's encoding and serialized length, without expiring it.",
                 "SLEEP <seconds>    Stop answering for this long.",
                 "SET-ACTIVE-EXPIRE <0|1>    Turn the active expiry sweeper off or on.",
                 "SET-DISABLE-DENY-SCRIPTS <0|1>    Let scripts call commands they may not (CLIENT LIST...).",
