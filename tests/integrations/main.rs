@@ -46,6 +46,7 @@ mod redis_lock_interop;
 mod redisson_fair_semaphore;
 mod redisson_lock;
 mod redlock_client;
+mod redlock_clusters;
 mod redlock_inprocess;
 mod rslock_interop;
 mod scripting;
