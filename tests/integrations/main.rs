@@ -16,6 +16,7 @@ mod cas;
 mod cli;
 mod client_tracking;
 mod cluster;
+mod cluster_redis_rs;
 mod connection;
 mod differential;
 mod differential_bits;
