@@ -65,6 +65,8 @@ pub use server::{Server, ServerHandle, StartError};
 
 #[cfg(feature = "client")]
 pub mod redlock;
+#[cfg(any(feature = "server", feature = "client"))]
+pub mod slot;
 
 #[cfg(any(feature = "server", feature = "client"))]
 pub(crate) mod tls;

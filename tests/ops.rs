@@ -248,6 +248,54 @@ async fn config_set_changes_live_settings_all_or_nothing() {
     h.shutdown().await;
 }
 
+/// In cluster mode the routing check's refusals are counted by reply, as INFO cluster
+/// counts them; a plain node has no such family.
+#[tokio::test]
+async fn the_metrics_endpoint_counts_cluster_redirections() {
+    let plain = start_with(|c| c.metrics_addr = Some("127.0.0.1:0".parse().unwrap())).await;
+    let body = scrape(plain.metrics_addr().expect("metrics bound")).await;
+    assert!(!body.contains("redlockd_cluster_"), "{body}");
+    plain.shutdown().await;
+    let h = start_with(|c| {
+        c.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
+        c.cluster.mode = redlockd::cluster::Mode::Map;
+        c.cluster.node_id = Some(format!("{:040x}", 1));
+    })
+    .await;
+    let mut c = Raw::to(&h).await;
+    // Before any map every slot is unserved; then a map gives this node slots 0-8000.
+    c.cmd(&["GET", "a"]).await;
+    let map = format!(
+        r#"{{"version":1,"nodes":[{{"id":"{:040x}","host":"127.0.0.1","port":{},"slots":[[0,8000]]}},{{"id":"{:040x}","host":"127.0.0.1","port":1,"slots":[[8001,16383]]}}]}}"#,
+        1,
+        h.addr().port(),
+        2
+    );
+    assert_eq!(c.cmd(&["CLUSTER", "SETMAP", &map]).await, "+OK\r\n");
+    // "a" is slot 15495 (node 2's), "b" slot 3300 (ours).
+    assert!(c.cmd(&["GET", "a"]).await.starts_with("-MOVED 15495 "));
+    assert!(c.cmd(&["GET", "a"]).await.starts_with("-MOVED 15495 "));
+    assert!(c
+        .cmd(&["MGET", "b", "{b}x", "c"])
+        .await
+        .starts_with("-CROSSSLOT "));
+    assert_eq!(c.cmd(&["GET", "b"]).await, "$-1\r\n");
+    let body = scrape(h.metrics_addr().expect("metrics bound")).await;
+    let count = |reply: &str| {
+        metric(
+            &body,
+            &format!("redlockd_cluster_redirections_total{{reply=\"{reply}\"}}"),
+        )
+    };
+    assert_eq!(
+        (count("moved"), count("crossslot"), count("clusterdown")),
+        (2.0, 1.0, 1.0)
+    );
+    let info = c.cmd(&["INFO", "cluster"]).await;
+    assert!(info.contains("cluster_moved_replies:2\r\n"), "{info}");
+    h.shutdown().await;
+}
+
 fn metric(body: &str, name: &str) -> f64 {
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())

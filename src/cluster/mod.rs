@@ -15,7 +15,7 @@
 //! takes slots, so tokens never go backwards across a move.
 
 pub mod map;
-pub mod slot;
+pub use crate::slot;
 
 use crate::protocol::Reply;
 use map::{SlotMap, UNASSIGNED};

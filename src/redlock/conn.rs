@@ -168,6 +168,16 @@ pub(crate) enum Request<'a> {
     },
 }
 
+impl Request<'_> {
+    /// The request's key: every command Redlock sends names its key first.
+    pub(crate) fn key(&self) -> &[u8] {
+        match self {
+            Request::Command(args) => args.get(1).copied().unwrap_or_default(),
+            Request::Script { key, .. } => key,
+        }
+    }
+}
+
 impl Conn {
     /// Runs `req`; an error reply becomes `Err(NodeError::Server)`.
     async fn execute(&mut self, req: &Request<'_>) -> Result<BytesFrame, NodeError> {

@@ -15,6 +15,7 @@
 //! A node that is down, times out or answers with an error (such as redlockd's
 //! `-TRYAGAIN` restart fence) counts as one failed vote: never as a hang.
 
+mod cluster;
 #[cfg(all(test, feature = "server"))]
 mod cluster_tests;
 mod conn;
@@ -36,6 +37,7 @@ use rand::Rng;
 use redis_protocol::resp2::types::BytesFrame;
 use tokio::time::Instant;
 
+use cluster::{ClusterVote, Vote};
 pub use conn::NodeError;
 use conn::{Node, Request, Script};
 pub use nodes::TlsOptions;
@@ -263,7 +265,7 @@ pub struct Redlock {
 }
 
 struct Inner {
-    nodes: Vec<Node>,
+    nodes: Vec<Vote>,
     opts: RedlockOptions,
     release_script: Script,
     extend_script: Script,
@@ -290,6 +292,12 @@ impl Redlock {
     /// A client for `nodes`: `host:port`, `redis://host:port`, or `rediss://host:port`
     /// for TLS (with `opts.tls`; its files are read here). Nothing is dialled here:
     /// connections are made on first use and remade after any failure.
+    ///
+    /// A Redis Cluster counts as one node (one vote): `cluster:` and its seed addresses,
+    /// comma-separated (`cluster:10.0.0.1:7001,10.0.0.2:7001`). The client learns its
+    /// slot map (`CLUSTER SLOTS`), sends each key to its slot's node and follows
+    /// `MOVED`; the first seed's scheme and credentials are used for every node of that
+    /// cluster.
     pub fn new<I, S>(nodes: I, opts: RedlockOptions) -> Result<Redlock, RedlockError>
     where
         I: IntoIterator<Item = S>,
@@ -312,14 +320,28 @@ impl Redlock {
             if addr.is_empty() {
                 return Err(RedlockError::Config("empty node address".into()));
             }
-            let target = nodes::Target::new(
-                &addr,
-                &mut connector,
-                opts.user.as_deref(),
-                opts.password.as_deref(),
-            )
-            .map_err(RedlockError::Config)?;
-            list.push(Node::new(addr, target));
+            let mut target = |a: &str| {
+                nodes::Target::new(
+                    a,
+                    &mut connector,
+                    opts.user.as_deref(),
+                    opts.password.as_deref(),
+                )
+                .map_err(RedlockError::Config)
+            };
+            if let Some(seeds) = addr.strip_prefix(cluster::PREFIX) {
+                let seeds = seeds
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(&mut target)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let vote = ClusterVote::new(addr, seeds).map_err(RedlockError::Config)?;
+                list.push(Vote::Cluster(vote));
+            } else {
+                let t = target(&addr)?;
+                list.push(Vote::Node(Node::new(addr, t)));
+            }
         }
         if list.is_empty() {
             return Err(RedlockError::Config("no nodes given".into()));

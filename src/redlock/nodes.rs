@@ -54,6 +54,7 @@ impl Auth {
 }
 
 /// Where and how to reach one node.
+#[derive(Clone)]
 pub(crate) struct Target {
     /// What to dial: `host:port`.
     pub(crate) dial: String,
@@ -175,6 +176,22 @@ impl Target {
             None
         };
         Ok(Target { dial, tls, auth })
+    }
+}
+
+impl Target {
+    /// Another node of the same cluster, at `dial` (`host:port`): the same TLS setting
+    /// and credentials, the certificate name of its own host.
+    pub(crate) fn sibling(&self, dial: String) -> Result<Target, String> {
+        let tls = match &self.tls {
+            Some((connector, _)) => Some((connector.clone(), server_name(&dial)?)),
+            None => None,
+        };
+        Ok(Target {
+            dial,
+            tls,
+            auth: self.auth.clone(),
+        })
     }
 }
 

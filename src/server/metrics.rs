@@ -310,6 +310,18 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Connections refused at maxclients.",
         stats.rejected_connections.load(Relaxed),
     );
+    if shared.cluster.enabled() {
+        let cluster = &shared.cluster;
+        let refused = "redlockd_cluster_redirections_total";
+        out.family(
+            refused,
+            "counter",
+            "Cluster mode: keyed requests refused by the routing check, by reply: moved (the slot is another node's), crossslot (keys of several slots), clusterdown (a slot no node serves).",
+        )
+        .sample(refused, "reply=\"moved\"", cluster.moved.load(Relaxed))
+        .sample(refused, "reply=\"crossslot\"", cluster.crossslot.load(Relaxed))
+        .sample(refused, "reply=\"clusterdown\"", cluster.clusterdown.load(Relaxed));
+    }
     let script_us: u64 = commands()
         .filter(|(s, _)| s.name.starts_with("eval") || s.name.starts_with("fcall"))
         .map(|(_, c)| c.usec)

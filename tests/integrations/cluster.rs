@@ -407,6 +407,8 @@ async fn map_changes_are_checked_and_clients_get_moved() {
         .find(|k| redlockd::cluster::slot::key_slot(k.as_bytes()) == 0)
         .unwrap();
     n0.check(&["SET", &key0, "held", "PX", "10000"], OK).await;
+    n0.check(&["CLUSTER", "COUNTKEYSINSLOT", "0"], &int(1))
+        .await;
     let p = |i: usize| nodes.node(i).addr().port();
     let v3 = map_json(
         3,
@@ -422,6 +424,12 @@ async fn map_changes_are_checked_and_clients_get_moved() {
     let addr1 = nodes.node(1).addr().to_string();
     n0.check(&["GET", &key0], &err(&format!("MOVED 0 {addr1}")))
         .await;
+    // Node 0 keeps key0 until its TTL ends, but it is no longer slot 0's key.
+    n0.check(&["CLUSTER", "COUNTKEYSINSLOT", "0"], &int(0))
+        .await;
+    n0.check(&["CLUSTER", "GETKEYSINSLOT", "0", "10"], "*0\r\n")
+        .await;
+    n0.check(&["DBSIZE"], &int(1)).await;
     let mut n1 = Raw::to(nodes.node(1)).await;
     let fenced = n1.cmd(&["SET", &key0, "mine", "NX", "PX", "10000"]).await;
     assert_eq!(

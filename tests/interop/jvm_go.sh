@@ -155,7 +155,7 @@ if [[ "$ONLY" != go ]]; then
   (cd "$HERE/java" && timeout -k 10 "$JAVA_TIMEOUT" "${MVN[@]}" test ${INTEROP_JAVA_TEST:+-Dtest="$INTEROP_JAVA_TEST"})
   rc=$?
   set -e
-  record "java (mvn test: Redisson, Jedis, Lettuce)" "$rc" "$((SECONDS - t0))"
+  record "java (mvn test: Redisson, Jedis, Lettuce, their cluster clients)" "$rc" "$((SECONDS - t0))"
 fi
 
 if [[ "$ONLY" != java ]]; then
@@ -165,7 +165,7 @@ if [[ "$ONLY" != java ]]; then
   (cd "$HERE/go" && timeout -k 10 "$GO_TIMEOUT" go test -count=1 -p 1 -timeout "$((GO_TIMEOUT - 20))s" ${INTEROP_GO_RUN:+-run "$INTEROP_GO_RUN"} -v .)
   rc=$?
   set -e
-  record "go (go test: redsync, redislock, rueidislock, go-redis)" "$rc" "$((SECONDS - t0))"
+  record "go (go test: redsync, redislock, rueidislock, go-redis, ClusterClient)" "$rc" "$((SECONDS - t0))"
 fi
 
 say "summary ($KIND)"

@@ -215,16 +215,23 @@ record "php (Symfony Lock)" "$rc"
 
 say "cluster clients: redis-py RedisCluster, ioredis Cluster, node-redis createCluster"
 if [[ "$KIND" == redlockd ]]; then
-  # One cluster of 3 nodes (cluster mode map) on ports the system picks; its ready
-  # line (JSON, first stdout line) names them.
-  NO_COLOR=1 "$BIN" cluster --clusters 1 --nodes-per-cluster 3 --base-port 0 --bind 127.0.0.1 \
-    --max-ttl 30s --restart-delay 0 --dir "$WORK/cluster" \
-    >"$WORK/cluster.out" 2>"$WORK/cluster.log" </dev/null &
-  PIDS+=("$!")
-  for _ in $(seq 1 200); do [[ -s "$WORK/cluster.out" ]] && break; sleep 0.05; done
-  SEEDS="$(head -n 1 "$WORK/cluster.out" | python3 -c 'import json, sys
-print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "the cluster printed no ready line"
-  echo "cluster seeds: $SEEDS"
+  # Three clusters of 3 nodes (cluster mode map), one process each, on ports the system
+  # picks; a ready line (JSON, first stdout line) names each one's nodes. The clients'
+  # cases use the first; node-redlock votes over all three and kills the third.
+  CLUSTERS=""
+  for c in 1 2 3; do
+    NO_COLOR=1 "$BIN" cluster --clusters 1 --nodes-per-cluster 3 --base-port 0 --bind 127.0.0.1 \
+      --max-ttl 30s --restart-delay 0 --dir "$WORK/cluster$c" \
+      >"$WORK/cluster$c.out" 2>"$WORK/cluster$c.log" </dev/null &
+    PIDS+=("$!")
+    DOWN_PID="$!"
+    for _ in $(seq 1 200); do [[ -s "$WORK/cluster$c.out" ]] && break; sleep 0.05; done
+    seeds="$(head -n 1 "$WORK/cluster$c.out" | python3 -c 'import json, sys
+print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "cluster $c printed no ready line"
+    CLUSTERS="${CLUSTERS:+$CLUSTERS;}$seeds"
+  done
+  SEEDS="${CLUSTERS%%;*}"
+  echo "cluster seeds: $CLUSTERS"
   set +e
   (cd "$HERE/python_cluster" && INTEROP_CLUSTER_SEEDS="$SEEDS" timeout -k 10 120 \
     "$VENV/bin/python" -m pytest -p no:cacheprovider -c "$HERE/python/pytest.ini" -v --tb=short .)
@@ -232,13 +239,14 @@ print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "the
   set -e
   record "python cluster (RedisCluster)" "$rc"
   set +e
-  (cd "$HERE" && INTEROP_CLUSTER_SEEDS="$SEEDS" timeout -k 10 120 node --test --test-concurrency=1 \
+  (cd "$HERE" && INTEROP_CLUSTER_SEEDS="$SEEDS" INTEROP_CLUSTERS="$CLUSTERS" \
+    INTEROP_CLUSTER_DOWN_PID="$DOWN_PID" timeout -k 10 120 node --test --test-concurrency=1 \
     --test-timeout=60000 --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$WORK/node-cluster.tap" node_cluster/)
   rc=$?
-  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-cluster.tap" 3; rc=$?; }
+  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-cluster.tap" 4; rc=$?; }
   set -e
-  record "node cluster (ioredis Cluster, node-redis createCluster)" "$rc"
+  record "node cluster (ioredis Cluster, node-redis createCluster, node-redlock over 3 clusters)" "$rc"
 else
   echo "skipped: the cluster clients run against a redlockd cluster only (a Redis Cluster needs its own setup)"
 fi

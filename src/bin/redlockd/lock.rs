@@ -15,6 +15,12 @@ pub struct LockArgs {
     /// command line they are visible in ps, so prefer the environment variable.
     #[arg(long, value_delimiter = ',')]
     pub nodes: Vec<String>,
+    /// A Redis Cluster (redlockd's cluster mode, or Redis's) as one node: its seed
+    /// addresses, comma-separated. Repeat it for each cluster (Redlock over 3 clusters:
+    /// three --cluster flags); it may be mixed with --nodes. The client learns the
+    /// cluster's slot map and sends the lock's key to the node serving its slot.
+    #[arg(long = "cluster", value_name = "SEEDS")]
+    pub clusters: Vec<String>,
     /// CA certificates (PEM) that sign the rediss:// nodes' certificates [default: the
     /// system's trust store].
     #[arg(long, env = "REDLOCKD_TLS_CA_CERT_FILE")]
@@ -109,7 +115,7 @@ impl From<LockArgs> for LockCommand {
     /// command line (a flag or in a node URL) is warned about, as redis-cli warns about
     /// `-a`: any user of the machine can read it in ps for the whole run.
     fn from(a: LockArgs) -> LockCommand {
-        let nodes = if a.nodes.is_empty() {
+        let mut nodes: Vec<String> = if a.nodes.is_empty() {
             env_var("REDLOCKD_NODES")
                 .map(|v| {
                     v.split(',')
@@ -129,6 +135,17 @@ impl From<LockArgs> for LockCommand {
             }
             a.nodes
         };
+        if a.clusters
+            .iter()
+            .flat_map(|c| c.split(','))
+            .any(has_password)
+        {
+            eprintln!(
+                "redlockd lock: warning: a password in a --cluster URL is visible to other \
+                 users (ps) while the command runs; use REDLOCKD_PASSWORD or --password-file"
+            );
+        }
+        nodes.extend(a.clusters.iter().map(|seeds| format!("cluster:{seeds}")));
         let password = match a.password {
             Some(p) => {
                 eprintln!(
@@ -216,6 +233,26 @@ mod tests {
         assert!(!has_password("redis://u@h:1"));
         assert!(!has_password("h:1"));
         assert!(!has_password("redis://h:1"));
+    }
+
+    #[test]
+    fn each_cluster_flag_is_one_node() {
+        let cli = Cli::try_parse_from([
+            "lock",
+            "--cluster",
+            "a:1,a:2",
+            "--nodes",
+            "n:1",
+            "--cluster",
+            "b:1",
+            "job",
+            "--",
+            "true",
+        ])
+        .expect("parses");
+        assert_eq!(cli.lock.clusters, ["a:1,a:2", "b:1"]);
+        let cmd = LockCommand::from(cli.lock);
+        assert_eq!(cmd.nodes, ["n:1", "cluster:a:1,a:2", "cluster:b:1"]);
     }
 
     #[test]

@@ -99,6 +99,11 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 return Err(Reply::error("ERR Invalid slot"));
             }
             let mut n = 0;
+            // Keys of a slot this node gave up are never served again (they wait for
+            // their TTLs): they are not the slot's keys any more.
+            if !view.owns(slot as u16) {
+                return Ok(Reply::Integer(0));
+            }
             ctx.shared
                 .keyspace
                 .db(0)
@@ -114,6 +119,9 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 return Err(Reply::error("ERR Invalid slot or number of keys"));
             }
             let mut keys = Vec::new();
+            if !view.owns(slot as u16) {
+                return Ok(Reply::Array(keys));
+            }
             ctx.shared
                 .keyspace
                 .db(0)

@@ -129,10 +129,15 @@ func freePort(t *testing.T) int {
 // nodes' setting) or the real clock, as users run it. It is stopped when the case ends.
 func startNode(t *testing.T, manualClock bool) *node {
 	t.Helper()
+	return startNodeOn(t, freePort(t), manualClock)
+}
+
+// startNodeOn starts a node on port with extra flags after the usual ones.
+func startNodeOn(t *testing.T, port int, manualClock bool, extra ...string) *node {
+	t.Helper()
 	if bin == "" {
 		t.Fatal("INTEROP_SERVER_BIN is not set (run through jvm_go.sh)")
 	}
-	port := freePort(t)
 	ps := strconv.Itoa(port)
 	var args []string
 	if isRedlockd() {
@@ -144,6 +149,7 @@ func startNode(t *testing.T, manualClock bool) *node {
 	} else {
 		args = []string{"--bind", "127.0.0.1", "--port", ps, "--save", "", "--appendonly", "no", "--daemonize", "no"}
 	}
+	args = append(args, extra...)
 	log, err := os.Create(filepath.Join(logDir, "go-node-"+ps+".log"))
 	if err != nil {
 		t.Fatal(err)

@@ -36,3 +36,46 @@ test('node-redis createCluster: keys over every node, multi, CROSSSLOT', async (
     await c.quit();
   }
 });
+
+// node-redlock over 3 ioredis Clusters (one cluster = one vote), run.sh's three
+// clusters: a single resource and a hash-tagged multi-resource lock hold on every
+// cluster; the third cluster's process is then killed, and locks still hold on 2 of 3.
+const { default: Redlock, ExecutionError } = require('redlock');
+const CLUSTERS = (process.env.INTEROP_CLUSTERS || '').split(';').filter(Boolean).map((s) => s.split(','));
+const DOWN_PID = +(process.env.INTEROP_CLUSTER_DOWN_PID || 0);
+
+const within = (ms, p, what) => Promise.race([p, new Promise((_, rej) => setTimeout(() => rej(new Error(`${what}: no answer in ${ms} ms`)), ms).unref())]);
+
+test('node-redlock over 3 ioredis Clusters, one whole cluster down', async () => {
+  assert.strictEqual(CLUSTERS.length, 3, 'INTEROP_CLUSTERS names 3 clusters');
+  assert.ok(DOWN_PID > 0, 'INTEROP_CLUSTER_DOWN_PID is set');
+  const connect = () => CLUSTERS.map((seeds) => {
+    const [host, port] = seeds[0].split(':');
+    return new Redis.Cluster([{ host, port: +port }], { clusterRetryStrategy: () => null });
+  });
+  const mine = connect();
+  const theirs = connect();
+  try {
+    const a = new Redlock(mine);
+    const b = new Redlock(theirs, { retryCount: 0 });
+    const lock = await within(15000, a.acquire(['nr:job'], 10000), 'acquire');
+    for (const c of mine) assert.strictEqual(await c.get('nr:job'), lock.value);
+    await assert.rejects(within(15000, b.acquire(['nr:job'], 10000), 'rival'), ExecutionError);
+    const multi = await within(15000, a.acquire(['{nr:order}:a', '{nr:order}:b'], 10000), 'multi-resource');
+    for (const c of mine) assert.deepStrictEqual(await c.mget('{nr:order}:a', '{nr:order}:b'), [multi.value, multi.value]);
+    // Without a hash tag the keys span slots: every cluster refuses (CROSSSLOT).
+    await assert.rejects(within(15000, b.acquire(['nr:x', 'nr:y'], 10000), 'cross-slot'), ExecutionError);
+    await within(15000, multi.release(), 'release multi');
+
+    process.kill(DOWN_PID, 'SIGKILL');
+    const extended = await within(15000, lock.extend(10000), 'extend with 2 of 3');
+    await assert.rejects(within(15000, b.acquire(['nr:job'], 10000), 'rival, one cluster down'), ExecutionError);
+    await within(15000, extended.release(), 'release with 2 of 3');
+    const again = await within(15000, b.acquire(['nr:job'], 10000), 'acquire with 2 of 3');
+    assert.strictEqual(await mine[0].get('nr:job'), again.value);
+    assert.strictEqual(await mine[1].get('nr:job'), again.value);
+    await within(15000, again.release(), 'release');
+  } finally {
+    for (const c of [...mine, ...theirs]) c.disconnect();
+  }
+});

@@ -164,8 +164,13 @@ final class Env {
         private final Process proc;
 
         Node() throws IOException, InterruptedException {
+            this(freePort(), List.of());
+        }
+
+        /** A node on port, with extra flags after the usual ones (a cluster node's). */
+        Node(int port, List<String> extra) throws IOException, InterruptedException {
             if (BIN.isEmpty()) throw new IllegalStateException("INTEROP_SERVER_BIN is not set (run through jvm_go.sh)");
-            port = freePort();
+            this.port = port;
             addr = "127.0.0.1:" + port;
             List<String> cmd = new ArrayList<>(List.of(BIN, "--bind", "127.0.0.1", "--port", Integer.toString(port)));
             if (redlockd()) {
@@ -174,6 +179,7 @@ final class Env {
             } else {
                 cmd.addAll(List.of("--save", "", "--appendonly", "no", "--daemonize", "no"));
             }
+            cmd.addAll(extra);
             ProcessBuilder pb = new ProcessBuilder(cmd);
             pb.environment().put("NO_COLOR", "1");
             pb.redirectErrorStream(true);

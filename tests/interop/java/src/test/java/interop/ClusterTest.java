@@ -1,0 +1,188 @@
+package interop;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.SetArgs;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.cluster.api.sync.RedisAdvancedClusterCommands;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.redisson.Redisson;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+import redis.clients.jedis.ClusterPipeline;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.JedisCluster;
+import redis.clients.jedis.exceptions.JedisClusterOperationException;
+import redis.clients.jedis.params.SetParams;
+
+/**
+ * JedisCluster, Lettuce's RedisClusterClient and Redisson in cluster mode (RLock), with
+ * their defaults and one seed address, against a cluster of 3 nodes the class starts:
+ * redlockd nodes in --cluster-mode map given a map by CLUSTER SETMAP, or, against
+ * redis-server, a real Redis Cluster (--cluster-enabled yes, redis-cli --cluster
+ * create), so the cases can fail against Redis too.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class ClusterTest {
+    static final List<Env.Node> NODES = new ArrayList<>();
+    static String seed;
+
+    /** A free port below the ephemeral range whose port + 10000 (Redis's bus) is free. */
+    static int clusterPort() throws Exception {
+        java.util.Random r = new java.util.Random();
+        for (int i = 0; i < 200; i++) {
+            int p = 20000 + r.nextInt(10000);
+            try (var a = new java.net.ServerSocket(p, 1, java.net.InetAddress.getByName("127.0.0.1"));
+                 var b = new java.net.ServerSocket(p + 10000, 1, java.net.InetAddress.getByName("127.0.0.1"))) {
+                return p;
+            } catch (java.io.IOException busy) {
+                // next
+            }
+        }
+        throw new IllegalStateException("no free port pair");
+    }
+
+    @BeforeAll
+    static void startCluster() throws Exception {
+        for (int i = 0; i < 3; i++) {
+            int port = clusterPort();
+            List<String> extra = Env.redlockd()
+                    ? List.of("--cluster-mode", "map", "--cluster-node-id", String.format("%040x", i + 1))
+                    : List.of("--cluster-enabled", "yes", "--cluster-config-file", Env.LOG_DIR + "/java-cluster-" + port + ".conf");
+            NODES.add(new Env.Node(port, extra));
+        }
+        seed = NODES.get(0).addr;
+        if (Env.redlockd()) {
+            List<String> entries = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                entries.add(String.format("{\"id\":\"%040x\",\"host\":\"127.0.0.1\",\"port\":%d,\"slots\":[[%d,%d]]}",
+                        i + 1, NODES.get(i).port, 16384 * i / 3, 16384 * (i + 1) / 3 - 1));
+            }
+            String map = "{\"version\":1,\"nodes\":[" + String.join(",", entries) + "]}";
+            for (Env.Node n : NODES) assertEquals("OK", Env.Raw.call(n.addr, "CLUSTER", "SETMAP", map));
+        } else {
+            List<String> cmd = new ArrayList<>(List.of("redis-cli", "--cluster", "create"));
+            for (Env.Node n : NODES) cmd.add(n.addr);
+            cmd.add("--cluster-yes");
+            Process p = new ProcessBuilder(cmd).redirectErrorStream(true)
+                    .redirectOutput(new java.io.File(Env.LOG_DIR, "java-cluster-create.log")).start();
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS) && p.exitValue() == 0, "redis-cli --cluster create");
+        }
+        for (Env.Node n : NODES) {
+            assertTrue(Env.waitFor(30000, () -> {
+                Object info = Env.Raw.call(n.addr, "CLUSTER", "INFO");
+                Object slots = Env.Raw.call(n.addr, "CLUSTER", "SLOTS");
+                return String.valueOf(info).contains("cluster_state:ok") && slots instanceof List<?> l && l.size() == 3;
+            }), n.addr + " reaches cluster_state:ok");
+        }
+    }
+
+    @AfterAll
+    static void stopCluster() throws Exception {
+        for (Env.Node n : NODES) n.close();
+    }
+
+    static long dbsize(Env.Node n) {
+        return (Long) Env.Raw.call(n.addr, "DBSIZE");
+    }
+
+    @Test
+    void jedisClusterSpreadsKeysPipelinesATagAndRefusesCrossSlot() {
+        try (JedisCluster c = new JedisCluster(Set.of(new HostAndPort(Env.host(seed), Env.port(seed))))) {
+            String prefix = Env.unique("jedis-cluster");
+            for (int i = 0; i < 150; i++) {
+                String k = prefix + ":" + i;
+                assertEquals("OK", c.set(k, "v", SetParams.setParams().nx().px(30000)));
+                assertNull(c.set(k, "w", SetParams.setParams().nx().px(30000)), k + " granted twice");
+                assertEquals("v", c.get(k));
+            }
+            for (Env.Node n : NODES) assertTrue(dbsize(n) >= 20, n.addr + " holds keys");
+            String tag = "{" + prefix + ":order}";
+            // JedisCluster has no transactions (UnsupportedOperationException); its
+            // pipeline sends a hash tag's commands to the tag's node.
+            try (ClusterPipeline p = c.pipelined()) {
+                var set = p.set(tag + ":lock", "me", SetParams.setParams().nx().px(10000));
+                var incr = p.incr(tag + ":fence");
+                p.sync();
+                assertEquals("OK", set.get());
+                assertEquals(1L, incr.get());
+            }
+            // Jedis refuses keys of several slots itself; the server's own refusal is
+            // CROSSSLOT, on any node.
+            var e = assertThrows(JedisClusterOperationException.class,
+                    () -> c.eval("return 1", List.of(tag + ":a", prefix + ":elsewhere"), List.of()));
+            assertEquals("Cannot get connection for command with multiple hash slots", e.getMessage());
+            for (Env.Node n : NODES) {
+                Object r = Env.Raw.call(n.addr, "EVAL", "return 1", "2", tag + ":a", prefix + ":elsewhere");
+                assertEquals("CROSSSLOT Keys in request don't hash to the same slot",
+                        r instanceof RuntimeException x ? x.getMessage() : String.valueOf(r));
+            }
+        }
+    }
+
+    @Test
+    void lettuceClusterClientSpreadsKeysAndRefusesCrossSlot() {
+        RedisClusterClient client = RedisClusterClient.create(RedisURI.create("redis://" + seed));
+        try (StatefulRedisClusterConnection<String, String> conn = client.connect()) {
+            RedisAdvancedClusterCommands<String, String> c = conn.sync();
+            assertEquals(3, conn.getPartitions().size(), "3 masters from CLUSTER NODES");
+            String prefix = Env.unique("lettuce-cluster");
+            for (int i = 0; i < 150; i++) {
+                String k = prefix + ":" + i;
+                assertEquals("OK", c.set(k, "v", SetArgs.Builder.nx().px(30000)));
+                assertNull(c.set(k, "w", SetArgs.Builder.nx().px(30000)), k + " granted twice");
+            }
+            for (Env.Node n : NODES) assertTrue(dbsize(n) >= 20, n.addr + " holds keys");
+            Exception e = assertThrows(Exception.class, () -> c.eval("return 1", io.lettuce.core.ScriptOutputType.INTEGER,
+                    "{" + prefix + "}:a", prefix + ":elsewhere"));
+            assertTrue(String.valueOf(e.getMessage()).contains("CROSSSLOT"), String.valueOf(e.getMessage()));
+        } finally {
+            client.shutdown();
+        }
+    }
+
+    @Test
+    void redissonClusterModeRLock() throws Exception {
+        Config config = new Config();
+        config.useClusterServers().addNodeAddress("redis://" + seed);
+        RedissonClient a = Redisson.create(config);
+        RedissonClient b = Redisson.create(config);
+        try {
+            String name = Env.unique("redisson-cluster-lock");
+            RLock lock = a.getLock(name);
+            assertTrue(lock.tryLock(5, 30, TimeUnit.SECONDS));
+            assertTrue(lock.isLocked());
+            // Another client (another thread id) is refused while it is held.
+            assertFalse(b.getLock(name).tryLock(0, 30, TimeUnit.SECONDS));
+            lock.unlock();
+            assertFalse(lock.isLocked());
+            // The watchdog's lock (no lease time) and a waiter woken by the unlock message.
+            RLock watched = a.getLock(name);
+            watched.lock();
+            var waiter = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                try {
+                    return b.getLock(name).tryLock(20, 30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    return false;
+                }
+            });
+            Thread.sleep(50);
+            watched.unlock();
+            assertTrue(waiter.get(25, TimeUnit.SECONDS), "the waiter gets the lock after the unlock");
+        } finally {
+            a.shutdown();
+            b.shutdown();
+        }
+    }
+}
