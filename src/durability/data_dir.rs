@@ -254,6 +254,9 @@ impl NodeDir {
     }
 }
 
+/// How many 10 ms waits `lock_dir` makes for a directory whose lock is held.
+const LOCK_WAIT_STEPS: u32 = 200;
+
 /// Creates `path` (0700) if missing and takes its flock.
 fn lock_dir(path: &Path) -> io::Result<File> {
     let shown = path.display();
@@ -273,9 +276,18 @@ fn lock_dir(path: &Path) -> io::Result<File> {
             format!("data directory {shown} is not writable: {e}"),
         )
     })?;
+    // A node that is stopping lets go of its directory a moment after it stops
+    // answering (its last fsync, a sweep in flight): a restart in its place (systemd's,
+    // a test's) waits up to 2 s for the lock before calling the directory in use.
+    let mut waited = 0;
     // SAFETY: flock on a descriptor this function owns; no memory is involved.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = io::Error::last_os_error();
+        if e.kind() == ErrorKind::WouldBlock && waited < LOCK_WAIT_STEPS {
+            waited += 1;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        }
         if e.kind() == ErrorKind::WouldBlock {
             return Err(io::Error::new(
                 ErrorKind::AddrInUse,

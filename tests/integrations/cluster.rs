@@ -111,12 +111,15 @@ async fn emulated_replies_match_redis_cluster() {
     let normalize_theirs = |s: String| {
         s.replace(&their_id[5..45], "ID")
             .replace(&redis.port.to_string(), "PORT")
-            .replace(&(redis.port + 10000).to_string(), "BUSPORT")
+            .replace(&(u32::from(redis.port) + 10000).to_string(), "BUSPORT")
     };
     let normalize_ours = |s: String| {
         s.replace(&our_id[5..45], "ID")
             .replace(&ours.addr().port().to_string(), "PORT")
-            .replace(&(ours.addr().port() + 10000).to_string(), "BUSPORT")
+            .replace(
+                &(u32::from(ours.addr().port()) + 10000).to_string(),
+                "BUSPORT",
+            )
             .replace("$9\r\n127.0.0.1\r\n", "$0\r\n\r\n")
             .replace("ID 127.0.0.1:", "ID :")
             .replace("$103\r\n", "$94\r\n")
