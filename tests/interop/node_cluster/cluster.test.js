@@ -51,7 +51,14 @@ test('node-redlock over 3 ioredis Clusters, one whole cluster down', async () =>
   assert.ok(DOWN_PID > 0, 'INTEROP_CLUSTER_DOWN_PID is set');
   const connect = () => CLUSTERS.map((seeds) => {
     const [host, port] = seeds[0].split(':');
-    return new Redis.Cluster([{ host, port: +port }], { clusterRetryStrategy: () => null });
+    // clusterRetryStrategy null: a killed cluster fails its vote at once instead of
+    // queueing commands. slotsRefreshTimeout 10 s (default 1 s): on a loaded 2-core
+    // machine CLUSTER SLOTS can take longer, and with no retry the client would give up
+    // on a healthy cluster.
+    return new Redis.Cluster([{ host, port: +port }], {
+      clusterRetryStrategy: () => null,
+      slotsRefreshTimeout: 10000,
+    });
   });
   const mine = connect();
   const theirs = connect();
