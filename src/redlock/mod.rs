@@ -17,7 +17,7 @@
 
 mod cluster;
 #[cfg(all(test, feature = "server"))]
-mod cluster_tests;
+mod five_nodes_tests;
 mod conn;
 mod fenced;
 #[cfg(feature = "cli")]
