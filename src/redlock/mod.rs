@@ -16,10 +16,10 @@
 //! `-TRYAGAIN` restart fence) counts as one failed vote: never as a hang.
 
 mod cluster;
-#[cfg(all(test, feature = "server"))]
-mod five_nodes_tests;
 mod conn;
 mod fenced;
+#[cfg(all(test, feature = "server"))]
+mod five_nodes_tests;
 #[cfg(feature = "cli")]
 pub mod flock;
 mod nodes;

@@ -67,20 +67,29 @@ async fn setmap(node: &TestServer, json: &str) -> String {
 
 /// A redis-server serving all 16384 slots alone: Redis's own emulated node.
 async fn redis_single_node_cluster() -> RedisNode {
-    let conf = std::env::temp_dir().join(format!(
-        "redlockd-cluster-test-{}-{:x}.conf",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
-    let node = RedisNode::start_with_args(
-        None,
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            conf.to_str().unwrap(),
-        ],
-    );
+    // Redis Cluster's bus listens on port + 10000: on a port above 55535 redis-server
+    // answers for a moment, then exits. Such a port is drawn again.
+    let (node, conf) = loop {
+        let conf = std::env::temp_dir().join(format!(
+            "redlockd-cluster-test-{}-{:x}.conf",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let node = RedisNode::start_with_args(
+            None,
+            &[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                conf.to_str().unwrap(),
+            ],
+        );
+        if node.port <= 55535 {
+            break (node, conf);
+        }
+        drop(node);
+        let _ = std::fs::remove_file(conf);
+    };
     let mut r = Raw::to(&node).await;
     assert_eq!(r.cmd(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).await, OK);
     wait_until("redis cluster_state:ok", TIMEOUT, || {

@@ -91,7 +91,15 @@ impl RedisNode {
                 if let Ok(Some(_)) = child.try_wait() {
                     return None; // exited: port taken
                 }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                if let Ok(conn) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                    // Whoever answers must be the server started here: a parallel test
+                    // can take the port first (this one then exits), and a cluster node
+                    // that cannot bind its bus port exits after listening.
+                    if !answers_as(conn, child.id(), password) {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return None;
+                    }
                     return Some(RedisNode {
                         port,
                         password: password.map(str::to_string),
@@ -342,4 +350,35 @@ impl Differential {
     pub async fn finish(self) {
         self.ours_node.shutdown().await;
     }
+}
+
+/// Whether the server on `conn` is process `pid` (INFO server's process_id).
+fn answers_as(mut conn: std::net::TcpStream, pid: u32, password: Option<&str>) -> bool {
+    use std::io::{Read, Write};
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut req = Vec::new();
+    if let Some(pw) = password {
+        req.extend_from_slice(format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{pw}\r\n", pw.len()).as_bytes());
+    }
+    req.extend_from_slice(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n");
+    if conn.write_all(&req).is_err() {
+        return false;
+    }
+    let want = format!("process_id:{pid}\r\n");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < 64 * 1024 {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&got);
+        if text.contains(&want) {
+            return true;
+        }
+        if text.contains("run_id:") {
+            return false;
+        }
+    }
+    false
 }
