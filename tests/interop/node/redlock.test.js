@@ -121,9 +121,12 @@ test('contention: a retrying acquire gets the lock once it is released', async (
   const key = unique('redlock');
   const lock = await ok(redlock.acquire([key], 10000));
   const waiting = redlock.acquire([key], 10000, { retryCount: 20, retryDelay: 20, retryJitter: 5 });
+  // node-redlock retries on the wall clock: give it time to meet the held lock (the
+  // attempt count below proves it did).
   await new Promise((r) => setTimeout(r, 50));
   await ok(lock.release());
   const second = await ok(waiting, 'retrying acquire');
+  assert.ok(second.attempts.length >= 2, `won at attempt ${second.attempts.length}: never refused while held`);
   assert.notEqual(second.value, lock.value);
   await ok(second.release());
 });

@@ -111,7 +111,7 @@ class Node:
                                    f"see {self.log_path}")
             if _ping(self.port):
                 return
-            time.sleep(0.02)
+            time.sleep(0.005)
         raise RuntimeError(f"server on {self.port} did not answer PING within {timeout} s")
 
     def stop(self):

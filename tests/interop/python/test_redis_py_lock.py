@@ -122,6 +122,8 @@ def test_contention_blocking_timeout_gets_lock_after_release(client):
 
     t = threading.Thread(target=waiter)
     t.start()
+    # A negative check: redis-py's blocking acquire polls on the wall clock, and a
+    # wrongful grant needs time to show.
     time.sleep(0.05)
     assert t.is_alive(), "the waiter should still be blocked while the lock is held"
     first.release()
