@@ -9,7 +9,7 @@ use crate::commands::families::{
     bits, cas, dump, expire, fencing, geo, hashes, hll, keys, lcs, lists, object, pubsub, sets,
     sort, strings, zalgebra, zranges, zsets,
 };
-use crate::commands::families::{stream_groups, streams};
+use crate::commands::families::{stream_groups, stream_reads, streams};
 
 use crate::commands::admin::{debug, memory, ops, server};
 
@@ -631,8 +631,8 @@ const ROWS: &[Row] = &[
     Row { name: "xlen", arity: 2, flags: READONLY | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xlen },
     Row { name: "xdel", arity: -3, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xdel },
     Row { name: "xtrim", arity: -4, flags: WRITE, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xtrim },
-    Row { name: "xread", arity: -4, flags: READONLY | BLOCKING | STREAMS_KEYS, cats: C_STREAM, keys: NO_KEYS, handler: streams::xread },
-    Row { name: "xreadgroup", arity: -7, flags: WRITE | BLOCKING | STREAMS_KEYS, cats: C_STREAM, keys: NO_KEYS, handler: streams::xreadgroup },
+    Row { name: "xread", arity: -4, flags: READONLY | BLOCKING | STREAMS_KEYS, cats: C_STREAM, keys: NO_KEYS, handler: stream_reads::xread },
+    Row { name: "xreadgroup", arity: -7, flags: WRITE | BLOCKING | STREAMS_KEYS, cats: C_STREAM, keys: NO_KEYS, handler: stream_reads::xreadgroup },
     Row { name: "xsetid", arity: -3, flags: WRITE | DENYOOM | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: streams::xsetid },
     Row { name: "xgroup", arity: -2, flags: 0, cats: 0, keys: NO_KEYS, handler: stream_groups::xgroup },
     Row { name: "xack", arity: -4, flags: WRITE | FAST, cats: C_STREAM, keys: keys(1, 1, 1), handler: stream_groups::xack },

@@ -18,7 +18,7 @@
 use crate::commands::{CmdResult, Ctx};
 
 use crate::commands::families::typed::{self, Collection};
-use crate::commands::families::{lists, streams, zsets};
+use crate::commands::families::{lists, stream_reads, zsets};
 
 use crate::node::Shared;
 use crate::protocol::{errors, Reply};
@@ -57,7 +57,7 @@ pub enum Pop {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamRead {
     /// Per key (in the waiter's key order): after which ID, or the group's new entries.
-    pub from: Vec<streams::ReadFrom>,
+    pub from: Vec<stream_reads::ReadFrom>,
     /// XREADGROUP's group, consumer and NOACK.
     pub group: Option<(Bytes, Bytes, bool)>,
     /// COUNT (1000 when not given, as Redis caps a blocked read).
@@ -274,7 +274,7 @@ impl Blocking {
             if tx.is_none() {
                 continue;
             }
-            let Some(reply) = streams::serve_blocked(db, key, read, at, now, unix) else {
+            let Some(reply) = stream_reads::serve_blocked(db, key, read, at, now, unix) else {
                 continue;
             };
             let tx = tx.take().expect("checked above");

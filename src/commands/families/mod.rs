@@ -25,6 +25,7 @@ mod scan;
 pub mod sets;
 pub mod sort;
 pub mod stream_groups;
+pub mod stream_reads;
 pub mod streams;
 pub mod strings;
 pub(crate) mod typed;
