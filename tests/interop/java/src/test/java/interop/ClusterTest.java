@@ -177,7 +177,8 @@ class ClusterTest {
                     return false;
                 }
             });
-            Thread.sleep(50);
+            String[] addrs = NODES.stream().map(n -> n.addr).toArray(String[]::new);
+            assertTrue(Env.waitFor(5000, () -> Env.subscribed(name, addrs)), "the waiter never subscribed");
             watched.unlock();
             assertTrue(waiter.get(25, TimeUnit.SECONDS), "the waiter gets the lock after the unlock");
         } finally {

@@ -84,6 +84,21 @@ final class Env {
         }
     }
 
+    /**
+     * Whether some client on one of these servers is subscribed to a channel whose name
+     * contains `part` (plain or sharded Pub/Sub): how a test knows that a client
+     * library's waiter is waiting, instead of sleeping and hoping it is.
+     */
+    static boolean subscribed(String part, String... addrs) {
+        for (String addr : addrs) {
+            for (String kind : new String[] {"CHANNELS", "SHARDCHANNELS"}) {
+                Object chans = Raw.call(addr, "PUBSUB", kind, "*" + part + "*");
+                if (chans instanceof List && !((List<?>) chans).isEmpty()) return true;
+            }
+        }
+        return false;
+    }
+
     /** Polls cond every 5 ms until it holds or timeoutMs passes. */
     static boolean waitFor(long timeoutMs, java.util.function.BooleanSupplier cond) throws InterruptedException {
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
@@ -197,7 +212,7 @@ final class Env {
                 } catch (RuntimeException e) {
                     if (System.nanoTime() > end) throw new IOException("server on " + port + " did not answer PING", e);
                 }
-                Thread.sleep(20);
+                Thread.sleep(5);
             }
         }
 

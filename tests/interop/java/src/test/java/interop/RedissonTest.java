@@ -125,6 +125,8 @@ class RedissonTest {
                 Object n = Env.Raw.call(N0, "PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}");
                 return n instanceof List && ((List<?>) n).get(1).equals(1L);
             }), "the waiter never subscribed");
+            // A negative check: a wrongful grant needs time to show, and the waiter is
+            // Redisson's, on the wall clock (no manual clock reaches a client library).
             Thread.sleep(300);
             assertFalse(waited.isDone(), "the second client got a held lock");
             la.unlock();
@@ -194,6 +196,7 @@ class RedissonTest {
                             "no renewal after " + serverMs + " ms of server time");
                 }
             } else {
+                // redis-server has no manual clock: the oracle run watches 5 s of real time.
                 long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
                 while (System.nanoTime() < end) {
                     assertTrue(Env.Raw.pttl(N0, name) > 0, "lock lost");
@@ -306,7 +309,7 @@ class RedissonTest {
         ExecutorService ex = Executors.newSingleThreadExecutor();
         try {
             Future<Boolean> waiter = ex.submit(() -> sb.tryAcquire(10, TimeUnit.SECONDS));
-            Thread.sleep(100);
+            assertTrue(Env.waitFor(5000, () -> Env.subscribed(name, N0)), "the waiter never subscribed");
             assertFalse(waiter.isDone());
             s.release();
             assertTrue(waiter.get(10, TimeUnit.SECONDS));
@@ -346,9 +349,11 @@ class RedissonTest {
         ExecutorService ex = Executors.newSingleThreadExecutor();
         try {
             Future<Boolean> waiter = ex.submit(() -> b.getCountDownLatch(name).await(20, TimeUnit.SECONDS));
-            Thread.sleep(100);
+            assertTrue(Env.waitFor(5000, () -> Env.subscribed(name, N0)), "the waiter never subscribed");
             l.countDown();
-            Thread.sleep(100);
+            // A negative check (one count left: the waiter must not wake) needs time to
+            // show a wrongful wake; the waiter is Redisson's, on the wall clock.
+            Thread.sleep(50);
             assertFalse(waiter.isDone());
             assertEquals(1, l.getCount());
             b.getCountDownLatch(name).countDown();
