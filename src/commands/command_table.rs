@@ -1018,7 +1018,7 @@ mod tests {
     #[test]
     fn command_info_gives_redis_flags_and_acl_categories() {
         let mut s = crate::inmem::Session::new(crate::config::Config::for_tests());
-        let cases: [(&str, &[&str], &[&str]); 16] = [
+        let cases: [(&str, &[&str], &[&str]); 19] = [
             (
                 "sadd",
                 &["write", "denyoom", "fast"],
@@ -1049,6 +1049,22 @@ mod tests {
                 "eval",
                 &["noscript", "no_mandatory_keys", "movablekeys"],
                 &["@slow", "@scripting"],
+            ),
+            // Each kind of movable keys alone makes a command "movablekeys".
+            (
+                "xread",
+                &["readonly", "blocking", "movablekeys"],
+                &["@read", "@stream", "@slow", "@blocking"],
+            ),
+            (
+                "sort",
+                &["write", "denyoom", "movablekeys"],
+                &["@write", "@set", "@sortedset", "@list", "@slow", "@dangerous"],
+            ),
+            (
+                "georadius",
+                &["write", "denyoom", "movablekeys"],
+                &["@write", "@geo", "@slow"],
             ),
             ("subscribe", &["pubsub", "noscript"], &["@pubsub", "@slow"]),
             ("publish", &["pubsub", "fast"], &["@pubsub", "@fast"]),
