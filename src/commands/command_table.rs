@@ -1059,7 +1059,14 @@ mod tests {
             (
                 "sort",
                 &["write", "denyoom", "movablekeys"],
-                &["@write", "@set", "@sortedset", "@list", "@slow", "@dangerous"],
+                &[
+                    "@write",
+                    "@set",
+                    "@sortedset",
+                    "@list",
+                    "@slow",
+                    "@dangerous",
+                ],
             ),
             (
                 "georadius",

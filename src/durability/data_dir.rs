@@ -259,6 +259,13 @@ const LOCK_WAIT_STEPS: u32 = 200;
 
 /// Creates `path` (0700) if missing and takes its flock.
 fn lock_dir(path: &Path) -> io::Result<File> {
+    lock_dir_waiting(path, LOCK_WAIT_STEPS, || {
+        std::thread::sleep(std::time::Duration::from_millis(10))
+    })
+}
+
+/// `lock_dir`, calling `wait` up to `steps` times while another holds the lock.
+fn lock_dir_waiting(path: &Path, steps: u32, mut wait: impl FnMut()) -> io::Result<File> {
     let shown = path.display();
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -283,9 +290,9 @@ fn lock_dir(path: &Path) -> io::Result<File> {
     // SAFETY: flock on a descriptor this function owns; no memory is involved.
     while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = io::Error::last_os_error();
-        if e.kind() == ErrorKind::WouldBlock && waited < LOCK_WAIT_STEPS {
+        if e.kind() == ErrorKind::WouldBlock && waited < steps {
             waited += 1;
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            wait();
             continue;
         }
         if e.kind() == ErrorKind::WouldBlock {
@@ -557,6 +564,38 @@ mod tests {
         assert_eq!(d.state().node_id, id);
         assert_eq!(d.state().token_reserved, 10);
         drop(d);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn a_lock_let_go_while_waiting_is_taken_and_one_held_throughout_is_refused() {
+        let p = temp_dir("lockwait");
+        let first = lock_dir(&p).unwrap();
+        // Held throughout: exactly `steps` waits, then "in use".
+        let mut waits = 0;
+        let err = lock_dir_waiting(&p, 3, || {
+            waits += 1;
+            assert!(waits <= 3, "waited past its steps");
+        })
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AddrInUse, "{err}");
+        assert_eq!(waits, 3);
+        // Let go during the second wait: taken then, after two waits.
+        let mut first = Some(first);
+        let mut waits = 0;
+        let taken = lock_dir_waiting(&p, 3, || {
+            waits += 1;
+            if waits == 2 {
+                drop(first.take());
+            }
+        });
+        assert!(taken.is_ok(), "{:?}", taken.err());
+        assert_eq!(waits, 2);
+        // Free: taken at once, no wait.
+        drop(taken);
+        let taken = lock_dir_waiting(&p, 3, || panic!("waited for a free lock"));
+        assert!(taken.is_ok());
+        drop(taken);
         std::fs::remove_dir_all(&p).unwrap();
     }
 
