@@ -673,7 +673,10 @@ mod tests {
         let d = NodeDir::open(&p).unwrap();
         assert_eq!(d.state().token_reserved, 20_000, "the reservation is kept");
         assert_eq!(d.state().history, None, "the record is not trusted");
-        assert!(!d.state().declared_new, "an adopted node is not new: it is fenced");
+        assert!(
+            !d.state().declared_new,
+            "an adopted node is not new: it is fenced"
+        );
         assert!(!p.join(SNAPSHOT_FILE).exists());
         drop(d);
         std::fs::remove_dir_all(&p).unwrap();
