@@ -218,8 +218,16 @@ fn len_id(r: &mut Reader<'_>) -> Option<StreamId> {
     Some(StreamId::new(r.len()?, r.len()?))
 }
 
+/// A delivery or seen time: Unix ms, never negative (Redis takes them from its clock,
+/// and XCLAIM's TIME below 0 becomes now), so idle times cannot overflow.
 fn time(r: &mut Reader<'_>) -> Option<i64> {
-    Some(i64::from_le_bytes(r.bytes(8)?.try_into().ok()?))
+    Some(i64::from_le_bytes(r.bytes(8)?.try_into().ok()?)).filter(|&t| t >= 0)
+}
+
+/// A counter Redis keeps as a signed 64-bit number (entries added, entries read, a
+/// delivery count): at most i64::MAX, so the increments after it cannot overflow.
+fn counter(r: &mut Reader<'_>) -> Option<u64> {
+    r.len().filter(|&n| n <= i64::MAX as u64)
 }
 
 /// The stream in a body of type `kind` (STREAM_LISTPACKS or STREAM_LISTPACKS_2).
@@ -256,7 +264,7 @@ pub fn load(kind: u8, r: &mut Reader<'_>) -> Option<Stream> {
     if v2 {
         st.first_id = len_id(r)?;
         st.max_deleted_id = len_id(r)?;
-        st.entries_added = r.len()?;
+        st.entries_added = counter(r)?;
         if st.entries_added < st.length() {
             return None;
         }
@@ -268,7 +276,12 @@ pub fn load(kind: u8, r: &mut Reader<'_>) -> Option<Stream> {
         let name = Bytes::from(r.string()?);
         let last_id = len_id(r)?;
         let entries_read = if v2 {
-            Some(r.len()?).filter(|&n| n != u64::MAX)
+            // -1 (all bits set) when unknown.
+            match r.len()? {
+                u64::MAX => None,
+                n if n <= i64::MAX as u64 => Some(n),
+                _ => return None,
+            }
         } else {
             st.estimate_entries_read(last_id)
         };
@@ -288,7 +301,7 @@ fn load_group(r: &mut Reader<'_>, mut g: Group) -> Option<Group> {
     for _ in 0..r.count()? {
         let id = parse_raw_id(r.bytes(16)?)?;
         let time = time(r)?;
-        let count = r.len()?;
+        let count = counter(r)?;
         if pel.insert(id, (time, count, None)).is_some() {
             return None;
         }
@@ -347,13 +360,13 @@ mod tests {
         s.delete(id(5, 5));
         let mut g = Group::new(id(6, 6), Some(6));
         g.create_consumer(b"alice", 1000);
-        g.create_consumer(b"bob", -1);
+        g.create_consumer(b"bob", 0);
         g.create_consumer(b"idle", 7);
         let alice = g.consumer_key(b"alice").unwrap();
         let bob = g.consumer_key(b"bob").unwrap();
         g.assign(id(1, 1), &alice, 123, 1);
         g.assign(id(2, 2), &alice, 124, 7);
-        g.assign(id(6, 6), &bob, i64::MIN, u64::MAX);
+        g.assign(id(6, 6), &bob, 0, i64::MAX as u64);
         s.groups.insert(Bytes::from_static(b"g1"), g);
         s.groups
             .insert(Bytes::from_static(b"g2"), Group::new(StreamId::MIN, None));
@@ -494,20 +507,32 @@ mod tests {
 
     /// `sample()`'s body with its g1 group's PEL and consumers replaced.
     fn with_group(pel: &[StreamId], consumers: &[(&str, &[StreamId])]) -> Vec<u8> {
+        group_body(pel, consumers, 5, 1, 0)
+    }
+
+    /// As `with_group`, with every PEL entry's delivery time and count, and the group's
+    /// entries read, given.
+    fn group_body(
+        pel: &[StreamId],
+        consumers: &[(&str, &[StreamId])],
+        time: i64,
+        count: u64,
+        read: u64,
+    ) -> Vec<u8> {
         let mut s = sample();
         s.groups.clear();
         let mut out = dump(&s);
         out.pop(); // the group count (0)
         save_len(1, &mut out);
         save_string(b"g", &mut out);
-        for v in [0, 0, 0] {
+        for v in [0, 0, read] {
             save_len(v, &mut out);
         }
         save_len(pel.len() as u64, &mut out);
         for p in pel {
             out.extend_from_slice(&raw_id(*p));
-            out.extend_from_slice(&5i64.to_le_bytes());
-            save_len(1, &mut out);
+            out.extend_from_slice(&time.to_le_bytes());
+            save_len(count, &mut out);
         }
         save_len(consumers.len() as u64, &mut out);
         for (name, ids) in consumers {
@@ -526,6 +551,9 @@ mod tests {
         let (a, b) = (id(1, 1), id(3, 3));
         let g = restore(&with_group(&[a, b], &[("x", &[a]), ("y", &[b])])).expect("valid");
         assert_eq!(g.groups[&b"g"[..]].pel[&b].consumer, &b"y"[..]);
+        let unknown = group_body(&[a], &[("x", &[a])], 0, i64::MAX as u64, u64::MAX);
+        let g = restore(&unknown).expect("valid");
+        assert_eq!(g.groups[&b"g"[..]].entries_read, None);
         for (what, body) in [
             (
                 "a PEL entry of no consumer",
@@ -543,6 +571,18 @@ mod tests {
             (
                 "a duplicate consumer",
                 with_group(&[], &[("x", &[]), ("x", &[])]),
+            ),
+            (
+                "a negative delivery time",
+                group_body(&[a], &[("x", &[a])], -1, 1, 0),
+            ),
+            (
+                "a count past i64",
+                group_body(&[a], &[("x", &[a])], 5, 1 << 63, 0),
+            ),
+            (
+                "entries read past i64",
+                group_body(&[a], &[("x", &[a])], 5, 1, 1 << 63),
             ),
         ] {
             assert!(restore(&body).is_none(), "{what}");
