@@ -504,3 +504,26 @@ async fn malformed_stream_payloads_are_bad_data_and_leave_the_key() {
     );
     ours.shutdown().await;
 }
+
+#[tokio::test]
+async fn restoring_a_stream_wakes_a_blocked_reader_as_in_redis() {
+    // redis-server 7.0.15 answers the blocked XREAD as soon as RESTORE makes the key.
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.check(&["XADD", "src", "1-0", "a", "1"], &bulk("1-0"))
+        .await;
+    let frame = c.cmd_bytes(&[b"DUMP", b"src"]).await;
+    let nl = frame.iter().position(|&b| b == b'\n').unwrap();
+    let payload = &frame[nl + 1..frame.len() - 2];
+    let mut w = Raw::to(&h).await;
+    w.send_cmd(&["XREAD", "BLOCK", "0", "STREAMS", "k", "0-0"])
+        .await;
+    wait_blocked(&h, 1).await;
+    assert_eq!(
+        c.cmd_bytes(&[b"RESTORE", b"k", b"0", payload]).await,
+        OK.as_bytes()
+    );
+    w.expect("*1\r\n*2\r\n$1\r\nk\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n")
+        .await;
+    h.shutdown().await;
+}

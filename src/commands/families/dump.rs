@@ -77,7 +77,7 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         at if absttl => Some(ctx.deadline_at_wall(at)?),
         ms => Some(ctx.deadline_after(ms)?),
     };
-    let signals = matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_));
+    let signals = matches!(value, Value::List(_) | Value::ZSet(_));
     ctx.db().insert(key, Entry { value, deadline_ms });
     if signals {
         ctx.shared.blocking.signal(ctx.client.db, key);
