@@ -1,11 +1,15 @@
 //! Bytes -> RESTORE payloads: the reply is +OK or one of Redis's two payload errors,
 //! never a panic, a hang or an allocation beyond the payload's size; a value that
-//! restores DUMPs to a payload that restores again, and SORT reads it.
+//! restores DUMPs to a payload that restores again, and SORT reads it; a restored
+//! stream answers XINFO STREAM FULL, XREVRANGE and XINFO GROUPS, and takes XADD and
+//! XTRIM.
 //!
 //! Input: the first byte's low bit says whether the rest is a payload as sent (the
 //! footer fuzzed too) or a value body to which a valid footer is added (RDB version
 //! 10 and the right CRC-64), so the fuzzer reaches the value decoders. Seeds in
-//! fuzz/seeds/restore are redis-server 7.0's DUMPs of every encoding, footer removed.
+//! fuzz/seeds/restore are redis-server 7.0's DUMPs of every encoding, footer removed
+//! (a stream with deletions and a group among them), and Redis 5's DUMP of a stream
+//! as sent (from Redis's own test suite).
 #![no_main]
 
 use bytes::BytesMut;
@@ -95,6 +99,20 @@ fuzz_target!(|data: &[u8]| {
             );
             let sorted = call(session, &[b"SORT", b"k", b"ALPHA", b"LIMIT", b"0", b"5"]);
             assert!(sorted[0] == b'*' || sorted.starts_with(b"-WRONGTYPE"));
+            // A restored stream is walked whole, its groups read, and written to.
+            if call(session, &[b"TYPE", b"k"]) == b"+stream\r\n" {
+                for cmd in [
+                    &[&b"XINFO"[..], b"STREAM", b"k", b"FULL"][..],
+                    &[b"XREVRANGE", b"k", b"+", b"-"],
+                    &[b"XINFO", b"GROUPS", b"k"],
+                    &[b"XADD", b"k", b"*", b"f", b"v"],
+                    &[b"XTRIM", b"k", b"MAXLEN", b"1"],
+                    &[b"XINFO", b"STREAM", b"k"],
+                ] {
+                    let reply = call(session, cmd);
+                    assert!(!reply.is_empty());
+                }
+            }
             call(session, &[b"FLUSHALL"]);
         }
     });

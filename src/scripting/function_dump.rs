@@ -11,8 +11,6 @@ use bytes::Bytes;
 
 const OPCODE_FUNCTION2: u8 = 245;
 const OPCODE_FUNCTION_PRE_GA: u8 = 246;
-/// Redis 7.2's RDB version; payloads from newer versions are refused, as Redis does.
-const RDB_VERSION: u16 = 11;
 
 pub fn dump(codes: &[Bytes]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -21,13 +19,13 @@ pub fn dump(codes: &[Bytes]) -> Vec<u8> {
         rdb::save_len(code.len() as u64, &mut out);
         out.extend_from_slice(code);
     }
-    rdb::finish_payload(&mut out, RDB_VERSION);
+    rdb::finish_payload(&mut out, rdb::RDB_VERSION);
     out
 }
 
 /// The library codes in a payload, or Redis's error reply text.
 pub fn parse(payload: &[u8]) -> Result<Vec<Bytes>, String> {
-    let body = rdb::payload_body(payload, RDB_VERSION).ok_or(WRONG)?;
+    let body = rdb::payload_body(payload, rdb::RDB_VERSION).ok_or(WRONG)?;
     let mut r = rdb::Reader::new(body);
     let mut codes = Vec::new();
     while let Some(opcode) = r.byte() {

@@ -276,6 +276,20 @@ impl Node {
     }
 }
 
+/// A node as stored (see `Stream::raw_nodes`).
+pub struct RawNode<'a> {
+    pub master: StreamId,
+    pub fields: Vec<&'a [u8]>,
+    pub entries: Vec<RawEntry<'a>>,
+}
+
+/// An entry of a node as stored, deleted or not.
+pub struct RawEntry<'a> {
+    pub id: StreamId,
+    pub deleted: bool,
+    pub pairs: Vec<(&'a [u8], &'a [u8])>,
+}
+
 /// A stream entry read out: its ID and field-value pairs (borrowed from the stream).
 pub type EntryRef<'a> = (StreamId, Vec<(&'a [u8], &'a [u8])>);
 
@@ -725,6 +739,47 @@ impl Stream {
     /// Every live entry, in order (snapshots, COPY, DUMP).
     pub fn entries(&self) -> Vec<EntryRef<'_>> {
         self.range(StreamId::MIN, StreamId::MAX, 0, false)
+    }
+
+    /// The nodes as they are stored, for DUMP: each node's master ID and master
+    /// fields, then every entry it holds, deleted ones included (flagged).
+    pub fn raw_nodes(&self) -> Vec<RawNode<'_>> {
+        self.nodes
+            .iter()
+            .map(|(master, node)| RawNode {
+                master: *master,
+                fields: node.master_fields(),
+                entries: node
+                    .headers(*master)
+                    .into_iter()
+                    .map(|h| RawEntry {
+                        id: h.id,
+                        deleted: h.flags & DELETED != 0,
+                        pairs: node.pairs(h.flags, h.body),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Appends a whole node after the last one, for RESTORE: `fields` become its
+    /// master fields, the entries go in as given (deleted ones flagged). The caller
+    /// checks the order (every ID above the previous node's, at or above `master`,
+    /// ascending) and sets the bookkeeping (last, first and max deleted IDs, entries
+    /// added) afterwards; the length counts the live entries.
+    pub fn push_raw_node(&mut self, master: StreamId, fields: &[&[u8]], entries: &[RawEntry<'_>]) {
+        debug_assert!(self.nodes.last_key_value().is_none_or(|(k, _)| *k < master));
+        let mut node = Node::new(fields);
+        for e in entries {
+            let at = node.data.len();
+            node.append(master, e.id, &e.pairs);
+            if e.deleted {
+                node.mark_deleted(at);
+            }
+        }
+        node.data.shrink_to_fit();
+        self.length += u64::from(node.live);
+        self.nodes.insert(master, node);
     }
 }
 

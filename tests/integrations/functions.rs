@@ -330,3 +330,58 @@ redis.register_function('params', function(keys, args) return {keys[1], args[1]}
         "*2\r\n$1\r\nk\r\n$1\r\na\r\n"
     );
 }
+
+/// `payload` with its footer's RDB version set to `version` and the CRC-64 redone.
+fn refooter(payload: &[u8], version: u16) -> Vec<u8> {
+    let mut p = payload[..payload.len() - 10].to_vec();
+    p.extend_from_slice(&version.to_le_bytes());
+    let mut crc = 0u64;
+    for &byte in &p {
+        crc ^= byte as u64;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_dump_writes_and_reads_rdb_version_10_as_redis_7_0() {
+    let redis = support::redis_server::RedisNode::start(None);
+    let server = support::start().await;
+    let mut r = Raw::to(&redis).await;
+    let mut o = Raw::to(&server).await;
+    let dump = async |c: &mut Raw| {
+        let frame = c.cmd_bytes(&[b"FUNCTION", b"DUMP"]).await;
+        let nl = frame.iter().position(|&b| b == b'\n').unwrap();
+        frame[nl + 1..frame.len() - 2].to_vec()
+    };
+    let mut payloads = Vec::new();
+    for c in [&mut r, &mut o] {
+        assert_eq!(load(c, LIB).await, bulk("mylib"));
+        let p = dump(c).await;
+        // Redis 7.0.15 writes RDB version 10 in every payload.
+        assert_eq!(p[p.len() - 10..p.len() - 8], [10, 0]);
+        payloads.push(p);
+    }
+    // Each server's payload restores on the other; one of a newer RDB version (7.2's
+    // 11) is refused by both alike, and an older one (9) read by both.
+    let wrong = err("ERR DUMP payload version or checksum are wrong");
+    for (c, p) in [(&mut r, &payloads[1]), (&mut o, &payloads[0])] {
+        let restore = async |c: &mut Raw, p: &[u8]| {
+            String::from_utf8_lossy(&c.cmd_bytes(&[b"FUNCTION", b"RESTORE", p, b"REPLACE"]).await)
+                .into_owned()
+        };
+        assert_eq!(restore(c, p).await, OK);
+        assert_eq!(restore(c, &refooter(p, 11)).await, wrong);
+        assert_eq!(restore(c, &refooter(p, 9)).await, OK);
+        assert_eq!(c.cmd(&["FCALL", "set_it", "1", "k", "v"]).await, OK);
+    }
+    server.shutdown().await;
+}

@@ -54,6 +54,7 @@ mod scripting;
 mod security;
 mod sort_dump;
 mod sorted_sets;
+mod stream_dump;
 mod streams;
 mod strings;
 mod testing_backend;

@@ -32,8 +32,6 @@ SKIPS=(
   "XGROUP DESTROY should unblock XREADGROUP with -NOGROUP" # INFO errorstats, which
                                          # redlockd does not keep (the NOGROUP reply
                                          # itself is checked by tests/integrations/streams.rs)
-  "Loading from legacy"                  # RESTORE of a Redis 6.2 stream payload
-                                         # (unit/type/stream-cgroups; DUMP/RESTORE)
   "PEXPIREAT with big"                   # past --max-ttl: the fence's bound (unit/expire)
   "loadaof" "AOF" "propagate"            # AOF and replication (unit/expire, list)
   "Lazy-expire should not be wrapped"    # the replication stream (unit/expire)

@@ -59,7 +59,7 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             };
             let value = entry.value();
             // The value's RDB form less its type byte and the payload's footer.
-            let serialized = crate::store::rdb::dump_value(value).map_or(0, |p| p.len() - 11);
+            let serialized = crate::store::rdb::dump_value(value).len() - 11;
             Ok(Reply::Status(Bytes::from(format!(
                 "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:0 lru_seconds_idle:0",
                 entry.key().as_ptr(),

@@ -9,9 +9,7 @@ use bytes::Bytes;
 /// DUMP key: the payload, or null for a missing key.
 pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match ctx.db().get(&args[1], ctx.now_ms) {
-        Some(e) => rdb::dump_value(e.value())
-            .map(|p| Reply::Bulk(Bytes::from(p)))
-            .ok_or_else(|| Reply::error("ERR DUMP of a stream is not supported by redlockd")),
+        Some(e) => Ok(Reply::Bulk(Bytes::from(rdb::dump_value(e.value())))),
         None => Ok(Reply::Null),
     }
 }

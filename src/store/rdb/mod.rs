@@ -1,16 +1,18 @@
 //! Redis's RDB serialization, as DUMP / RESTORE and FUNCTION DUMP / RESTORE carry it:
 //! the primitives here (CRC-64, lengths, strings with their integer and LZF
 //! encodings, the payload footer), the packed blobs in `blob.rs` (listpack, intset,
-//! ziplist) and a key's value in `object.rs`. Everything read is bounded by the bytes
+//! ziplist), a key's value in `object.rs` and a stream's in `stream.rs`. Everything read is bounded by the bytes
 //! at hand: a length inside a payload never allocates more than the payload holds.
 
 mod blob;
 mod lzf;
 mod object;
+mod stream;
 
 pub use object::{dump_value, restore_value};
 
-/// The RDB version Redis 7.0 writes and the newest it reads.
+/// The RDB version Redis 7.0 writes in every DUMP and FUNCTION DUMP payload, and the
+/// newest it reads.
 pub const RDB_VERSION: u16 = 10;
 
 /// Redis's reply to a payload whose footer is wrong.

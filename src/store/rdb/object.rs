@@ -6,6 +6,7 @@
 //! zipmaps, linked lists, text doubles) are read too.
 
 use super::blob::{self, Item, ListpackWriter};
+use super::stream;
 use super::{finish_payload, payload_body, save_len, save_string, Reader, BAD_FOOTER, RDB_VERSION};
 use crate::store::{Set, Value, ValueRef, ZSet};
 use bytes::Bytes;
@@ -28,8 +29,7 @@ mod types {
     pub const HASH_LISTPACK: u8 = 16;
     pub const ZSET_LISTPACK: u8 = 17;
     pub const LIST_QUICKLIST_2: u8 = 18;
-    // STREAM_LISTPACKS (15) and STREAM_LISTPACKS_2 (19) are the stream type's: its
-    // encoder and decoder go beside the others in `dump_value` / `load`.
+    // STREAM_LISTPACKS (15) and STREAM_LISTPACKS_2 (19): see `super::stream`.
 }
 
 const BAD_DATA: &str = "ERR Bad data format";
@@ -43,12 +43,11 @@ const LIST_NODE_BYTES: usize = 8192;
 /// Redis's per-element estimate when deciding whether a node takes one more.
 const NODE_ENTRY_OVERHEAD: usize = 8;
 
-/// The DUMP payload of `value`; None for a stream, whose RDB form (listpacks under a
-/// radix tree, with its groups) is not written yet.
-pub fn dump_value(value: ValueRef<'_>) -> Option<Vec<u8>> {
+/// The DUMP payload of `value`.
+pub fn dump_value(value: ValueRef<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     match value {
-        ValueRef::Stream(_) => return None,
+        ValueRef::Stream(s) => stream::save(s, &mut out),
         ValueRef::Str(s) => {
             out.push(types::STRING);
             save_string(s, &mut out);
@@ -117,7 +116,7 @@ pub fn dump_value(value: ValueRef<'_>) -> Option<Vec<u8>> {
         }
     }
     finish_payload(&mut out, RDB_VERSION);
-    Some(out)
+    out
 }
 
 /// A list's quicklist nodes as RPUSH would have filled them: a node takes another
@@ -269,6 +268,9 @@ fn load(kind: u8, r: &mut Reader<'_>) -> Option<Value> {
             hash(pairs)?
         }
         types::HASH_ZIPMAP => hash(blob::zipmap_pairs(&r.string()?)?)?,
+        stream::STREAM_LISTPACKS | stream::STREAM_LISTPACKS_2 => {
+            Value::Stream(Box::new(stream::load(kind, r)?))
+        }
         types::HASH_ZIPLIST | types::HASH_LISTPACK => {
             let data = r.string()?;
             let items = if kind == types::HASH_LISTPACK {
@@ -368,7 +370,7 @@ mod tests {
             Value::Hash(Box::new(h)),
             Value::Hash(Box::new(hbig)),
         ] {
-            let payload = dump_value(value_ref(&v)).expect("not a stream");
+            let payload = dump_value(value_ref(&v));
             assert_eq!(restore_value(&payload), Ok(v));
         }
     }
@@ -388,7 +390,7 @@ mod tests {
     fn a_string_matches_redis_bytes() {
         // redis-server 7.0.15: SET foo bar; DUMP foo.
         assert_eq!(
-            dump_value(ValueRef::Str(b"bar")).expect("a string"),
+            dump_value(ValueRef::Str(b"bar")),
             b"\x00\x03bar\x0a\x00\xe6\xbe\x49\x60\xee\x66\xfd\x17"
         );
     }
@@ -396,7 +398,7 @@ mod tests {
     #[test]
     fn every_truncation_and_bit_flip_is_an_error() {
         let v = Value::List(strs(&["a", "b", "c"]));
-        let payload = dump_value(value_ref(&v)).expect("not a stream");
+        let payload = dump_value(value_ref(&v));
         for cut in 0..payload.len() {
             assert!(restore_value(&payload[..cut]).is_err());
         }
