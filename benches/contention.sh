@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Contended Redlock: 5 redis-server nodes and 5 redlockd nodes side by side in one run,
-# interleaved rounds (examples/redlock_contention.rs does the measuring).
+# interleaved rounds, one table per kind of client:
+#   rust     the crate's client, threads of one process (examples/redlock_contention.rs)
+#   procs    separate OS processes, one redis-py client each   (benches/contention_clients.py)
+#   node     node-redlock with its default retry policy        (benches/contention_clients.py)
+#   redsync  redsync (Go) with its default retry policy        (benches/contention_clients.py)
 #
-#   benches/contention.sh             (ROUNDS=3 SECONDS=2 CLIENTS=2,8,32,128 FENCING=both)
+#   benches/contention.sh   (ROUNDS=3 SECONDS=2 CLIENT_SECONDS=3 CLIENTS=2,8,32,128
+#                            FENCING=both KINDS=rust,procs,node,redsync)
 #
 # Prints per number of contending clients: lock cycles/s (median and min-max over the
-# rounds), its ratio to Redis's (median of the per-round ratios), the share of attempts
-# won, the split-vote rate (attempts granted by 1-4 of the 5 nodes) and the latency of
-# one attempt (p50, p99, p99.9), for Redis, redlockd, and redlockd with fencing tokens.
+# rounds), its ratio to Redis's (median of the per-round ratios), the split-vote rate
+# (attempts granted by 1-4 of the 5 nodes); for rust also the share of attempts won and
+# the latency of one attempt (p50, p99, p99.9), with and without fencing tokens.
+# procs, node and redsync use the interop clients (tests/interop/run.sh installs them);
+# a kind whose client is missing is skipped with a message.
 # Every process shares this machine: absolute numbers are noisy, the ratios of one run
 # are what to compare. Needs redis-server (apt-get install redis-server redis-tools).
 set -euo pipefail
@@ -36,4 +43,11 @@ for a in "${REDIS[@]}" "${REDLOCKD[@]}"; do
   [[ -n "$up" ]] || { echo "node $a did not start"; exit 1; }
 done
 join() { local IFS=,; echo "$*"; }
-target/release/examples/redlock_contention "$(join "${REDIS[@]}")" "$(join "${REDLOCKD[@]}")"
+KINDS="${KINDS:-rust,procs,node,redsync}"
+if [[ ",$KINDS," == *,rust,* ]]; then
+  target/release/examples/redlock_contention "$(join "${REDIS[@]}")" "$(join "${REDLOCKD[@]}")"
+fi
+OTHERS=$(tr ',' '\n' <<<"$KINDS" | grep -vx rust | paste -sd, || true)
+if [[ -n "$OTHERS" ]]; then
+  KINDS="$OTHERS" python3 benches/contention_clients.py "$(join "${REDIS[@]}")" "$(join "${REDLOCKD[@]}")"
+fi
