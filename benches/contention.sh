@@ -6,7 +6,7 @@
 #   node     node-redlock with its default retry policy        (benches/contention_clients.py)
 #   redsync  redsync (Go) with its default retry policy        (benches/contention_clients.py)
 #
-#   benches/contention.sh   (ROUNDS=3 SECONDS=2 CLIENT_SECONDS=3 CLIENTS=2,8,32,128
+#   benches/contention.sh   (ROUNDS=3 SECONDS=2 CLIENT_SECONDS=2 CLIENTS=2,8,32,128
 #                            FENCING=both KINDS=rust,procs,node,redsync)
 #
 # Prints per number of contending clients: lock cycles/s (median and min-max over the
@@ -21,7 +21,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null \
   || { echo "needs redis-server and redis-cli (apt-get install redis-server redis-tools)"; exit 1; }
-cargo build --release --quiet --bin redlockd --example redlock_contention
+KINDS="${KINDS:-rust,procs,node,redsync}"
+if [[ ",$KINDS," == *,rust,* ]]; then
+  cargo build --release --quiet --bin redlockd --example redlock_contention
+else
+  cargo build --release --quiet --bin redlockd
+fi
 ulimit -n 65536 2>/dev/null || true
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 DIRS=$(mktemp -d) # the redlockd nodes' --dir (token mark, lock file), not the checkout
@@ -34,7 +39,7 @@ for i in 1 2 3 4 5; do
   REDIS+=("127.0.0.1:$p")
   p=$(free_port)
   mkdir "$DIRS/$i"
-  target/release/redlockd --port "$p" --restart-delay 0 --dir "$DIRS/$i" --log warn & PIDS+=($!)
+  target/release/redlockd --port "$p" --restart-delay 0 --dir "$DIRS/$i" --log warn >/dev/null & PIDS+=($!)
   REDLOCKD+=("127.0.0.1:$p")
 done
 for a in "${REDIS[@]}" "${REDLOCKD[@]}"; do
@@ -43,7 +48,6 @@ for a in "${REDIS[@]}" "${REDLOCKD[@]}"; do
   [[ -n "$up" ]] || { echo "node $a did not start"; exit 1; }
 done
 join() { local IFS=,; echo "$*"; }
-KINDS="${KINDS:-rust,procs,node,redsync}"
 if [[ ",$KINDS," == *,rust,* ]]; then
   target/release/examples/redlock_contention "$(join "${REDIS[@]}")" "$(join "${REDLOCKD[@]}")"
 fi
