@@ -1,14 +1,14 @@
 use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::packed::Packed;
-use super::shard_table::Table;
+use super::shard_table::{Table, View};
 use super::siphash::siphash;
 use super::tracking::TrackedKeys;
 use super::watch::{WatchFlag, Watched};
+use super::ValueMut;
 use super::{Entry, ValueRef};
 use bytes::Bytes;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::ops::{Deref, DerefMut};
-use std::ptr::NonNull;
+use std::ops::Deref;
 use std::sync::Arc;
 
 mod reclaim;
@@ -55,66 +55,126 @@ impl KeyHash {
     }
 }
 
-/// A shard: a table of 8-byte slots, each a pointer to an entry's one heap block
-/// (`packed.rs`). Own tables rather than a `DashMap<Key, Entry>`: dashmap stores
-/// (key, value) inline in the slot (72 bytes here, at a load factor between 7/16 and
-/// 7/8), its `entry` wants an owned key before it knows whether the key exists, and
-/// its guards give no `&mut` to the key, which is where a packed entry lives.
+/// A shard: a table of 4-byte handles into the shard's slab, where each entry is one
+/// slot (`shard_table.rs`, `slab.rs`, `packed.rs`). Own tables rather than a
+/// `DashMap<Key, Entry>`: dashmap stores (key, value) inline in the slot (72 bytes
+/// here, at a load factor between 7/16 and 7/8), its `entry` wants an owned key before
+/// it knows whether the key exists, and its guards give no `&mut` to the key, which is
+/// where a packed entry lives.
 #[repr(align(64))]
 struct Shard(RwLock<Table>);
 
 /// A live entry, read: the shard stays read-locked while this lives.
 pub struct Ref<'a> {
+    // Declared first: the view is never used after the guard is dropped.
+    entry: Packed,
     _guard: RwLockReadGuard<'a, Table>,
-    entry: NonNull<Packed>,
 }
 
 impl Deref for Ref<'_> {
     type Target = Packed;
     fn deref(&self) -> &Packed {
-        // SAFETY: the slot is in the table the guard keeps read-locked (unchanged).
-        unsafe { self.entry.as_ref() }
+        // The view is of an entry in the table the guard keeps read-locked.
+        &self.entry
     }
 }
 
-/// A live entry, for changing: the shard stays write-locked while this lives.
+/// A live entry, for changing: the shard stays write-locked while this lives. Reads
+/// through `Deref`; writes through its own methods (an entry may move to another slot
+/// when its size changes, and the guard repoints the table).
 pub struct RefMut<'a> {
+    entry: Packed,
     guard: RwLockWriteGuard<'a, Table>,
-    entry: NonNull<Packed>,
+    handle: u32,
     hash: u64,
     db: &'a Db,
-    /// Written through (`deref_mut`): reported to client-side caching once.
+    /// Written through: reported to client-side caching once.
     changed: bool,
 }
 
 impl Deref for RefMut<'_> {
     type Target = Packed;
     fn deref(&self) -> &Packed {
-        // SAFETY: the slot is in the table the guard keeps locked; the table is
-        // changed only by `remove`, which consumes the guard.
-        unsafe { self.entry.as_ref() }
-    }
-}
-
-impl DerefMut for RefMut<'_> {
-    fn deref_mut(&mut self) -> &mut Packed {
-        if !self.changed {
-            self.changed = true;
-            self.db.tracked.changed(self.key());
-        }
-        // SAFETY: as in `deref`, and the write lock makes the access exclusive.
-        unsafe { self.entry.as_mut() }
+        // The view is of the entry at `handle`, in the table the guard keeps locked;
+        // every change that moves the entry renews the view.
+        &self.entry
     }
 }
 
 impl RefMut<'_> {
-    /// Removes the entry (freed once its shard is unlocked).
+    fn changing(&mut self) {
+        if !self.changed {
+            self.changed = true;
+            self.db.tracked.changed(self.entry.key());
+        }
+    }
+
+    fn moved(&mut self, handle: u32) {
+        self.handle = handle;
+        // SAFETY: the guard keeps the table write-locked; this renewal follows every
+        // change of the entry.
+        self.entry = unsafe { self.guard.view_unbound(handle) };
+    }
+
+    /// Removes the entry (what it owns off the slab freed once its shard is unlocked).
     pub fn remove(mut self) {
-        self.db.tracked.changed(self.key());
-        let target = self.entry.as_ptr().cast_const();
-        let gone = self.guard.remove(self.hash, |p| std::ptr::eq(p, target));
+        self.db.tracked.changed(self.entry.key());
+        let gone = self.guard.delete(self.hash, self.handle);
         drop(self.guard);
         drop(gone);
+    }
+
+    /// A collection, for changing in place (`ValueMut::Str` for a string, which is
+    /// replaced whole: `set_str`).
+    pub fn value_mut(&mut self) -> ValueMut<'_> {
+        self.changing();
+        // SAFETY: the guard holds the shard's write lock; the borrow of `self` keeps
+        // the entry where it is while the collection is borrowed.
+        unsafe { self.entry.value_mut() }
+    }
+
+    /// Replaces the value by the string `value`, keeping the key and the deadline (a
+    /// collection is dropped). In place while the entry's slot class holds.
+    pub fn set_str(&mut self, value: &[u8]) {
+        self.changing();
+        let d = self.entry.deadline_ms();
+        let (h, at) = self
+            .guard
+            .resize_str(self.hash, self.handle, value.len(), d);
+        self.moved(h);
+        // SAFETY: `resize_str` made the value `value.len()` bytes at `at`.
+        unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), at, value.len()) };
+    }
+
+    /// Resizes a string value to `len` bytes, keeping its first bytes (bytes added are
+    /// zero, the padding SETRANGE writes), and returns it for writing: APPEND and
+    /// SETRANGE change a string in place, with no copy of the bytes they keep.
+    /// Panics on a collection (callers check the kind first).
+    pub fn str_resize(&mut self, len: usize) -> &mut [u8] {
+        let ValueRef::Str(old) = self.entry.value() else {
+            panic!("str_resize of a collection");
+        };
+        let old_len = old.len();
+        self.changing();
+        let d = self.entry.deadline_ms();
+        let (h, at) = self.guard.resize_str(self.hash, self.handle, len, d);
+        self.moved(h);
+        // SAFETY: the value is `len` bytes at `at`, its first `min(old_len, len)`
+        // kept; the rest is zeroed before the slice is made; the slice borrows `self`
+        // (the guard), so the entry stays put while it lives.
+        unsafe {
+            if len > old_len {
+                std::ptr::write_bytes(at.add(old_len), 0, len - old_len);
+            }
+            std::slice::from_raw_parts_mut(at, len)
+        }
+    }
+
+    /// Sets or clears the deadline.
+    pub fn set_deadline(&mut self, deadline_ms: Option<u64>) {
+        self.changing();
+        let h = self.guard.set_deadline(self.hash, self.handle, deadline_ms);
+        self.moved(h);
     }
 }
 
@@ -127,13 +187,14 @@ pub struct Vacant<'a, 'k> {
 }
 
 impl Vacant<'_, '_> {
-    /// Stores `entry` at the key (its bytes copied into the entry's block).
+    /// Stores `entry` at the key (its bytes copied into the entry's slot).
     pub fn insert(mut self, entry: Entry) {
         self.db.tracked.changed(self.key);
-        let packed = Packed::new(self.key, entry.value, entry.deadline_ms);
         let db = self.db;
         self.guard
-            .insert_unique(self.hash, packed, |p| db.hash(p.key()));
+            .insert_new(self.hash, self.key, entry.value, entry.deadline_ms, |k| {
+                db.hash(k)
+            });
     }
 }
 
@@ -143,15 +204,13 @@ pub enum Slot<'a, 'k> {
     Vacant(Vacant<'a, 'k>),
 }
 
-/// Bytes of a table of `capacity` (hashbrown: buckets a power of two, 7/8 usable;
-/// each an 8-byte slot and a control byte, plus a group of trailing control bytes).
-fn table_size(capacity: usize) -> usize {
-    let buckets = match capacity {
-        0 => return 0,
-        c if c < 8 => (c + 1).next_power_of_two(),
-        c => c / 7 * 8,
-    };
-    buckets * (size_of::<Packed>() + 1) + 16
+/// Bytes of a table of `buckets` (hashbrown: each a 4-byte handle and a control
+/// byte, plus a group of trailing control bytes).
+fn table_size(buckets: usize) -> usize {
+    if buckets == 0 {
+        return 0;
+    }
+    buckets * (size_of::<u32>() + 1) + 16
 }
 
 /// One database: keys to entries, expired lazily on access and by `sweep`. Every
@@ -207,7 +266,9 @@ impl Db {
     fn expire_now(&self, key: &[u8], hash: u64, now_ms: u64) {
         let gone = {
             let mut table = self.shard(hash).write();
-            table.remove(hash, |p| p.key() == key && p.is_expired(now_ms))
+            table
+                .find(hash, |p| p.key() == key && p.is_expired(now_ms))
+                .map(|h| table.delete(hash, h))
         };
         if gone.is_some() {
             self.watched.touch(key, false);
@@ -219,12 +280,14 @@ impl Db {
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_>> {
         let hash = self.hash(key);
         let table = self.shard(hash).read();
-        let found = table.find(hash, |p| p.key() == key)?;
-        if !found.is_expired(now_ms) {
-            let entry = NonNull::from(found);
+        let h = table.find(hash, |p| p.key() == key)?;
+        if !table.view(h).is_expired(now_ms) {
+            // SAFETY: the Ref keeps the guard, so the table stays read-locked
+            // (unchanged) while the view is used.
+            let entry = unsafe { table.view_unbound(h) };
             return Some(Ref {
-                _guard: table,
                 entry,
+                _guard: table,
             });
         }
         drop(table);
@@ -260,12 +323,15 @@ impl Db {
     /// Like `get`, for changing the entry in place (so the key counts as touched).
     pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_>> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
-        let entry = found?;
+        let handle = found?;
         self.note_write(hash);
         self.watched.touch(key, true);
         Some(RefMut {
+            // SAFETY: the RefMut keeps the write guard, and renews the view after
+            // every change of the entry (`moved`).
+            entry: unsafe { table.view_unbound(handle) },
             guard: table,
-            entry,
+            handle,
             hash,
             db: self,
             changed: false,
@@ -278,19 +344,19 @@ impl Db {
         &self,
         key: &[u8],
         now_ms: u64,
-    ) -> (RwLockWriteGuard<'_, Table>, u64, Option<NonNull<Packed>>) {
+    ) -> (RwLockWriteGuard<'_, Table>, u64, Option<u32>) {
         let hash = self.hash(key);
         let mut table = self.shard(hash).write();
-        let found = match table.find_mut(hash, |p| p.key() == key) {
-            Some(p) if p.is_expired(now_ms) => {
+        let found = match table.find(hash, |p| p.key() == key) {
+            Some(h) if table.view(h).is_expired(now_ms) => {
                 // Dropped under the lock: an expired entry here is rare (the sweeper
                 // reclaims them), and a write lock is held either way.
-                drop(table.remove(hash, |p| p.key() == key));
+                drop(table.delete(hash, h));
                 self.watched.touch(key, false);
                 self.tracked.changed(key);
                 None
             }
-            found => found.map(NonNull::from),
+            found => found,
         };
         (table, hash, found)
     }
@@ -304,9 +370,11 @@ impl Db {
         self.note_write(hash);
         self.watched.touch(key, true);
         match found {
-            Some(entry) => Slot::Occupied(RefMut {
+            Some(handle) => Slot::Occupied(RefMut {
+                // SAFETY: as in `get_mut`.
+                entry: unsafe { table.view_unbound(handle) },
                 guard: table,
-                entry,
+                handle,
                 hash,
                 db: self,
                 changed: false,
@@ -320,39 +388,52 @@ impl Db {
         }
     }
 
-    /// Removes `key` and returns its entry, owned, if it was live.
-    fn remove_packed(&self, key: &[u8], now_ms: u64) -> Option<Packed> {
-        let hash = self.hash(key);
-        let gone = {
-            let mut table = self.shard(hash).write();
-            table.remove(hash, |p| p.key() == key)
-        }?;
-        self.watched.touch(key, false);
-        self.tracked.changed(key);
-        (!gone.is_expired(now_ms)).then_some(gone)
-    }
-
     /// Removes `key`; whether it was live.
     pub fn remove(&self, key: &[u8], now_ms: u64) -> bool {
-        self.remove_packed(key, now_ms).is_some()
+        let hash = self.hash(key);
+        let (live, gone) = {
+            let mut table = self.shard(hash).write();
+            let Some(h) = table.find(hash, |p| p.key() == key) else {
+                return false;
+            };
+            let live = !table.view(h).is_expired(now_ms);
+            (live, table.delete(hash, h))
+        };
+        drop(gone);
+        self.watched.touch(key, false);
+        self.tracked.changed(key);
+        live
     }
 
     /// Removes `key`, returning its entry if it was live (RENAME, MOVE).
     pub fn take(&self, key: &[u8], now_ms: u64) -> Option<Entry> {
-        self.remove_packed(key, now_ms).map(Packed::into_entry)
+        let hash = self.hash(key);
+        let entry = {
+            let mut table = self.shard(hash).write();
+            let h = table.find(hash, |p| p.key() == key)?;
+            if table.view(h).is_expired(now_ms) {
+                drop(table.delete(hash, h));
+                None
+            } else {
+                Some(table.take(hash, h))
+            }
+        };
+        self.watched.touch(key, false);
+        self.tracked.changed(key);
+        entry
     }
 
     /// Stores `entry` at `key`, replacing whatever was there.
     pub fn insert(&self, key: &[u8], entry: Entry) {
         let hash = self.hash(key);
         let has_deadline = entry.deadline_ms.is_some();
-        let packed = Packed::new(key, entry.value, entry.deadline_ms);
+        let Entry { value, deadline_ms } = entry;
         let old = {
             let mut table = self.shard(hash).write();
-            let old = match table.find_mut(hash, |p| p.key() == key) {
-                Some(slot) => Some(std::mem::replace(slot, packed)),
+            let old = match table.find(hash, |p| p.key() == key) {
+                Some(h) => Some(table.replace(hash, h, value, deadline_ms).1),
                 None => {
-                    table.insert_unique(hash, packed, |p| self.hash(p.key()));
+                    table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k));
                     None
                 }
             };
@@ -385,7 +466,7 @@ impl Db {
         let table = self.shard(hash).read();
         table
             .find(hash, |p| p.key() == key)
-            .is_some_and(|p| p.is_expired(now_ms))
+            .is_some_and(|h| table.view(h).is_expired(now_ms))
     }
 
     pub fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
@@ -451,7 +532,7 @@ impl Db {
     pub fn for_each_live(&self, now_ms: u64, mut f: impl FnMut(&[u8], ValueRef<'_>, Option<u64>)) {
         for shard in self.shards.iter() {
             let table = shard.0.read();
-            for p in table.iter().filter(|p| !p.is_expired(now_ms)) {
+            for (_, p) in table.iter().filter(|(_, p)| !p.is_expired(now_ms)) {
                 f(p.key(), p.value(), p.deadline_ms());
             }
         }
@@ -462,16 +543,21 @@ impl Db {
     fn shrink_if_sparse(&self, table: &mut Table) {
         if table.capacity() > SHRINK_MIN_CAPACITY && table.len() * 4 < table.capacity() {
             let len = table.len();
-            table.shrink_to(len * 2, |p| self.hash(p.key()));
+            table.shrink_to(len * 2, |k| self.hash(k));
         }
     }
 
-    /// Bytes held by the shard tables themselves (slots and control bytes).
+    /// Bytes held by the shard tables themselves (handles and control bytes).
     pub fn table_bytes(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| table_size(s.0.read().capacity()))
+            .map(|s| table_size(s.0.read().buckets()))
             .sum()
+    }
+
+    /// Bytes of the shards' slab pages and page tables (the entries live there).
+    pub fn slab_bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.0.read().slab().bytes()).sum()
     }
 
     /// One SCAN step: the cursor is a shard index; whole shards are returned until at
@@ -501,8 +587,8 @@ impl Db {
         (0..self.shards.len()).find_map(|i| {
             let table = self.shards[(first + i) % self.shards.len()].0.read();
             let skip = if i == 0 { pick } else { 0 };
-            let live = |p: &&Packed| !p.is_expired(now_ms);
-            let key = |p: &Packed| Bytes::copy_from_slice(p.key());
+            let live = |(_, p): &(u32, View<'_>)| !p.is_expired(now_ms);
+            let key = |(_, p): (u32, View<'_>)| Bytes::copy_from_slice(p.key());
             let found = table
                 .iter()
                 .skip(skip)
@@ -521,8 +607,8 @@ impl Db {
             out.extend(
                 table
                     .iter()
-                    .filter(|p| !p.is_expired(now_ms))
-                    .map(|p| Bytes::copy_from_slice(p.key())),
+                    .filter(|(_, p)| !p.is_expired(now_ms))
+                    .map(|(_, p)| Bytes::copy_from_slice(p.key())),
             );
             shard += 1;
             if out.len() >= count {

@@ -10,7 +10,10 @@ impl Db {
             .iter()
             .map(|s| {
                 let table = s.0.read();
-                table.iter().filter(|p| p.deadline_ms().is_some()).count()
+                table
+                    .iter()
+                    .filter(|(_, p)| p.deadline_ms().is_some())
+                    .count()
             })
             .sum()
     }
@@ -71,12 +74,14 @@ impl Db {
                     let mut table = self.shards[shard].0.write();
                     for &(_, hash) in part {
                         let mine = |k: &[u8]| self.hash(k) == hash;
-                        while let Some(p) =
-                            table.remove(hash, |p| p.is_expired(now_ms) && mine(p.key()))
+                        while let Some(h) =
+                            table.find(hash, |p| p.is_expired(now_ms) && mine(p.key()))
                         {
+                            let p = table.view(h);
                             self.watched.touch(p.key(), false);
                             self.tracked.changed(p.key());
-                            gone.push(p);
+                            drop(p);
+                            gone.push(table.delete(hash, h));
                         }
                         // Due later in a slot being looked at now: file it again. (A
                         // later slot's deadline was filed when it was written.)
@@ -84,7 +89,7 @@ impl Db {
                             p.deadline_ms().is_some_and(|d| d / SLOT_MS <= now_slot)
                                 && mine(p.key())
                         });
-                        if let Some(d) = later.and_then(|p| p.deadline_ms()) {
+                        if let Some(d) = later.and_then(|h| table.view(h).deadline_ms()) {
                             not_yet.push((d, hash));
                         }
                     }
@@ -115,9 +120,9 @@ impl Db {
             };
             if sparse {
                 let mut table = shard.0.write();
-                let before = table_size(table.capacity());
+                let before = table_size(table.buckets());
                 self.shrink_if_sparse(&mut table);
-                freed += before - table_size(table.capacity());
+                freed += before - table_size(table.buckets());
             }
         }
         freed

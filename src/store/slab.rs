@@ -1,0 +1,478 @@
+//! A shard's slab: the memory its entries live in, in 4 KiB pages each cut into slots
+//! of one size class (8-byte steps from 16 to 256 bytes), named by 4-byte handles
+//! (page index << 8 | slot index) that the shard table stores instead of pointers.
+//!
+//! A slot has no header of its own (glibc puts an 8-byte size field before every
+//! chunk and rounds to 16): a 46-byte lock entry takes a 48-byte slot. A freed slot
+//! goes on its page's free list; a page whose last slot is freed goes back to the heap
+//! at once, and its index is reused. Each page also keeps the lowest deadline of the
+//! entries in it (lowered by every write that sets one, recomputed by the sweeper), so
+//! that active expiry visits only the pages where something is due
+//! (`db/reclaim.rs`).
+//!
+//! The slab knows nothing of what a slot holds except one rule it shares with
+//! `packed.rs`: a slot's first byte is `FREE` while it is free, never in a live entry.
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::ptr;
+
+/// Bytes of one page (one heap block).
+pub const PAGE_BYTES: usize = 4096;
+/// The smallest and the largest slot size; larger entries live out of line (a slot
+/// holding a pointer, `packed.rs`).
+pub const MIN_CLASS: usize = 16;
+pub const MAX_CLASS: usize = 256;
+const SLOT_BITS: u32 = 8;
+/// Pages a shard can hold: 2^24 (64 GiB).
+const MAX_PAGES: usize = 1 << (32 - SLOT_BITS);
+const CLASSES: usize = MAX_CLASS / 8 + 1;
+const NIL: u32 = u32::MAX;
+const NO_SLOT: u16 = u16::MAX;
+
+/// A free slot's first byte (an entry's tag byte is never this).
+pub const FREE: u8 = 0xff;
+
+/// A slot's bytes, rounded up to its class.
+pub fn class_bytes(size: usize) -> usize {
+    debug_assert!(size <= MAX_CLASS);
+    size.max(MIN_CLASS).next_multiple_of(8)
+}
+
+fn page_layout() -> Layout {
+    // 16: what malloc gives anyway; slots are 8-byte aligned inside (classes are
+    // multiples of 8), which the entries' atomic first word needs.
+    Layout::from_size_align(PAGE_BYTES, 16).expect("a page layout")
+}
+
+struct Page {
+    /// The page's memory; null once freed (the index then waits in `free_pages`).
+    base: *mut u8,
+    /// The lowest deadline of an entry in this page, or lower (a deadline that went
+    /// away or grew is not looked for until the sweeper visits); u64::MAX: none.
+    min_deadline: u64,
+    /// Slot size in bytes.
+    class: u16,
+    /// Live slots.
+    used: u16,
+    /// Slots `[0, bumped)` have been handed out at least once (the rest never were).
+    bumped: u16,
+    /// A free slot below `bumped`, whose bytes `[2..4)` name the next one.
+    free_head: u16,
+    /// The class's list of pages with a free slot.
+    prev: u32,
+    next: u32,
+}
+
+impl Page {
+    fn capacity(&self) -> u16 {
+        (PAGE_BYTES / self.class as usize) as u16
+    }
+}
+
+pub struct Slab {
+    pages: Vec<Page>,
+    /// Indices of freed pages, for reuse.
+    free_pages: Vec<u32>,
+    /// Per class (bytes / 8): the first page with a free slot, or NIL.
+    partial: [u32; CLASSES],
+    /// The lowest of the pages' `min_deadline`s, or lower.
+    min_deadline: u64,
+    live_pages: usize,
+}
+
+// SAFETY: the pages are owned by the slab alone (plain bytes); `&Slab` only reads
+// them (entries' atomic words aside), `&mut Slab` is needed to change them.
+unsafe impl Send for Slab {}
+unsafe impl Sync for Slab {}
+
+impl Default for Slab {
+    fn default() -> Slab {
+        Slab {
+            pages: Vec::new(),
+            free_pages: Vec::new(),
+            partial: [NIL; CLASSES],
+            min_deadline: u64::MAX,
+            live_pages: 0,
+        }
+    }
+}
+
+fn split(handle: u32) -> (usize, usize) {
+    (
+        (handle >> SLOT_BITS) as usize,
+        (handle & ((1 << SLOT_BITS) - 1)) as usize,
+    )
+}
+
+fn join(page: usize, slot: usize) -> u32 {
+    ((page as u32) << SLOT_BITS) | slot as u32
+}
+
+impl Slab {
+    /// A new slot of at least `size` bytes (at most MAX_CLASS), uninitialised but for
+    /// its first byte, which is `FREE` until the caller writes its entry. The address
+    /// is `ptr(handle)` until the slot is freed.
+    pub fn alloc(&mut self, size: usize) -> u32 {
+        assert!(size <= MAX_CLASS, "a slot of {size} bytes");
+        let class = class_bytes(size);
+        let ci = class / 8;
+        let pi = match self.partial[ci] {
+            NIL => self.new_page(class),
+            pi => pi as usize,
+        };
+        let page = &mut self.pages[pi];
+        let slot = if page.free_head != NO_SLOT {
+            let slot = page.free_head;
+            // SAFETY: a free slot below `bumped` holds the next free slot's index at
+            // [2..4) (written by `free`); the slot is inside the live page.
+            page.free_head = unsafe {
+                ptr::read_unaligned(page.base.add(slot as usize * class + 2).cast::<u16>())
+            };
+            slot
+        } else {
+            page.bumped += 1;
+            // SAFETY: `bumped` was below the capacity (the page is on the partial
+            // list), so the slot is inside the page; its first byte is marked free
+            // until the caller writes the entry.
+            unsafe { *page.base.add((page.bumped as usize - 1) * class) = FREE };
+            page.bumped - 1
+        };
+        page.used += 1;
+        if page.used == page.capacity() {
+            self.unlink(pi);
+        }
+        join(pi, slot as usize)
+    }
+
+    fn new_page(&mut self, class: usize) -> usize {
+        // SAFETY: the layout is of non-zero size.
+        let base = unsafe { alloc(page_layout()) };
+        if base.is_null() {
+            handle_alloc_error(page_layout());
+        }
+        let page = Page {
+            base,
+            min_deadline: u64::MAX,
+            class: class as u16,
+            used: 0,
+            bumped: 0,
+            free_head: NO_SLOT,
+            prev: NIL,
+            next: NIL,
+        };
+        let pi = match self.free_pages.pop() {
+            Some(pi) => {
+                self.pages[pi as usize] = page;
+                pi as usize
+            }
+            None => {
+                assert!(
+                    self.pages.len() < MAX_PAGES,
+                    "a shard's slab is full (64 GiB)"
+                );
+                self.pages.push(page);
+                self.pages.len() - 1
+            }
+        };
+        self.live_pages += 1;
+        self.link(pi);
+        pi
+    }
+
+    /// Puts page `pi` at the head of its class's partial list.
+    fn link(&mut self, pi: usize) {
+        let ci = self.pages[pi].class as usize / 8;
+        let head = self.partial[ci];
+        if head != NIL {
+            self.pages[head as usize].prev = pi as u32;
+        }
+        let page = &mut self.pages[pi];
+        page.prev = NIL;
+        page.next = head;
+        self.partial[ci] = pi as u32;
+    }
+
+    fn unlink(&mut self, pi: usize) {
+        let (prev, next, ci) = {
+            let p = &self.pages[pi];
+            (p.prev, p.next, p.class as usize / 8)
+        };
+        if prev == NIL {
+            self.partial[ci] = next;
+        } else {
+            self.pages[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.pages[next as usize].prev = prev;
+        }
+        let page = &mut self.pages[pi];
+        page.prev = NIL;
+        page.next = NIL;
+    }
+
+    /// Frees a slot `alloc` gave (whatever it held must be dropped already). A page
+    /// left empty goes back to the heap.
+    pub fn free(&mut self, handle: u32) {
+        let (pi, slot) = split(handle);
+        let page = &mut self.pages[pi];
+        debug_assert!(!page.base.is_null() && slot < page.bumped as usize);
+        let was_full = page.used == page.capacity();
+        page.used -= 1;
+        if page.used == 0 {
+            if !was_full {
+                self.unlink(pi);
+            }
+            let page = &mut self.pages[pi];
+            // SAFETY: the page was allocated with this layout and nothing in it is
+            // live any more.
+            unsafe { dealloc(page.base, page_layout()) };
+            page.base = ptr::null_mut();
+            page.min_deadline = u64::MAX;
+            self.free_pages.push(pi as u32);
+            self.live_pages -= 1;
+            return;
+        }
+        let class = page.class as usize;
+        // SAFETY: the slot is inside the live page (a handle alloc gave, not freed).
+        unsafe {
+            let at = page.base.add(slot * class);
+            *at = FREE;
+            ptr::write_unaligned(at.add(2).cast::<u16>(), page.free_head);
+        }
+        page.free_head = slot as u16;
+        if was_full {
+            self.link(pi);
+        }
+    }
+
+    /// The slot's address (valid until it is freed).
+    pub fn ptr(&self, handle: u32) -> *mut u8 {
+        let (pi, slot) = split(handle);
+        let page = &self.pages[pi];
+        debug_assert!(!page.base.is_null() && slot < page.bumped as usize);
+        page.base.wrapping_add(slot * page.class as usize)
+    }
+
+    /// The slot's size class in bytes.
+    pub fn class_of(&self, handle: u32) -> usize {
+        self.pages[split(handle).0].class as usize
+    }
+
+    /// Notes that the entry at `handle` has this deadline (its page's and the slab's
+    /// minimum go down to it).
+    pub fn lower_min(&mut self, handle: u32, deadline_ms: u64) {
+        let page = &mut self.pages[split(handle).0];
+        page.min_deadline = page.min_deadline.min(deadline_ms);
+        self.min_deadline = self.min_deadline.min(deadline_ms);
+    }
+
+    /// The lowest deadline in the slab, or lower (u64::MAX: none).
+    pub fn min_deadline(&self) -> u64 {
+        self.min_deadline
+    }
+
+    /// Page indices run `0..page_count()`.
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Page `pi`'s lowest deadline (or lower), u64::MAX for none or a freed page.
+    pub fn page_min(&self, pi: usize) -> u64 {
+        self.pages[pi].min_deadline
+    }
+
+    /// The handles of page `pi`'s slots that may be live: the caller reads each slot's
+    /// first byte (`FREE` or not) to know. Empty for a freed page.
+    pub fn page_slots(&self, pi: usize) -> impl Iterator<Item = u32> {
+        let page = &self.pages[pi];
+        let n = if page.base.is_null() { 0 } else { page.bumped };
+        (0..n as usize).map(move |slot| join(pi, slot))
+    }
+
+    /// Whether page `pi` is allocated.
+    pub fn page_live(&self, pi: usize) -> bool {
+        !self.pages[pi].base.is_null()
+    }
+
+    /// Sets page `pi`'s minimum (the sweeper, having read every live slot's deadline).
+    pub fn set_page_min(&mut self, pi: usize, deadline_ms: u64) {
+        self.pages[pi].min_deadline = deadline_ms;
+    }
+
+    /// Recomputes the slab's minimum from its pages'.
+    pub fn recompute_min(&mut self) {
+        self.min_deadline = self
+            .pages
+            .iter()
+            .map(|p| p.min_deadline)
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
+    /// Bytes of pages held, and of the page table.
+    pub fn bytes(&self) -> usize {
+        self.live_pages * PAGE_BYTES + self.pages.capacity() * size_of::<Page>()
+    }
+
+    /// Live slots (tests).
+    #[cfg(test)]
+    fn used(&self) -> usize {
+        self.pages.iter().map(|p| p.used as usize).sum()
+    }
+}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        for page in &self.pages {
+            if !page.base.is_null() {
+                // SAFETY: a live page, allocated with this layout; what its slots held
+                // was dropped by the owner (the shard table) first.
+                unsafe { dealloc(page.base, page_layout()) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill(slab: &Slab, h: u32, size: usize, byte: u8) {
+        // SAFETY: the slot is live and at least `size` bytes.
+        unsafe { ptr::write_bytes(slab.ptr(h), byte, size) };
+    }
+
+    fn holds(slab: &Slab, h: u32, size: usize, byte: u8) -> bool {
+        // SAFETY: the slot is live and at least `size` bytes, written by `fill`.
+        unsafe { std::slice::from_raw_parts(slab.ptr(h), size) }
+            .iter()
+            .all(|&b| b == byte)
+    }
+
+    #[test]
+    fn classes_are_8_byte_steps_from_16_to_256() {
+        assert_eq!(class_bytes(1), 16);
+        assert_eq!(class_bytes(17), 24);
+        assert_eq!(class_bytes(46), 48);
+        assert_eq!(class_bytes(48), 48);
+        assert_eq!(class_bytes(256), 256);
+        let mut slab = Slab::default();
+        for size in [1, 16, 17, 46, 100, 256] {
+            let h = slab.alloc(size);
+            assert_eq!(slab.class_of(h), class_bytes(size));
+        }
+    }
+
+    #[test]
+    fn slots_of_every_class_keep_their_bytes_and_are_reused() {
+        let mut slab = Slab::default();
+        let mut live = Vec::new();
+        for i in 0..5000usize {
+            let size = 1 + (i * 37) % MAX_CLASS;
+            let h = slab.alloc(size);
+            fill(&slab, h, size, i as u8);
+            live.push((h, size, i as u8));
+        }
+        // Distinct slots: every one still holds what was written to it.
+        for &(h, size, b) in &live {
+            assert!(holds(&slab, h, size, b));
+        }
+        let pages = slab.page_count();
+        // Free every other one, then allocate as many again: the freed slots are
+        // reused (no new page), and nothing live is overwritten.
+        let (gone, kept): (Vec<_>, Vec<_>) = live.into_iter().partition(|&(h, _, _)| h % 2 == 0);
+        for &(h, _, _) in &gone {
+            slab.free(h);
+        }
+        let mut again = Vec::new();
+        for &(_, size, b) in &gone {
+            let h = slab.alloc(size);
+            fill(&slab, h, size, !b);
+            again.push((h, size, !b));
+        }
+        assert_eq!(slab.page_count(), pages);
+        for &(h, size, b) in kept.iter().chain(&again) {
+            assert!(holds(&slab, h, size, b));
+        }
+        assert_eq!(slab.used(), 5000);
+    }
+
+    #[test]
+    fn handles_round_trip_to_page_and_slot() {
+        for (pi, slot) in [(0, 0), (1, 255), (MAX_PAGES - 1, 3), (12345, 85)] {
+            assert_eq!(split(join(pi, slot)), (pi, slot));
+        }
+        let mut slab = Slab::default();
+        let per_page = PAGE_BYTES / 48;
+        let hs: Vec<u32> = (0..per_page * 3).map(|_| slab.alloc(46)).collect();
+        for (i, &h) in hs.iter().enumerate() {
+            assert_eq!(split(h), (i / per_page, i % per_page));
+            assert_eq!(
+                slab.ptr(h) as usize - slab.ptr(join(i / per_page, 0)) as usize,
+                (i % per_page) * 48
+            );
+        }
+    }
+
+    #[test]
+    fn an_emptied_page_goes_back_and_its_index_is_reused() {
+        let mut slab = Slab::default();
+        let per_page = PAGE_BYTES / 48;
+        let hs: Vec<u32> = (0..per_page * 2).map(|_| slab.alloc(48)).collect();
+        assert_eq!(slab.live_pages, 2);
+        for &h in &hs[..per_page] {
+            slab.free(h);
+        }
+        assert_eq!(slab.live_pages, 1);
+        assert!(!slab.page_live(0) && slab.page_live(1));
+        assert_eq!(slab.page_slots(0).count(), 0);
+        // A new page (another class) takes the freed index.
+        let h = slab.alloc(200);
+        assert_eq!(split(h).0, 0);
+        assert_eq!(slab.class_of(h), 200);
+        for &h in &hs[per_page..] {
+            slab.free(h);
+        }
+        slab.free(h);
+        assert_eq!((slab.live_pages, slab.used()), (0, 0));
+        assert_eq!(slab.bytes(), slab.pages.capacity() * size_of::<Page>());
+    }
+
+    #[test]
+    fn the_page_table_grows_past_its_capacity_without_moving_slots() {
+        let mut slab = Slab::default();
+        let first = slab.alloc(256);
+        fill(&slab, first, 256, 7);
+        let at = slab.ptr(first);
+        let mut hs = Vec::new();
+        // 16 slots a page: 4096 pages, the table reallocated many times.
+        for i in 0..16 * 4096 {
+            let h = slab.alloc(256);
+            fill(&slab, h, 8, i as u8);
+            hs.push(h);
+        }
+        assert!(slab.page_count() > 4096);
+        assert_eq!(slab.ptr(first), at);
+        assert!(holds(&slab, first, 256, 7));
+        for (i, &h) in hs.iter().enumerate() {
+            assert!(holds(&slab, h, 8, i as u8));
+            slab.free(h);
+        }
+        slab.free(first);
+        assert_eq!(slab.live_pages, 0);
+    }
+
+    #[test]
+    fn minima_go_down_on_writes_and_are_set_by_the_sweeper() {
+        let mut slab = Slab::default();
+        let a = slab.alloc(48);
+        assert_eq!(slab.min_deadline(), u64::MAX);
+        slab.lower_min(a, 500);
+        slab.lower_min(a, 900);
+        assert_eq!((slab.page_min(0), slab.min_deadline()), (500, 500));
+        slab.set_page_min(0, 900);
+        slab.recompute_min();
+        assert_eq!(slab.min_deadline(), 900);
+        assert_eq!(slab.page_slots(0).collect::<Vec<_>>(), vec![a]);
+    }
+}
