@@ -8,11 +8,11 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// How often the real-clock sweeper looks for due deadlines. With a manual clock the
-/// sweep runs inside every `advance` instead. A key goes at most this plus one slot of
-/// the expiry index (16 ms) after its deadline.
+/// sweep runs inside every `advance` instead. A key goes at most about this long after
+/// its deadline.
 const SWEEP_INTERVAL: Duration = Duration::from_millis(50);
 
-/// Due index entries handled per hold of the keyspace gate: a script or EXEC waiting
+/// Expired keys removed per hold of the keyspace gate: a script or EXEC waiting
 /// for the gate waits for one slice (a few ms), not for a whole mass expiry.
 const SWEEP_SLICE: usize = 20_000;
 
@@ -34,13 +34,10 @@ pub(crate) fn install_manual_sweep(shared: &Arc<Shared>) {
     });
 }
 
-/// One active-expiry pass: files the deadlines written since the last pass, then
-/// removes the keys whose deadlines are due, in slices (`SWEEP_SLICE`). Returns how
+/// One active-expiry pass: removes the keys whose deadlines are due, in slices (`SWEEP_SLICE`). Returns how
 /// many keys went.
 fn sweep(shared: &Shared) -> usize {
     let dbs = shared.keyspace.dbs();
-    // Filed even while active expiry is off, so the pending lists stay short.
-    dbs.iter().for_each(|db| db.file_pending());
     if !shared.active_expire.load(Ordering::Relaxed) {
         return 0;
     }

@@ -3,7 +3,6 @@
 //! sweeper. Knows nothing of the network or of commands.
 
 mod db;
-mod expiry;
 mod packed;
 pub mod rdb;
 mod set;

@@ -54,6 +54,22 @@ impl Table {
         &self.slab
     }
 
+    /// The sweeper's bookkeeping on the slab (`db/reclaim.rs`): a page's minimum
+    /// deadline once its live entries were read.
+    pub fn set_page_min(&mut self, pi: usize, deadline_ms: u64) {
+        self.slab.set_page_min(pi, deadline_ms);
+    }
+
+    /// Where the sweeper's next hold starts reading pages.
+    pub fn set_sweep_cursor(&mut self, pi: usize) {
+        self.slab.set_sweep_cursor(pi);
+    }
+
+    /// The slab's minimum from its pages' (after a full pass).
+    pub fn recompute_min(&mut self) {
+        self.slab.recompute_min();
+    }
+
     /// The entry at a handle the table holds, borrowed from the table.
     pub fn view(&self, handle: u32) -> View<'_> {
         // SAFETY: the handles the table holds are live entries of its slab; the view

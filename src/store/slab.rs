@@ -78,6 +78,8 @@ pub struct Slab {
     /// The lowest of the pages' `min_deadline`s, or lower.
     min_deadline: u64,
     live_pages: usize,
+    /// Where the sweeper's next hold of the shard starts reading pages.
+    sweep_cursor: usize,
 }
 
 // SAFETY: the pages are owned by the slab alone (plain bytes); `&Slab` only reads
@@ -93,6 +95,7 @@ impl Default for Slab {
             partial: [NIL; CLASSES],
             min_deadline: u64::MAX,
             live_pages: 0,
+            sweep_cursor: 0,
         }
     }
 }
@@ -299,6 +302,14 @@ impl Slab {
         self.pages[pi].min_deadline = deadline_ms;
     }
 
+    pub fn sweep_cursor(&self) -> usize {
+        self.sweep_cursor
+    }
+
+    pub fn set_sweep_cursor(&mut self, pi: usize) {
+        self.sweep_cursor = pi;
+    }
+
     /// Recomputes the slab's minimum from its pages'.
     pub fn recompute_min(&mut self) {
         self.min_deadline = self
@@ -310,6 +321,7 @@ impl Slab {
     }
 
     /// Bytes of pages held, and of the page table.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.live_pages * PAGE_BYTES + self.pages.capacity() * size_of::<Page>()
     }

@@ -1,4 +1,4 @@
-use super::expiry::{ExpiryIndex, SLOT_MS};
+use super::packed::Leftover;
 use super::packed::Packed;
 use super::shard_table::{Table, View};
 use super::siphash::siphash;
@@ -221,7 +221,6 @@ pub struct Db {
     watched: Watched,
     /// Client-side caching's key table, shared by every database (`tracking.rs`).
     tracked: Arc<TrackedKeys>,
-    expiry: ExpiryIndex,
 }
 
 impl Db {
@@ -237,7 +236,6 @@ impl Db {
             hasher: KeyHash::new(seed),
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
-            expiry: ExpiryIndex::new(SHARDS),
         }
     }
 
@@ -254,12 +252,6 @@ impl Db {
 
     fn shard(&self, hash: u64) -> &RwLock<Table> {
         &self.shards[self.shard_of(hash)].0
-    }
-
-    /// A write to the key with this hash is coming (the caller may set its deadline):
-    /// the expiry index will read it later (`expiry.rs`).
-    fn note_write(&self, hash: u64) {
-        self.expiry.note(self.shard_of(hash), hash);
     }
 
     /// Removes `key` if it is expired (lazy expiry), touching it if it was.
@@ -324,7 +316,6 @@ impl Db {
     pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_>> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
         let handle = found?;
-        self.note_write(hash);
         self.watched.touch(key, true);
         Some(RefMut {
             // SAFETY: the RefMut keeps the write guard, and renews the view after
@@ -367,7 +358,6 @@ impl Db {
     /// through it).
     pub fn entry<'k>(&self, key: &'k [u8], now_ms: u64) -> Slot<'_, 'k> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
-        self.note_write(hash);
         self.watched.touch(key, true);
         match found {
             Some(handle) => Slot::Occupied(RefMut {
@@ -426,7 +416,6 @@ impl Db {
     /// Stores `entry` at `key`, replacing whatever was there.
     pub fn insert(&self, key: &[u8], entry: Entry) {
         let hash = self.hash(key);
-        let has_deadline = entry.deadline_ms.is_some();
         let Entry { value, deadline_ms } = entry;
         let old = {
             let mut table = self.shard(hash).write();
@@ -437,9 +426,6 @@ impl Db {
                     None
                 }
             };
-            if has_deadline {
-                self.note_write(hash);
-            }
             old
         };
         drop(old);
@@ -508,7 +494,6 @@ impl Db {
                     .is_some()
             })
             .collect();
-        self.expiry.clear();
         for shard in self.shards.iter() {
             let old = std::mem::take(&mut *shard.0.write());
             // Freed outside the lock.
@@ -556,6 +541,7 @@ impl Db {
     }
 
     /// Bytes of the shards' slab pages and page tables (the entries live there).
+    #[cfg(test)]
     pub fn slab_bytes(&self) -> usize {
         self.shards.iter().map(|s| s.0.read().slab().bytes()).sum()
     }
@@ -759,7 +745,41 @@ mod tests {
             "{full} -> {}",
             db.table_bytes()
         );
-        assert_eq!(db.expiry_filed(), 10_000);
+    }
+
+    #[test]
+    fn mass_expiry_gives_the_slab_pages_back_in_bounded_holds() {
+        let db = Db::new(11);
+        for i in 0..20_000u32 {
+            db.insert(format!("live:{i}").as_bytes(), entry_with_deadline(None));
+        }
+        let live = db.slab_bytes();
+        for i in 0..20_000u32 {
+            let d = Some(1_000 + u64::from(i % 7));
+            db.insert(format!("lock:{i}").as_bytes(), entry_with_deadline(d));
+        }
+        let full = db.slab_bytes();
+        assert!(full > live * 18 / 10, "{live} -> {full}");
+        // Nothing due: nothing read.
+        assert_eq!(db.reclaim_due(1_000, usize::MAX), (0, false));
+        // A budget stops a pass early; the next passes go on where it stopped.
+        assert_eq!(db.reclaim_due(2_000, 300), (300, true));
+        assert_eq!(db.len(), 39_700);
+        let mut passes = 0;
+        while db.reclaim_due(2_000, 1_000).1 {
+            passes += 1;
+        }
+        assert!(passes >= 19, "{passes}");
+        assert_eq!(db.len(), 20_000);
+        assert_eq!(db.count_expiring(), 0);
+        // The expired keys' pages went back (they were filled after the others').
+        assert!(
+            db.slab_bytes() < live * 11 / 10,
+            "{live} -> {}",
+            db.slab_bytes()
+        );
+        assert!(db.get(b"live:19999", 2_000).is_some());
+        assert_eq!(db.sweep(u64::MAX), 0);
     }
 
     #[test]
