@@ -351,15 +351,30 @@ impl Packed {
         self.kind() != tag::STR || self.form() == Form::Outline
     }
 
+    /// Seconds since the entry was last accessed (OBJECT IDLETIME), as of `now_ms`:
+    /// the access clock counts seconds modulo 2^24 (as Redis's LRU clock), so an
+    /// idle time reads right up to 194 days.
+    #[allow(dead_code)] // for OBJECT IDLETIME, which the command layer is to wire
+    pub fn idle_seconds(&self, now_ms: u64) -> u64 {
+        (access_clock(now_ms).wrapping_sub(self.access_clock()) & CLOCK_MASK) as u64
+    }
+
+    /// Makes the entry read as idle for `secs` seconds as of `now_ms` (RESTORE ...
+    /// IDLETIME; at most 2^24 - 1).
+    pub(super) fn set_idle_seconds(&self, secs: u64, now_ms: u64) {
+        let secs = secs.min(CLOCK_MASK as u64) as u32;
+        self.touch(access_clock(now_ms).wrapping_sub(secs));
+    }
+
     /// The access clock (seconds, 24 bits) last stamped on the entry.
-    pub fn access_clock(&self) -> u32 {
+    pub(super) fn access_clock(&self) -> u32 {
         self.meta().load(Relaxed) >> 8
     }
 
     /// Stamps the access clock (under either lock: the tag byte is left as it is, and
     /// every access to the word is atomic). Skips the store when the clock already
     /// reads `clock`, so that reads of a hot key do not keep dirtying its line.
-    pub fn touch(&self, clock: u32) {
+    pub(super) fn touch(&self, clock: u32) {
         let m = self.meta();
         let old = m.load(Relaxed);
         let new = (old & 0xff) | ((clock & CLOCK_MASK) << 8);
@@ -367,6 +382,12 @@ impl Packed {
             m.store(new, Relaxed);
         }
     }
+}
+
+/// The access clock at `now_ms` (the node's monotonic milliseconds): seconds, modulo
+/// 2^24.
+pub(super) fn access_clock(now_ms: u64) -> u32 {
+    (now_ms / 1000) as u32 & CLOCK_MASK
 }
 
 /// Writes a new string entry's header and key into a new slot (and block, OUTLINE);

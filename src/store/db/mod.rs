@@ -1,5 +1,5 @@
-use super::packed::Leftover;
 use super::packed::Packed;
+use super::packed::{access_clock, Leftover};
 use super::shard_table::{Table, View};
 use super::siphash::siphash;
 use super::tracking::TrackedKeys;
@@ -9,6 +9,7 @@ use super::{Entry, ValueRef};
 use bytes::Bytes;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
 mod reclaim;
@@ -170,6 +171,13 @@ impl RefMut<'_> {
         }
     }
 
+    /// Makes the entry read as idle for `secs` seconds as of `now_ms` (RESTORE ...
+    /// IDLETIME). Not a change of the key.
+    #[allow(dead_code)] // for RESTORE's IDLETIME, which the command layer is to wire
+    pub fn set_idle_seconds(&self, secs: u64, now_ms: u64) {
+        self.entry.set_idle_seconds(secs, now_ms);
+    }
+
     /// Sets or clears the deadline.
     pub fn set_deadline(&mut self, deadline_ms: Option<u64>) {
         self.changing();
@@ -184,6 +192,8 @@ pub struct Vacant<'a, 'k> {
     hash: u64,
     key: &'k [u8],
     db: &'a Db,
+    /// The access clock the new entry starts with.
+    clock: u32,
 }
 
 impl Vacant<'_, '_> {
@@ -191,10 +201,12 @@ impl Vacant<'_, '_> {
     pub fn insert(mut self, entry: Entry) {
         self.db.tracked.changed(self.key);
         let db = self.db;
-        self.guard
+        let h = self
+            .guard
             .insert_new(self.hash, self.key, entry.value, entry.deadline_ms, |k| {
                 db.hash(k)
             });
+        self.guard.view(h).touch(self.clock);
     }
 }
 
@@ -221,6 +233,8 @@ pub struct Db {
     watched: Watched,
     /// Client-side caching's key table, shared by every database (`tracking.rs`).
     tracked: Arc<TrackedKeys>,
+    /// The access clock of the latest lookup: what `insert`, given no time, stamps.
+    clock: AtomicU32,
 }
 
 impl Db {
@@ -236,6 +250,7 @@ impl Db {
             hasher: KeyHash::new(seed),
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
+            clock: AtomicU32::new(0),
         }
     }
 
@@ -268,8 +283,25 @@ impl Db {
         }
     }
 
-    /// The live entry at `key`; an expired one is removed and reads as absent.
+    /// The access clock at `now_ms`, noted for `insert`.
+    fn stamp(&self, now_ms: u64) -> u32 {
+        let clock = access_clock(now_ms);
+        if self.clock.load(Relaxed) != clock {
+            self.clock.store(clock, Relaxed);
+        }
+        clock
+    }
+
+    /// The live entry at `key`, its access clock stamped (every command's read, as
+    /// Redis's lookupKey); an expired one is removed and reads as absent.
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_>> {
+        let found = self.peek(key, now_ms)?;
+        found.touch(self.stamp(now_ms));
+        Some(found)
+    }
+
+    /// `get` without stamping the access clock (OBJECT, which reports it).
+    pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_>> {
         let hash = self.hash(key);
         let table = self.shard(hash).read();
         let h = table.find(hash, |p| p.key() == key)?;
@@ -317,6 +349,7 @@ impl Db {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
         let handle = found?;
         self.watched.touch(key, true);
+        table.view(handle).touch(self.stamp(now_ms));
         Some(RefMut {
             // SAFETY: the RefMut keeps the write guard, and renews the view after
             // every change of the entry (`moved`).
@@ -359,6 +392,10 @@ impl Db {
     pub fn entry<'k>(&self, key: &'k [u8], now_ms: u64) -> Slot<'_, 'k> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
         self.watched.touch(key, true);
+        let clock = self.stamp(now_ms);
+        if let Some(h) = found {
+            table.view(h).touch(clock);
+        }
         match found {
             Some(handle) => Slot::Occupied(RefMut {
                 // SAFETY: as in `get_mut`.
@@ -374,6 +411,7 @@ impl Db {
                 hash,
                 key,
                 db: self,
+                clock,
             }),
         }
     }
@@ -419,13 +457,17 @@ impl Db {
         let Entry { value, deadline_ms } = entry;
         let old = {
             let mut table = self.shard(hash).write();
-            let old = match table.find(hash, |p| p.key() == key) {
-                Some(h) => Some(table.replace(hash, h, value, deadline_ms).1),
-                None => {
-                    table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k));
-                    None
+            let (h, old) = match table.find(hash, |p| p.key() == key) {
+                Some(h) => {
+                    let (h, old) = table.replace(hash, h, value, deadline_ms);
+                    (h, Some(old))
                 }
+                None => (
+                    table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k)),
+                    None,
+                ),
             };
+            table.view(h).touch(self.clock.load(Relaxed));
             old
         };
         drop(old);
@@ -661,6 +703,7 @@ impl Keyspace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::packed::CLOCK_MASK;
     use crate::store::Value;
 
     fn entry_with_deadline(d: Option<u64>) -> Entry {
@@ -780,6 +823,43 @@ mod tests {
         );
         assert!(db.get(b"live:19999", 2_000).is_some());
         assert_eq!(db.sweep(u64::MAX), 0);
+    }
+
+    #[test]
+    fn reads_and_writes_stamp_the_access_clock_and_peek_does_not() {
+        let db = Db::new(9);
+        let t = 5_000_000u64;
+        let idle = |key: &[u8], now: u64| db.peek(key, now).unwrap().idle_seconds(now);
+        if let Slot::Vacant(v) = db.entry(b"k", t) {
+            v.insert(entry_with_deadline(None));
+        }
+        assert_eq!(idle(b"k", t + 7_500), 7);
+        assert_eq!(idle(b"k", t + 9_000), 9);
+        drop(db.get(b"k", t + 10_000));
+        assert_eq!(idle(b"k", t + 12_999), 2);
+        drop(db.entry(b"k", t + 13_000));
+        assert_eq!(idle(b"k", t + 14_000), 1);
+        db.get_mut(b"k", t + 20_000)
+            .unwrap()
+            .set_idle_seconds(3600, t + 20_000);
+        assert_eq!(idle(b"k", t + 20_000), 3600);
+        // A change that moves the entry to a bigger slot keeps its clock.
+        {
+            let mut e = db.get_mut(b"k", t + 30_000).unwrap();
+            e.set_idle_seconds(50, t + 30_000);
+            e.set_str(&[b'x'; 1000]);
+            e.set_deadline(Some(u64::MAX));
+        }
+        assert_eq!(idle(b"k", t + 30_000), 50);
+        db.get_mut(b"k", t).unwrap().set_idle_seconds(u64::MAX, t);
+        assert_eq!(idle(b"k", t), u64::from(CLOCK_MASK));
+        // `insert` stamps the latest lookup's clock.
+        db.insert(b"n", entry_with_deadline(None));
+        assert_eq!(idle(b"n", t + 3_000), 3);
+        // The clock wraps at 2^24 seconds; idle times read right across the wrap.
+        let wrap = u64::from(CLOCK_MASK + 1) * 1000;
+        drop(db.get(b"k", wrap - 2_000));
+        assert_eq!(idle(b"k", wrap + 3_000), 5);
     }
 
     #[test]
