@@ -16,6 +16,9 @@ const SWEEP_INTERVAL: Duration = Duration::from_millis(50);
 /// for the gate waits for one slice (a few ms), not for a whole mass expiry.
 const SWEEP_SLICE: usize = 20_000;
 
+/// Entries moved out of sparse slab pages per tick, at most (one database's shards).
+const COMPACT_PER_TICK: usize = 16_384;
+
 /// Keys reclaimed by a burst of expiry after which freed heap is handed back to the
 /// kernel (glibc keeps small freed chunks otherwise).
 const TRIM_AFTER_KEYS: usize = 10_000;
@@ -96,6 +99,8 @@ fn sweeper(shared: Weak<Shared>) {
         let dbs = shared.keyspace.dbs();
         if !dbs.is_empty() {
             freed += dbs[round % dbs.len()].shrink_sparse_shards();
+            // Slab pages left sparse by deletions: entries moved so that pages go.
+            freed += dbs[round % dbs.len()].compact_sparse_shards(COMPACT_PER_TICK);
             round = round.wrapping_add(1);
         }
         freed += n;

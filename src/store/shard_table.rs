@@ -182,6 +182,24 @@ impl Table {
         h
     }
 
+    /// Compacts the slab's sparse size class, if any: up to `max_moves` entries move
+    /// out of its least used pages (freed once empty), the table repointed to each.
+    /// Returns how many moved.
+    pub fn compact(&mut self, max_moves: usize, hasher: impl Fn(&[u8]) -> u64) -> usize {
+        let Some(class) = self.slab.sparse_class() else {
+            return 0;
+        };
+        let map = &mut self.map;
+        self.slab.compact(class, max_moves, |slab, old, new| {
+            // SAFETY: `new` holds the live entry `old` held (its bytes copied, `old`
+            // not freed yet); the map names it by `old` until repointed here.
+            let p = unsafe { Packed::at(slab, new) };
+            let slot = map.get_mut(hasher(p.key()), |&h| h == old);
+            *slot.expect("a handle the table holds") = new;
+            p.deadline_ms()
+        })
+    }
+
     /// Every entry, as (handle, view).
     pub fn iter(&self) -> impl Iterator<Item = (u32, View<'_>)> + '_ {
         // SAFETY: the iterator borrows the table, so the buckets it yields outlive

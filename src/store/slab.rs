@@ -80,6 +80,9 @@ pub struct Slab {
     live_pages: usize,
     /// Where the sweeper's next hold of the shard starts reading pages.
     sweep_cursor: usize,
+    /// Per class: live slots, and pages.
+    class_used: [usize; CLASSES],
+    class_pages: [usize; CLASSES],
 }
 
 // SAFETY: the pages are owned by the slab alone (plain bytes); `&Slab` only reads
@@ -96,6 +99,8 @@ impl Default for Slab {
             min_deadline: u64::MAX,
             live_pages: 0,
             sweep_cursor: 0,
+            class_used: [0; CLASSES],
+            class_pages: [0; CLASSES],
         }
     }
 }
@@ -141,7 +146,9 @@ impl Slab {
             page.bumped - 1
         };
         page.used += 1;
-        if page.used == page.capacity() {
+        let full = page.used == page.capacity();
+        self.class_used[ci] += 1;
+        if full {
             self.unlink(pi);
         }
         join(pi, slot as usize)
@@ -178,6 +185,7 @@ impl Slab {
             }
         };
         self.live_pages += 1;
+        self.class_pages[class / 8] += 1;
         self.link(pi);
         pi
     }
@@ -195,11 +203,15 @@ impl Slab {
         self.partial[ci] = pi as u32;
     }
 
+    /// Takes page `pi` off its class's partial list (if it is on it).
     fn unlink(&mut self, pi: usize) {
         let (prev, next, ci) = {
             let p = &self.pages[pi];
             (p.prev, p.next, p.class as usize / 8)
         };
+        if prev == NIL && self.partial[ci] != pi as u32 {
+            return;
+        }
         if prev == NIL {
             self.partial[ci] = next;
         } else {
@@ -221,10 +233,11 @@ impl Slab {
         debug_assert!(!page.base.is_null() && slot < page.bumped as usize);
         let was_full = page.used == page.capacity();
         page.used -= 1;
+        let ci = page.class as usize / 8;
+        self.class_used[ci] -= 1;
         if page.used == 0 {
-            if !was_full {
-                self.unlink(pi);
-            }
+            self.unlink(pi);
+            self.class_pages[ci] -= 1;
             let page = &mut self.pages[pi];
             // SAFETY: the page was allocated with this layout and nothing in it is
             // live any more.
@@ -318,6 +331,76 @@ impl Slab {
             .map(|p| p.min_deadline)
             .min()
             .unwrap_or(u64::MAX);
+    }
+
+    /// A class whose live slots would fit in under half of its pages but one (many
+    /// pages left sparse by deletions), as its slot size.
+    pub fn sparse_class(&self) -> Option<usize> {
+        (MIN_CLASS / 8..CLASSES)
+            .find(|&ci| {
+                let cap = PAGE_BYTES / (ci * 8);
+                self.class_pages[ci] >= 2
+                    && self.class_used[ci] * 2 < (self.class_pages[ci] - 1) * cap
+            })
+            .map(|ci| ci * 8)
+    }
+
+    /// Moves up to `max_moves` live slots of `class` out of its least used pages into
+    /// the others, freeing the pages emptied. `moved(slab, old, new)` is told of each
+    /// move after the bytes were copied (the slot's owner repoints its handle) and
+    /// returns the entry's deadline, which lowers its new page's minimum. Returns how
+    /// many slots moved.
+    pub fn compact(
+        &mut self,
+        class: usize,
+        max_moves: usize,
+        mut moved: impl FnMut(&Slab, u32, u32) -> Option<u64>,
+    ) -> usize {
+        let ci = class / 8;
+        let mut moves = 0;
+        while moves < max_moves && self.sparse_class() == Some(class) {
+            // The least used page with a free slot is emptied into the others (taken
+            // off the partial list first, so that no slot is allocated in it).
+            let mut from = self.partial[ci];
+            let mut pi = from;
+            while pi != NIL {
+                if self.pages[pi as usize].used < self.pages[from as usize].used {
+                    from = pi;
+                }
+                pi = self.pages[pi as usize].next;
+            }
+            let from = from as usize;
+            self.unlink(from);
+            let slots: Vec<u32> = self.page_slots(from).collect();
+            for old in slots {
+                // SAFETY: a slot of the live page `from`, handed out before: its first
+                // byte says whether it is free.
+                if unsafe { *self.ptr(old) } == FREE {
+                    continue;
+                }
+                if moves == max_moves {
+                    break;
+                }
+                let new = self.alloc(class);
+                // SAFETY: two distinct live slots of `class` bytes; the entry's bytes
+                // (its owned pointers with them) move to the new slot, and the old one
+                // is freed without dropping anything.
+                unsafe { ptr::copy_nonoverlapping(self.ptr(old), self.ptr(new), class) };
+                if let Some(d) = moved(self, old, new) {
+                    self.lower_min(new, d);
+                }
+                moves += 1;
+                let last = self.pages[from].used == 1;
+                self.free(old);
+                if last {
+                    break;
+                }
+            }
+            if self.page_live(from) {
+                self.link(from);
+            }
+        }
+        moves
     }
 
     /// Bytes of pages held, and of the page table.
@@ -471,6 +554,62 @@ mod tests {
             slab.free(h);
         }
         slab.free(first);
+        assert_eq!(slab.live_pages, 0);
+    }
+
+    #[test]
+    fn compaction_empties_sparse_pages_into_the_others() {
+        let mut slab = Slab::default();
+        let per_page = PAGE_BYTES / 48;
+        let mut live = std::collections::HashMap::new();
+        for i in 0..per_page * 12 {
+            let h = slab.alloc(48);
+            fill(&slab, h, 48, i as u8);
+            live.insert(h, i as u8);
+        }
+        assert_eq!(slab.sparse_class(), None);
+        live.retain(|&h, &mut b| {
+            let keep = b % 4 == 0;
+            if !keep {
+                slab.free(h);
+            }
+            keep
+        });
+        assert_eq!(slab.live_pages, 12);
+        assert_eq!(slab.sparse_class(), Some(48));
+        // A bounded step moves no more than it is given.
+        let mut moves = Vec::new();
+        assert_eq!(
+            slab.compact(48, 5, |_, old, new| {
+                moves.push((old, new));
+                Some(100)
+            }),
+            5
+        );
+        let mut total = 5;
+        total += slab.compact(48, usize::MAX, |_, old, new| {
+            moves.push((old, new));
+            None
+        });
+        assert_eq!(moves.len(), total);
+        assert_eq!(slab.sparse_class(), None);
+        for (old, new) in moves {
+            let b = live.remove(&old).expect("a live slot moved");
+            live.insert(new, b);
+        }
+        // Every entry is where its owner was told, intact; the freed pages went back.
+        for (&h, &b) in &live {
+            assert!(holds(&slab, h, 48, b), "{h}");
+        }
+        assert_eq!(slab.used(), live.len());
+        // Compacted until the live slots fill at least half of the pages but one.
+        let needed = live.len().div_ceil(per_page);
+        assert!(slab.live_pages <= needed * 2 + 1, "{}", slab.live_pages);
+        // The moved deadline lowered its new page's minimum.
+        assert_eq!(slab.min_deadline(), 100);
+        for h in live.into_keys() {
+            slab.free(h);
+        }
         assert_eq!(slab.live_pages, 0);
     }
 

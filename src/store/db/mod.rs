@@ -863,6 +863,44 @@ mod tests {
     }
 
     #[test]
+    fn compaction_gives_back_the_pages_deletions_left_sparse() {
+        let db = Db::new(13);
+        let value = |i: u32| format!("token-{i:016}");
+        for i in 0..40_000u32 {
+            let e = Entry {
+                value: Value::Str(Bytes::from(value(i))),
+                deadline_ms: Some(10_000 + u64::from(i / 4 % 2)),
+            };
+            db.insert(format!("lock:{i}").as_bytes(), e);
+        }
+        let full = db.slab_bytes();
+        for i in (0..40_000u32).filter(|i| i % 4 != 0) {
+            assert!(db.remove(format!("lock:{i}").as_bytes(), 0));
+        }
+        assert!(
+            db.slab_bytes() > full * 9 / 10,
+            "deletions alone free few pages"
+        );
+        assert_eq!(db.compact_sparse_shards(1_000), 1_000);
+        while db.compact_sparse_shards(1_000) > 0 {}
+        // A quarter of the entries are left; the pages are left at least half full.
+        assert!(
+            db.slab_bytes() < full * 6 / 10,
+            "{full} -> {}",
+            db.slab_bytes()
+        );
+        for i in (0..40_000u32).step_by(4) {
+            let e = db.get(format!("lock:{i}").as_bytes(), 0).expect("kept");
+            assert!(matches!(e.value(), ValueRef::Str(s) if s == value(i).as_bytes()));
+            assert_eq!(e.deadline_ms(), Some(10_000 + u64::from(i / 4 % 2)));
+        }
+        // The moved entries' deadlines still reach the sweeper.
+        assert_eq!(db.sweep(10_001), 5_000);
+        assert_eq!(db.sweep(10_002), 5_000);
+        assert!(db.is_empty());
+    }
+
+    #[test]
     fn scan_returns_every_key_once() {
         let db = Db::new(7);
         for i in 0..500u32 {

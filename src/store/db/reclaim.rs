@@ -149,6 +149,24 @@ impl Db {
         freed
     }
 
+    /// Moves entries out of slab pages left sparse by deletions, so that the pages go
+    /// back to the heap: at most REMOVALS_PER_LOCK moves per hold of a shard's write
+    /// lock, `budget` in all. Returns how many entries moved.
+    pub fn compact_sparse_shards(&self, budget: usize) -> usize {
+        let mut moved = 0;
+        for shard in self.shards.iter() {
+            while moved < budget && shard.0.read().slab().sparse_class().is_some() {
+                let step = REMOVALS_PER_LOCK.min(budget - moved);
+                let n = shard.0.write().compact(step, |k| self.hash(k));
+                moved += n;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        moved
+    }
+
     /// Every expired key, now (tests, the manual clock).
     pub fn sweep(&self, now_ms: u64) -> usize {
         let mut total = 0;
