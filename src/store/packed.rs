@@ -19,7 +19,7 @@
 //!   string `[4..8)` the value's length, the key, the value; for a collection `[4..12)`
 //!   the pointer to its boxed collection, then the key.
 
-use super::slab::{class_bytes, Slab, FREE, MAX_CLASS};
+use super::slab::{class_bytes, is_free, Slab, MAX_CLASS};
 use super::value::{tag, Entry, Value, ValueMut, ValueRef};
 use super::{Set, Stream, ZSet};
 use bytes::Bytes;
@@ -624,9 +624,9 @@ pub(super) unsafe fn set_deadline(slab: &mut Slab, handle: u32, deadline_ms: Opt
 /// # Safety
 /// `handle` is a slot of a live page that `alloc` handed out at least once.
 pub(super) unsafe fn slot_is_free(slab: &Slab, handle: u32) -> bool {
-    // SAFETY: the slot's first word is inside the page; a live entry's is only
-    // accessed atomically, and a free slot's is not accessed concurrently.
-    unsafe { AtomicU32::from_ptr(slab.ptr(handle).cast::<u32>()).load(Relaxed) as u8 == FREE }
+    // SAFETY: the caller's promise; a live entry's first word is only accessed
+    // atomically, and a free slot's is not accessed concurrently.
+    unsafe { is_free(slab.ptr(handle)) }
 }
 
 impl std::fmt::Debug for Packed {
@@ -677,7 +677,8 @@ mod tests {
         let mut slab = Slab::default();
         let big = vec![b'v'; 1000];
         let bigkey = vec![b'k'; 300];
-        let cases: Vec<(&[u8], &[u8], Option<u64>, Form)> = vec![
+        type Case<'a> = (&'a [u8], &'a [u8], Option<u64>, Form);
+        let cases: Vec<Case<'_>> = vec![
             (b"k", b"v", None, Form::Short),
             (b"k", b"", Some(SHORT_DEADLINE_MAX), Form::Short),
             (b"k", b"v", Some(SHORT_DEADLINE_MAX + 1), Form::Long),

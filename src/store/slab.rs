@@ -11,7 +11,8 @@
 //! (`db/reclaim.rs`).
 //!
 //! The slab knows nothing of what a slot holds except one rule it shares with
-//! `packed.rs`: a slot's first byte is `FREE` while it is free, never in a live entry.
+//! `packed.rs`: a slot's first word (a native `u32`, 4-aligned) has `FREE` in its low
+//! byte while the slot is free, which a live entry's tag never is.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr;
@@ -29,8 +30,35 @@ const CLASSES: usize = MAX_CLASS / 8 + 1;
 const NIL: u32 = u32::MAX;
 const NO_SLOT: u16 = u16::MAX;
 
-/// A free slot's first byte (an entry's tag byte is never this).
+/// The low byte of a free slot's first word (an entry's tag byte is never this).
 pub const FREE: u8 = 0xff;
+
+/// Marks the slot at `at` free, its next free slot `next` (bytes [4..6)).
+///
+/// # Safety
+/// `at` is a slot of at least MIN_CLASS bytes, 4-aligned, not accessed concurrently.
+unsafe fn mark_free(at: *mut u8, next: u16) {
+    // SAFETY: the caller's promise; MIN_CLASS covers both fields.
+    unsafe {
+        ptr::write(at.cast::<u32>(), FREE as u32);
+        ptr::write_unaligned(at.add(4).cast::<u16>(), next);
+    }
+}
+
+/// Whether the slot at `at` is free (its first word's low byte).
+///
+/// # Safety
+/// `at` is a slot handed out at least once, 4-aligned, and not written concurrently
+/// except through atomic stores of a live entry's first word.
+pub unsafe fn is_free(at: *const u8) -> bool {
+    // SAFETY: the caller's promise; a live entry's first word is only accessed
+    // atomically, so this read is atomic too.
+    unsafe {
+        std::sync::atomic::AtomicU32::from_ptr(at.cast::<u32>().cast_mut())
+            .load(std::sync::atomic::Ordering::Relaxed) as u8
+            == FREE
+    }
+}
 
 /// A slot's bytes, rounded up to its class.
 pub fn class_bytes(size: usize) -> usize {
@@ -118,7 +146,7 @@ fn join(page: usize, slot: usize) -> u32 {
 
 impl Slab {
     /// A new slot of at least `size` bytes (at most MAX_CLASS), uninitialised but for
-    /// its first byte, which is `FREE` until the caller writes its entry. The address
+    /// its first word, which reads as free until the caller writes its entry. The address
     /// is `ptr(handle)` until the slot is freed.
     pub fn alloc(&mut self, size: usize) -> u32 {
         assert!(size <= MAX_CLASS, "a slot of {size} bytes");
@@ -132,17 +160,17 @@ impl Slab {
         let slot = if page.free_head != NO_SLOT {
             let slot = page.free_head;
             // SAFETY: a free slot below `bumped` holds the next free slot's index at
-            // [2..4) (written by `free`); the slot is inside the live page.
+            // [4..6) (written by `mark_free`); the slot is inside the live page.
             page.free_head = unsafe {
-                ptr::read_unaligned(page.base.add(slot as usize * class + 2).cast::<u16>())
+                ptr::read_unaligned(page.base.add(slot as usize * class + 4).cast::<u16>())
             };
             slot
         } else {
             page.bumped += 1;
             // SAFETY: `bumped` was below the capacity (the page is on the partial
-            // list), so the slot is inside the page; its first byte is marked free
+            // list), so the slot is inside the page (8-aligned); it is marked free
             // until the caller writes the entry.
-            unsafe { *page.base.add((page.bumped as usize - 1) * class) = FREE };
+            unsafe { mark_free(page.base.add((page.bumped as usize - 1) * class), NO_SLOT) };
             page.bumped - 1
         };
         page.used += 1;
@@ -249,12 +277,9 @@ impl Slab {
             return;
         }
         let class = page.class as usize;
-        // SAFETY: the slot is inside the live page (a handle alloc gave, not freed).
-        unsafe {
-            let at = page.base.add(slot * class);
-            *at = FREE;
-            ptr::write_unaligned(at.add(2).cast::<u16>(), page.free_head);
-        }
+        // SAFETY: the slot is inside the live page (a handle alloc gave, not freed),
+        // 8-aligned, and the slab is borrowed exclusively.
+        unsafe { mark_free(page.base.add(slot * class), page.free_head) };
         page.free_head = slot as u16;
         if was_full {
             self.link(pi);
@@ -298,7 +323,7 @@ impl Slab {
     }
 
     /// The handles of page `pi`'s slots that may be live: the caller reads each slot's
-    /// first byte (`FREE` or not) to know. Empty for a freed page.
+    /// first word (`is_free`) to know. Empty for a freed page.
     pub fn page_slots(&self, pi: usize) -> impl Iterator<Item = u32> {
         let page = &self.pages[pi];
         let n = if page.base.is_null() { 0 } else { page.bumped };
@@ -373,9 +398,9 @@ impl Slab {
             self.unlink(from);
             let slots: Vec<u32> = self.page_slots(from).collect();
             for old in slots {
-                // SAFETY: a slot of the live page `from`, handed out before: its first
-                // byte says whether it is free.
-                if unsafe { *self.ptr(old) } == FREE {
+                // SAFETY: a slot of the live page `from`, handed out before, and the
+                // slab is borrowed exclusively.
+                if unsafe { is_free(self.ptr(old)) } {
                     continue;
                 }
                 if moves == max_moves {

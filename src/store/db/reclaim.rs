@@ -103,14 +103,12 @@ impl Db {
                     Some(d) if now_ms > d => {
                         if gone.len() == limit {
                             // The page's minimum stays due: the next hold starts here.
-                            drop(p);
                             table.set_sweep_cursor(pi);
                             return false;
                         }
                         self.watched.touch(p.key(), false);
                         self.tracked.changed(p.key());
                         let hash = self.hash(p.key());
-                        drop(p);
                         gone.push(table.delete(hash, h));
                         if !table.slab().page_live(pi) {
                             break;
