@@ -3,7 +3,7 @@
 path: redlockd, redis-server 7 and valkey-server 8 (where benches/valkey.sh finds or
 builds one) side by side in one run.
 
-Usage: benches/memory.py [--big N] [--rounds R] [--requests N] [--skip-build] [--binary PATH]
+Usage: benches/memory.py [--big N] [--rounds R] [--requests N] [--skip-build] [--binary PATH] [--base PATH]
                          [--conns 1000,10000,100000] [--no-valkey]
                          [--only size,conn,expiry,idle,ping,rps]
   (release build of redlockd; needs redis-server, redis-cli and redis-benchmark; run as
@@ -342,6 +342,7 @@ def main():
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--no-valkey", action="store_true")
     ap.add_argument("--binary", help="a redlockd binary to measure instead of the release build")
+    ap.add_argument("--base", help="a second redlockd binary, measured beside the first")
     ap.add_argument("--only", default="", help="comma list: size,conn,expiry,idle,ping,rps")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
@@ -365,6 +366,10 @@ def main():
                                       "--logfile", "/dev/null", "--maxclients", maxclients,
                                       "--protected-mode", "no"]),
     ]
+    if a.base:
+        servers.insert(1, Server("base", lambda p, d: [a.base, "--port", str(p), "--restart-delay", "0",
+                                         "--dir", d, "--log", "warn", "--max-ttl", "700s",
+                                         "--maxclients", maxclients, "--protected-mode", "no"]))
     if valkey:
         servers.append(Server("valkey", lambda p, d: [
             valkey, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

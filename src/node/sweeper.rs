@@ -8,13 +8,16 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// How often the real-clock sweeper looks for due deadlines. With a manual clock the
-/// sweep runs inside every `advance` instead. A key goes at most this plus one slot of
-/// the expiry index (16 ms) after its deadline.
+/// sweep runs inside every `advance` instead. A key goes at most about this long after
+/// its deadline.
 const SWEEP_INTERVAL: Duration = Duration::from_millis(50);
 
-/// Due index entries handled per hold of the keyspace gate: a script or EXEC waiting
+/// Expired keys removed per hold of the keyspace gate: a script or EXEC waiting
 /// for the gate waits for one slice (a few ms), not for a whole mass expiry.
 const SWEEP_SLICE: usize = 20_000;
+
+/// Entries moved out of sparse slab pages per tick, at most (one database's shards).
+const COMPACT_PER_TICK: usize = 16_384;
 
 /// Keys reclaimed by a burst of expiry after which freed heap is handed back to the
 /// kernel (glibc keeps small freed chunks otherwise).
@@ -34,13 +37,10 @@ pub(crate) fn install_manual_sweep(shared: &Arc<Shared>) {
     });
 }
 
-/// One active-expiry pass: files the deadlines written since the last pass, then
-/// removes the keys whose deadlines are due, in slices (`SWEEP_SLICE`). Returns how
+/// One active-expiry pass: removes the keys whose deadlines are due, in slices (`SWEEP_SLICE`). Returns how
 /// many keys went.
 fn sweep(shared: &Shared) -> usize {
     let dbs = shared.keyspace.dbs();
-    // Filed even while active expiry is off, so the pending lists stay short.
-    dbs.iter().for_each(|db| db.file_pending());
     if !shared.active_expire.load(Ordering::Relaxed) {
         return 0;
     }
@@ -99,6 +99,8 @@ fn sweeper(shared: Weak<Shared>) {
         let dbs = shared.keyspace.dbs();
         if !dbs.is_empty() {
             freed += dbs[round % dbs.len()].shrink_sparse_shards();
+            // Slab pages left sparse by deletions: entries moved so that pages go.
+            freed += dbs[round % dbs.len()].compact_sparse_shards(COMPACT_PER_TICK);
             round = round.wrapping_add(1);
         }
         freed += n;

@@ -3,12 +3,12 @@
 //! sweeper. Knows nothing of the network or of commands.
 
 mod db;
-mod expiry;
 mod packed;
 pub mod rdb;
 mod set;
 mod shard_table;
 mod siphash;
+mod slab;
 pub mod stream;
 mod tracking;
 pub(crate) mod value;
@@ -16,7 +16,6 @@ mod watch;
 mod zset;
 
 pub use db::{Db, Keyspace, Slot};
-pub use packed::Packed;
 pub use set::Set;
 pub use stream::{Stream, StreamId};
 pub use tracking::Actor;

@@ -1,174 +1,275 @@
-//! A stored entry in one heap block behind an 8-byte pointer (the shard-table slot).
+//! A stored entry: key, value and deadline packed in one slot of its shard's slab
+//! (`slab.rs`), which the shard table names by a 4-byte handle.
 //!
-//! Most keys are locks: a short key, a short string value and a deadline. Each of them
-//! used to cost a 72-byte table slot plus a heap chunk for the key and another for the
-//! value; packed, the slot is 8 bytes and the key, the value and the deadline share one
-//! chunk (`lock:1234567` + a 22-byte token + the 17-byte header: one 64-byte glibc
-//! chunk).
+//! Most keys are locks: a short key, a short string value and a deadline. Their entry
+//! is a 12-byte header and the bytes (`lock:1234567` + a 22-byte token: 46 bytes, a
+//! 48-byte slot).
 //!
-//! Block layout (fields unaligned, native endian):
-//! - `[0..8)` the deadline (ms on the monotonic clock; meaningful with `HAS_DEADLINE`)
-//! - `[8]` the tag: the value's kind in the low bits, `HAS_DEADLINE`
-//! - `[9..13)` the key's length
-//! - a string: `[13..17)` the value's length, then the key, then the value bytes;
-//!   a collection: `[13..21)` a pointer to its boxed collection, then the key.
+//! Slot layout (native little-endian, fields unaligned but the first word):
+//! - `[0..4)` an `AtomicU32`: the tag in its low byte (the value's kind in the low 3
+//!   bits, `SHORT`, `OUTLINE`, `HAS_DEADLINE`), the access clock in its high 24 bits
+//!   (seconds, for OBJECT IDLETIME: written under the shard's read lock, hence atomic;
+//!   every access to the word is atomic)
+//! - `SHORT` (a string whose key and value are at most 255 bytes each and whose
+//!   deadline is below 2^48 ms): `[4..10)` the deadline, `[10]` the key's length,
+//!   `[11]` the value's length, `[12..)` the key, then the value
+//! - otherwise `[4..12)` the deadline, then the body: inline at `[12..)`, or with
+//!   `OUTLINE` (an entry above the slab's largest class) in a heap block of its own
+//!   whose pointer is at `[12..20)`. The body: `[0..4)` the key's length, then for a
+//!   string `[4..8)` the value's length, the key, the value; for a collection `[4..12)`
+//!   the pointer to its boxed collection, then the key.
 
+use super::slab::{class_bytes, is_free, Slab, MAX_CLASS};
 use super::value::{tag, Entry, Value, ValueMut, ValueRef};
 use super::{Set, Stream, ZSet};
 use bytes::Bytes;
 use std::alloc::{alloc, dealloc, handle_alloc_error, realloc, Layout};
 use std::collections::{HashMap, VecDeque};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-const TAG: usize = 8;
-const KLEN: usize = 9;
-const PAYLOAD: usize = 13;
-const STR_KEY: usize = 17;
-const COLL_KEY: usize = 21;
+const DEADLINE: usize = 4;
+const S_KLEN: usize = 10;
+const S_VLEN: usize = 11;
+const S_KEY: usize = 12;
+const BODY: usize = 12;
+const OUTLINE_SLOT: usize = BODY + 8;
+const B_VLEN: usize = 4;
+const B_STR_KEY: usize = 8;
+const B_COLL: usize = 4;
+const B_COLL_KEY: usize = 12;
 
 const KIND_MASK: u8 = 0x7;
+const SHORT: u8 = 0x08;
+const OUTLINE: u8 = 0x10;
 const HAS_DEADLINE: u8 = 0x80;
+const SHORT_DEADLINE_MAX: u64 = (1 << 48) - 1;
+/// The access clock's range: 24 bits of seconds, as Redis's LRU clock.
+pub const CLOCK_MASK: u32 = (1 << 24) - 1;
 
-/// One stored entry: key, value and deadline in a block this owns.
+/// One stored entry, seen in its slot: the shard lock the holder keeps makes it valid
+/// (a `Ref` / `RefMut` guard, or the store's own code under the lock). Not `Clone`:
+/// a view is never kept past the lock that makes it valid.
 pub struct Packed(NonNull<u8>);
 
-// SAFETY: a Packed owns its block and the collection behind it (all Send + Sync);
-// shared access only reads, and writes need `&mut` (held under a shard's write lock).
+// SAFETY: a view only reads its slot (the access clock atomically) while its holder
+// keeps the shard locked; writes go through the shard's write lock.
 unsafe impl Send for Packed {}
 unsafe impl Sync for Packed {}
-
-fn layout(size: usize) -> Layout {
-    // Alignment 1: every field is read unaligned (malloc gives 16 anyway).
-    Layout::from_size_align(size, 1).expect("entry size fits a layout")
-}
 
 fn len_u32(n: usize) -> u32 {
     // Redis's proto-max-bulk-len caps strings at 512 MB; the parser refuses more.
     u32::try_from(n).expect("a key or value shorter than 4 GB")
 }
 
+fn body_layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 1).expect("entry size fits a layout")
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Form {
+    Short,
+    Long,
+    Outline,
+}
+
+/// A string entry's form and the slot bytes it needs.
+fn str_form(klen: usize, vlen: usize, deadline_ms: Option<u64>) -> (Form, usize) {
+    if klen <= 255
+        && vlen <= 255
+        && deadline_ms.is_none_or(|d| d <= SHORT_DEADLINE_MAX)
+        && S_KEY + klen + vlen <= MAX_CLASS
+    {
+        (Form::Short, S_KEY + klen + vlen)
+    } else if BODY + B_STR_KEY + klen + vlen <= MAX_CLASS {
+        (Form::Long, BODY + B_STR_KEY + klen + vlen)
+    } else {
+        (Form::Outline, OUTLINE_SLOT)
+    }
+}
+
+/// What a freed entry leaves to drop: its collection, its out-of-line block. Dropped
+/// after the shard is unlocked where that matters (a big value takes a while to free).
+#[must_use]
+pub(super) struct Leftover {
+    coll: Option<(u8, *mut u8)>,
+    block: Option<(NonNull<u8>, usize)>,
+}
+
+// SAFETY: a Leftover owns what it holds (collections are Send, a block is bytes).
+unsafe impl Send for Leftover {}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        // SAFETY: the collection pointer came from Box::into_raw of the type its kind
+        // names and is owned by this leftover alone; the block was allocated with
+        // body_layout(size) and is owned likewise.
+        unsafe {
+            if let Some((kind, c)) = self.coll.take() {
+                match kind {
+                    tag::HASH => drop(Box::from_raw(c.cast::<HashMap<Bytes, Bytes>>())),
+                    tag::LIST => drop(Box::from_raw(c.cast::<VecDeque<Bytes>>())),
+                    tag::SET => drop(Box::from_raw(c.cast::<Set>())),
+                    tag::STREAM => drop(Box::from_raw(c.cast::<Stream>())),
+                    _ => drop(Box::from_raw(c.cast::<ZSet>())),
+                }
+            }
+            if let Some((b, size)) = self.block.take() {
+                dealloc(b.as_ptr(), body_layout(size));
+            }
+        }
+    }
+}
+
 impl Packed {
-    pub fn new(key: &[u8], value: Value, deadline_ms: Option<u64>) -> Packed {
-        let (kind, coll): (u8, *mut u8) = match value {
-            Value::Str(s) => return Packed::new_str(key, &s, deadline_ms),
-            Value::Hash(h) => (tag::HASH, Box::into_raw(h).cast()),
-            Value::List(l) => (tag::LIST, Box::into_raw(Box::new(l)).cast()),
-            Value::Set(s) => (tag::SET, Box::into_raw(s).cast()),
-            Value::ZSet(z) => (tag::ZSET, Box::into_raw(z).cast()),
-            Value::Stream(st) => (tag::STREAM, Box::into_raw(st).cast()),
-        };
-        let size = COLL_KEY + key.len();
-        let p = Packed::alloc_header(size, kind, key.len(), deadline_ms);
-        // SAFETY: the block is `size` bytes: the pointer and the key fit after the header.
-        unsafe {
-            ptr::write_unaligned(p.0.as_ptr().add(PAYLOAD).cast::<*mut u8>(), coll);
-            ptr::copy_nonoverlapping(key.as_ptr(), p.0.as_ptr().add(COLL_KEY), key.len());
-        }
-        p
+    /// The entry in the slot at `handle`.
+    ///
+    /// # Safety
+    /// The slot holds a live entry, and the view is used only while the slab is
+    /// neither changed at that slot nor dropped.
+    pub(super) unsafe fn at(slab: &Slab, handle: u32) -> Packed {
+        // SAFETY: `ptr` of a live slot is inside a live page (non-null).
+        Packed(unsafe { NonNull::new_unchecked(slab.ptr(handle)) })
     }
 
-    pub fn new_str(key: &[u8], value: &[u8], deadline_ms: Option<u64>) -> Packed {
-        let size = STR_KEY + key.len() + value.len();
-        let p = Packed::alloc_header(size, tag::STR, key.len(), deadline_ms);
-        // SAFETY: the block is `size` bytes: header, key, value.
-        unsafe {
-            let base = p.0.as_ptr();
-            ptr::write_unaligned(base.add(PAYLOAD).cast::<u32>(), len_u32(value.len()));
-            ptr::copy_nonoverlapping(key.as_ptr(), base.add(STR_KEY), key.len());
-            ptr::copy_nonoverlapping(value.as_ptr(), base.add(STR_KEY + key.len()), value.len());
-        }
-        p
-    }
-
-    fn alloc_header(size: usize, kind: u8, klen: usize, deadline_ms: Option<u64>) -> Packed {
-        let klen = len_u32(klen);
-        // SAFETY: size > 0 (the header alone is 17 bytes).
-        let base = unsafe { alloc(layout(size)) };
-        let Some(base) = NonNull::new(base) else {
-            handle_alloc_error(layout(size))
-        };
-        let p = Packed(base);
-        // SAFETY: the header's 13 bytes are inside the block.
-        unsafe {
-            ptr::write(base.as_ptr().add(TAG), kind);
-            ptr::write_unaligned(base.as_ptr().add(KLEN).cast::<u32>(), klen);
-        }
-        let mut p = p;
-        p.set_deadline(deadline_ms);
-        p
+    fn meta(&self) -> &AtomicU32 {
+        // SAFETY: the slot's first 4 bytes, 8-byte aligned (slab classes are multiples
+        // of 8 in 16-aligned pages); every access to them is atomic while the entry
+        // is live.
+        unsafe { AtomicU32::from_ptr(self.0.as_ptr().cast::<u32>()) }
     }
 
     fn tag(&self) -> u8 {
-        // SAFETY: the tag byte is inside every block.
-        unsafe { *self.0.as_ptr().add(TAG) }
+        self.meta().load(Relaxed) as u8
+    }
+
+    /// Sets the tag byte, keeping the access clock (only under the write lock).
+    fn set_tag(&mut self, t: u8) {
+        let m = self.meta();
+        m.store((m.load(Relaxed) & !0xff) | t as u32, Relaxed);
     }
 
     fn kind(&self) -> u8 {
         self.tag() & KIND_MASK
     }
 
-    fn read_u32(&self, at: usize) -> usize {
-        // SAFETY: callers read header fields, inside every block.
-        unsafe { ptr::read_unaligned(self.0.as_ptr().add(at).cast::<u32>()) as usize }
+    fn form(&self) -> Form {
+        let t = self.tag();
+        if t & SHORT != 0 {
+            Form::Short
+        } else if t & OUTLINE != 0 {
+            Form::Outline
+        } else {
+            Form::Long
+        }
+    }
+
+    fn at_off(&self, off: usize) -> *mut u8 {
+        self.0.as_ptr().wrapping_add(off)
+    }
+
+    /// The body (not for a SHORT entry).
+    fn body(&self) -> *mut u8 {
+        debug_assert_ne!(self.form(), Form::Short);
+        if self.tag() & OUTLINE != 0 {
+            // SAFETY: an OUTLINE slot holds its block's pointer at BODY.
+            unsafe { ptr::read_unaligned(self.at_off(BODY).cast::<*mut u8>()) }
+        } else {
+            self.at_off(BODY)
+        }
     }
 
     fn klen(&self) -> usize {
-        self.read_u32(KLEN)
-    }
-
-    fn key_offset(&self) -> usize {
-        if self.kind() == tag::STR {
-            STR_KEY
-        } else {
-            COLL_KEY
+        // SAFETY: the header fields each form has (its tag says which).
+        unsafe {
+            if self.tag() & SHORT != 0 {
+                *self.at_off(S_KLEN) as usize
+            } else {
+                ptr::read_unaligned(self.body().cast::<u32>()) as usize
+            }
         }
     }
 
-    /// The block's size, as allocated.
-    fn size(&self) -> usize {
-        if self.kind() == tag::STR {
-            STR_KEY + self.klen() + self.read_u32(PAYLOAD)
-        } else {
-            COLL_KEY + self.klen()
+    /// A string's length.
+    fn vlen(&self) -> usize {
+        debug_assert_eq!(self.kind(), tag::STR);
+        // SAFETY: as in `klen`, for a string.
+        unsafe {
+            if self.tag() & SHORT != 0 {
+                *self.at_off(S_VLEN) as usize
+            } else {
+                ptr::read_unaligned(self.body().add(B_VLEN).cast::<u32>()) as usize
+            }
         }
     }
 
-    /// The collection's pointer. Only for a collection block: a string block of a
-    /// short key and value ends before the pointer's 8 bytes would.
+    fn key_ptr(&self) -> *mut u8 {
+        if self.tag() & SHORT != 0 {
+            self.at_off(S_KEY)
+        } else if self.kind() == tag::STR {
+            self.body().wrapping_add(B_STR_KEY)
+        } else {
+            self.body().wrapping_add(B_COLL_KEY)
+        }
+    }
+
+    fn str_ptr(&self) -> *mut u8 {
+        self.key_ptr().wrapping_add(self.klen())
+    }
+
+    /// The collection's pointer (a collection entry only).
     fn coll(&self) -> *mut u8 {
         debug_assert_ne!(self.kind(), tag::STR);
-        // SAFETY: a collection block holds its pointer at PAYLOAD.
-        unsafe { ptr::read_unaligned(self.0.as_ptr().add(PAYLOAD).cast::<*mut u8>()) }
+        // SAFETY: a collection's body holds its pointer at B_COLL.
+        unsafe { ptr::read_unaligned(self.body().add(B_COLL).cast::<*mut u8>()) }
     }
 
-    /// Starts loading the block (its header and the key's first bytes).
+    /// The slot bytes this entry needs (its class is this rounded up).
+    fn slot_size(&self) -> usize {
+        match self.form() {
+            Form::Short => S_KEY + self.klen() + self.vlen(),
+            Form::Outline => OUTLINE_SLOT,
+            Form::Long if self.kind() == tag::STR => BODY + B_STR_KEY + self.klen() + self.vlen(),
+            Form::Long => BODY + B_COLL_KEY + self.klen(),
+        }
+    }
+
+    /// An OUTLINE entry's block size.
+    fn block_len(&self) -> usize {
+        if self.kind() == tag::STR {
+            B_STR_KEY + self.klen() + self.vlen()
+        } else {
+            B_COLL_KEY + self.klen()
+        }
+    }
+
+    /// Starts loading the entry (its header and the key's first bytes).
     pub fn prefetch(&self) {
         super::shard_table::prefetch(self.0.as_ptr());
     }
 
     pub fn key(&self) -> &[u8] {
-        // SAFETY: the key's bytes are inside the block, which lives as long as self.
-        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(self.key_offset()), self.klen()) }
+        // SAFETY: the key's bytes are inside the slot or its block, live while the
+        // view is (the holder keeps the shard locked).
+        unsafe { std::slice::from_raw_parts(self.key_ptr(), self.klen()) }
     }
 
     pub fn deadline_ms(&self) -> Option<u64> {
-        // SAFETY: the deadline is the block's first 8 bytes.
-        (self.tag() & HAS_DEADLINE != 0)
-            .then(|| unsafe { ptr::read_unaligned(self.0.as_ptr().cast::<u64>()) })
-    }
-
-    pub fn set_deadline(&mut self, deadline_ms: Option<u64>) {
-        let tag = self.tag() & !HAS_DEADLINE;
-        // SAFETY: the deadline and the tag are in the header.
-        unsafe {
-            let base = self.0.as_ptr();
-            ptr::write_unaligned(base.cast::<u64>(), deadline_ms.unwrap_or(0));
-            *base.add(TAG) = if deadline_ms.is_some() {
-                tag | HAS_DEADLINE
-            } else {
-                tag
-            };
+        let t = self.tag();
+        if t & HAS_DEADLINE == 0 {
+            return None;
         }
+        // SAFETY: the deadline field of the entry's form.
+        Some(unsafe {
+            let at = self.at_off(DEADLINE);
+            if t & SHORT != 0 {
+                let mut b = [0u8; 8];
+                ptr::copy_nonoverlapping(at, b.as_mut_ptr(), 6);
+                u64::from_le_bytes(b)
+            } else {
+                u64::from_le(ptr::read_unaligned(at.cast::<u64>()))
+            }
+        })
     }
 
     /// As Redis: a key expires when now is past its deadline.
@@ -177,17 +278,12 @@ impl Packed {
     }
 
     pub fn value(&self) -> ValueRef<'_> {
-        // SAFETY: the kind says what the block holds; a collection pointer came from
-        // Box::into_raw of that type and is owned by this block.
+        // SAFETY: the kind says what the entry holds; a string's bytes are inside the
+        // slot or its block; a collection pointer came from Box::into_raw of that type
+        // and is owned by this entry.
         unsafe {
             match self.kind() {
-                tag::STR => {
-                    let at = STR_KEY + self.klen();
-                    ValueRef::Str(std::slice::from_raw_parts(
-                        self.0.as_ptr().add(at),
-                        self.read_u32(PAYLOAD),
-                    ))
-                }
+                tag::STR => ValueRef::Str(std::slice::from_raw_parts(self.str_ptr(), self.vlen())),
                 tag::HASH => ValueRef::Hash(&*self.coll().cast::<HashMap<Bytes, Bytes>>()),
                 tag::LIST => ValueRef::List(&*self.coll().cast::<VecDeque<Bytes>>()),
                 tag::SET => ValueRef::Set(&*self.coll().cast::<Set>()),
@@ -197,12 +293,16 @@ impl Packed {
         }
     }
 
-    pub fn value_mut(&mut self) -> ValueMut<'_> {
+    /// A collection, for changing in place (`ValueMut::Str` for a string).
+    ///
+    /// # Safety
+    /// The caller holds the shard's write lock (the collection is not shared).
+    pub(super) unsafe fn value_mut(&mut self) -> ValueMut<'_> {
         if self.kind() == tag::STR {
             return ValueMut::Str;
         }
         let c = self.coll();
-        // SAFETY: as in `value`; `&mut self` makes the borrow exclusive.
+        // SAFETY: as in `value`; the write lock the caller holds makes it exclusive.
         unsafe {
             match self.kind() {
                 tag::HASH => ValueMut::Hash(&mut *c.cast::<HashMap<Bytes, Bytes>>()),
@@ -214,106 +314,319 @@ impl Packed {
         }
     }
 
-    /// Replaces the value by the string `value`, keeping the key and the deadline
-    /// (a collection is dropped). A string replacing a string reuses the block
-    /// (realloc, in place while the size class holds).
-    pub fn set_str(&mut self, value: &[u8]) {
-        if self.kind() != tag::STR {
-            *self = Packed::new_str(self.key(), value, self.deadline_ms());
-            return;
+    /// Writes the deadline in place; false (nothing written) when the entry's form
+    /// cannot hold it (a SHORT entry and a deadline from 2^48 ms on).
+    fn write_deadline(&mut self, deadline_ms: Option<u64>) -> bool {
+        let short = self.tag() & SHORT != 0;
+        if short && deadline_ms.is_some_and(|d| d > SHORT_DEADLINE_MAX) {
+            return false;
         }
-        let at = self.set_str_len(value.len());
-        // SAFETY: `set_str_len` made the value `value.len()` bytes at `at`.
-        unsafe { ptr::copy_nonoverlapping(value.as_ptr(), at, value.len()) };
-    }
-
-    /// Makes a string block's value `len` bytes long (realloc, in place while the size
-    /// class holds; the first bytes are kept, any added ones are uninitialised) and
-    /// returns where the value starts.
-    fn set_str_len(&mut self, len: usize) -> *mut u8 {
-        let len32 = len_u32(len);
-        let at = STR_KEY + self.klen();
-        let (old, size) = (self.size(), at + len);
-        if size != old {
-            // SAFETY: the block was allocated with layout(old); size > 0 (the header).
-            let base = unsafe { realloc(self.0.as_ptr(), layout(old), size) };
-            let Some(base) = NonNull::new(base) else {
-                handle_alloc_error(layout(size))
-            };
-            self.0 = base;
-        }
-        // SAFETY: the block is `size` bytes now; the value is its last `len` bytes.
+        let d = deadline_ms.unwrap_or(0).to_le_bytes();
+        // SAFETY: the deadline field of the entry's form (6 bytes SHORT, else 8).
         unsafe {
-            let base = self.0.as_ptr();
-            ptr::write_unaligned(base.add(PAYLOAD).cast::<u32>(), len32);
-            base.add(at)
-        }
-    }
-
-    /// Resizes a string value to `len` bytes, keeping its first bytes (bytes added are
-    /// zero, the padding SETRANGE writes), and returns it for writing: APPEND and
-    /// SETRANGE change a string in place, with no copy of the bytes they keep.
-    /// Panics on a collection block (callers check the kind first).
-    pub fn str_resize(&mut self, len: usize) -> &mut [u8] {
-        assert_eq!(self.kind(), tag::STR, "str_resize of a collection");
-        let old_len = self.read_u32(PAYLOAD);
-        let at = self.set_str_len(len);
-        // SAFETY: the value is `len` bytes at `at`; bytes past the old length are
-        // zeroed before the slice is made.
-        unsafe {
-            if len > old_len {
-                ptr::write_bytes(at.add(old_len), 0, len - old_len);
-            }
-            std::slice::from_raw_parts_mut(at, len)
-        }
-    }
-
-    /// The entry, owned (a string is copied out; a collection moves, uncopied).
-    pub fn into_entry(self) -> Entry {
-        let deadline_ms = self.deadline_ms();
-        // SAFETY: as in `value`; the collection's box is taken back exactly once,
-        // and `self` is forgotten after its block is freed, so nothing drops twice.
-        let value = unsafe {
-            match self.kind() {
-                tag::STR => match self.value() {
-                    ValueRef::Str(s) => Value::Str(Bytes::copy_from_slice(s)),
-                    _ => unreachable!(),
-                },
-                tag::HASH => Value::Hash(Box::from_raw(self.coll().cast())),
-                tag::LIST => Value::List(*Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
-                tag::SET => Value::Set(Box::from_raw(self.coll().cast())),
-                tag::STREAM => Value::Stream(Box::from_raw(self.coll().cast())),
-                _ => Value::ZSet(Box::from_raw(self.coll().cast())),
-            }
+            ptr::copy_nonoverlapping(d.as_ptr(), self.at_off(DEADLINE), if short { 6 } else { 8 })
         };
-        // SAFETY: the block was allocated with this layout; the collection moved out.
-        unsafe { dealloc(self.0.as_ptr(), layout(self.size())) };
-        std::mem::forget(self);
-        Entry { value, deadline_ms }
+        let t = self.tag() & !HAS_DEADLINE;
+        self.set_tag(if deadline_ms.is_some() {
+            t | HAS_DEADLINE
+        } else {
+            t
+        });
+        true
     }
 
-    /// The bytes malloc was asked for (MEMORY USAGE adds its chunk overhead).
-    pub fn block_size(&self) -> usize {
-        self.size()
+    /// The bytes the entry takes: its slot's class, and its out-of-line block's size
+    /// (0 for none; MEMORY USAGE adds malloc's chunk overhead to that).
+    pub fn footprint(&self) -> (usize, usize) {
+        let block = if self.form() == Form::Outline {
+            self.block_len()
+        } else {
+            0
+        };
+        (class_bytes(self.slot_size()), block)
+    }
+
+    /// Whether the entry owns memory off the slab (a collection, an out-of-line block).
+    pub(super) fn owns_heap(&self) -> bool {
+        self.kind() != tag::STR || self.form() == Form::Outline
+    }
+
+    /// Seconds since the entry was last accessed (OBJECT IDLETIME), as of `now_ms`:
+    /// the access clock counts seconds modulo 2^24 (as Redis's LRU clock), so an
+    /// idle time reads right up to 194 days.
+    #[allow(dead_code)] // for OBJECT IDLETIME, which the command layer is to wire
+    pub fn idle_seconds(&self, now_ms: u64) -> u64 {
+        (access_clock(now_ms).wrapping_sub(self.access_clock()) & CLOCK_MASK) as u64
+    }
+
+    /// Makes the entry read as idle for `secs` seconds as of `now_ms` (RESTORE ...
+    /// IDLETIME; at most 2^24 - 1).
+    pub(super) fn set_idle_seconds(&self, secs: u64, now_ms: u64) {
+        let secs = secs.min(CLOCK_MASK as u64) as u32;
+        self.touch(access_clock(now_ms).wrapping_sub(secs));
+    }
+
+    /// The access clock (seconds, 24 bits) last stamped on the entry.
+    pub(super) fn access_clock(&self) -> u32 {
+        self.meta().load(Relaxed) >> 8
+    }
+
+    /// Stamps the access clock (under either lock: the tag byte is left as it is, and
+    /// every access to the word is atomic). Skips the store when the clock already
+    /// reads `clock`, so that reads of a hot key do not keep dirtying its line.
+    pub(super) fn touch(&self, clock: u32) {
+        let m = self.meta();
+        let old = m.load(Relaxed);
+        let new = (old & 0xff) | ((clock & CLOCK_MASK) << 8);
+        if old != new {
+            m.store(new, Relaxed);
+        }
     }
 }
 
-impl Drop for Packed {
-    fn drop(&mut self) {
-        // SAFETY: the collection (if any) is owned by this block, dropped once; the
-        // block was allocated with layout(size).
-        unsafe {
-            match self.kind() {
-                tag::STR => {}
-                tag::HASH => drop(Box::from_raw(self.coll().cast::<HashMap<Bytes, Bytes>>())),
-                tag::LIST => drop(Box::from_raw(self.coll().cast::<VecDeque<Bytes>>())),
-                tag::SET => drop(Box::from_raw(self.coll().cast::<Set>())),
-                tag::STREAM => drop(Box::from_raw(self.coll().cast::<Stream>())),
-                _ => drop(Box::from_raw(self.coll().cast::<ZSet>())),
+/// The access clock at `now_ms` (the node's monotonic milliseconds): seconds, modulo
+/// 2^24.
+pub(super) fn access_clock(now_ms: u64) -> u32 {
+    (now_ms / 1000) as u32 & CLOCK_MASK
+}
+
+/// Writes a new string entry's header and key into a new slot (and block, OUTLINE);
+/// returns its handle and where its `vlen` value bytes go (uninitialised).
+fn new_str(slab: &mut Slab, key: &[u8], vlen: usize, deadline_ms: Option<u64>) -> (u32, *mut u8) {
+    let (form, size) = str_form(key.len(), vlen, deadline_ms);
+    let h = slab.alloc(size);
+    let base = slab.ptr(h);
+    // SAFETY: the slot is at least `size` bytes (and a block of `len` bytes is
+    // allocated for OUTLINE): each form's fields and the key fit, as `str_form`
+    // computed; the meta word is written atomically (as every access to it).
+    unsafe {
+        AtomicU32::from_ptr(base.cast::<u32>()).store(tag::STR as u32, Relaxed);
+        let mut p = Packed(NonNull::new_unchecked(base));
+        let body = match form {
+            Form::Short => {
+                p.set_tag(tag::STR | SHORT);
+                *base.add(S_KLEN) = key.len() as u8;
+                *base.add(S_VLEN) = vlen as u8;
+                ptr::copy_nonoverlapping(key.as_ptr(), base.add(S_KEY), key.len());
+                p.write_deadline(deadline_ms);
+                return (h, base.add(S_KEY + key.len()));
             }
-            dealloc(self.0.as_ptr(), layout(self.size()));
+            Form::Long => base.add(BODY),
+            Form::Outline => {
+                p.set_tag(tag::STR | OUTLINE);
+                let len = B_STR_KEY + key.len() + vlen;
+                let b = alloc(body_layout(len));
+                if b.is_null() {
+                    handle_alloc_error(body_layout(len));
+                }
+                ptr::write_unaligned(base.add(BODY).cast::<*mut u8>(), b);
+                b
+            }
+        };
+        ptr::write_unaligned(body.cast::<u32>(), len_u32(key.len()));
+        ptr::write_unaligned(body.add(B_VLEN).cast::<u32>(), len_u32(vlen));
+        ptr::copy_nonoverlapping(key.as_ptr(), body.add(B_STR_KEY), key.len());
+        p.write_deadline(deadline_ms);
+        (h, body.add(B_STR_KEY + key.len()))
+    }
+}
+
+/// Stores a new entry in the slab; returns its handle. A deadline lowers its page's
+/// minimum.
+pub(super) fn create(slab: &mut Slab, key: &[u8], value: Value, deadline_ms: Option<u64>) -> u32 {
+    let (kind, coll): (u8, *mut u8) = match value {
+        Value::Str(s) => {
+            let (h, at) = new_str(slab, key, s.len(), deadline_ms);
+            // SAFETY: `new_str` left `s.len()` bytes at `at` for the value.
+            unsafe { ptr::copy_nonoverlapping(s.as_ptr(), at, s.len()) };
+            if let Some(d) = deadline_ms {
+                slab.lower_min(h, d);
+            }
+            return h;
+        }
+        Value::Hash(h) => (tag::HASH, Box::into_raw(h).cast()),
+        Value::List(l) => (tag::LIST, Box::into_raw(Box::new(l)).cast()),
+        Value::Set(s) => (tag::SET, Box::into_raw(s).cast()),
+        Value::ZSet(z) => (tag::ZSET, Box::into_raw(z).cast()),
+        Value::Stream(st) => (tag::STREAM, Box::into_raw(st).cast()),
+    };
+    let inline = BODY + B_COLL_KEY + key.len();
+    let outline = inline > MAX_CLASS;
+    let h = slab.alloc(if outline { OUTLINE_SLOT } else { inline });
+    let base = slab.ptr(h);
+    // SAFETY: the slot is at least `inline` bytes (or OUTLINE_SLOT, with a block of
+    // B_COLL_KEY + key bytes): the deadline, the body's length and pointer and the key
+    // fit; the meta word is written atomically.
+    unsafe {
+        let t = kind | if outline { OUTLINE } else { 0 };
+        AtomicU32::from_ptr(base.cast::<u32>()).store(t as u32, Relaxed);
+        let body = if outline {
+            let len = B_COLL_KEY + key.len();
+            let b = alloc(body_layout(len));
+            if b.is_null() {
+                handle_alloc_error(body_layout(len));
+            }
+            ptr::write_unaligned(base.add(BODY).cast::<*mut u8>(), b);
+            b
+        } else {
+            base.add(BODY)
+        };
+        ptr::write_unaligned(body.cast::<u32>(), len_u32(key.len()));
+        ptr::write_unaligned(body.add(B_COLL).cast::<*mut u8>(), coll);
+        ptr::copy_nonoverlapping(key.as_ptr(), body.add(B_COLL_KEY), key.len());
+        Packed(NonNull::new_unchecked(base)).write_deadline(deadline_ms);
+    }
+    if let Some(d) = deadline_ms {
+        slab.lower_min(h, d);
+    }
+    h
+}
+
+/// Frees the entry at `handle`; what it owned off the slab is returned to drop.
+///
+/// # Safety
+/// `handle` is a live entry's, no longer in the table, and no view of it is used after.
+pub(super) unsafe fn release(slab: &mut Slab, handle: u32) -> Leftover {
+    // SAFETY: a live entry (the caller's promise).
+    let p = unsafe { Packed::at(slab, handle) };
+    let coll = (p.kind() != tag::STR).then(|| (p.kind(), p.coll()));
+    let block = (p.form() == Form::Outline).then(|| {
+        // SAFETY: an OUTLINE entry's block pointer is non-null (alloc checked it).
+        (unsafe { NonNull::new_unchecked(p.body()) }, p.block_len())
+    });
+    slab.free(handle);
+    Leftover { coll, block }
+}
+
+/// Frees the entry at `handle` and returns its value and deadline, owned (a string is
+/// copied out; a collection moves, uncopied).
+///
+/// # Safety
+/// As `release`.
+pub(super) unsafe fn take(slab: &mut Slab, handle: u32) -> Entry {
+    // SAFETY: a live entry (the caller's promise).
+    let p = unsafe { Packed::at(slab, handle) };
+    let deadline_ms = p.deadline_ms();
+    let value = match p.value() {
+        ValueRef::Str(s) => Value::Str(Bytes::copy_from_slice(s)),
+        // SAFETY: the collection's box is taken back here, and the leftover below
+        // forgets it, so it is dropped exactly once (by the Value).
+        _ => unsafe {
+            match p.kind() {
+                tag::HASH => Value::Hash(Box::from_raw(p.coll().cast())),
+                tag::LIST => Value::List(*Box::from_raw(p.coll().cast::<VecDeque<Bytes>>())),
+                tag::SET => Value::Set(Box::from_raw(p.coll().cast())),
+                tag::STREAM => Value::Stream(Box::from_raw(p.coll().cast())),
+                _ => Value::ZSet(Box::from_raw(p.coll().cast())),
+            }
+        },
+    };
+    // SAFETY: the caller's promise; the collection moved into `value`.
+    let mut left = unsafe { release(slab, handle) };
+    left.coll = None;
+    drop(left);
+    Entry { value, deadline_ms }
+}
+
+/// Makes the entry at `handle` a string of `len` bytes with this deadline, keeping
+/// the key and the first bytes of a string value (a collection is dropped; bytes
+/// added are uninitialised). In place while its form and slot class hold; otherwise
+/// the entry moves to a new slot. Returns the entry's handle (new if it moved) and
+/// where the value starts.
+///
+/// # Safety
+/// `handle` is a live entry's; the caller holds the shard's write lock, updates the
+/// table if the handle changed, and uses no older view of the entry.
+pub(super) unsafe fn resize_str(
+    slab: &mut Slab,
+    handle: u32,
+    len: usize,
+    deadline_ms: Option<u64>,
+) -> (u32, *mut u8) {
+    // SAFETY: a live entry (the caller's promise).
+    let mut p = unsafe { Packed::at(slab, handle) };
+    let is_str = p.kind() == tag::STR;
+    let (form, size) = str_form(p.klen(), len, deadline_ms);
+    if is_str && form == p.form() {
+        match form {
+            Form::Short if class_bytes(size) == slab.class_of(handle) => {
+                // SAFETY: the slot's class holds the new size.
+                unsafe { *p.at_off(S_VLEN) = len as u8 };
+                let ok = p.write_deadline(deadline_ms);
+                debug_assert!(ok);
+                return (handle, p.str_ptr());
+            }
+            Form::Long if class_bytes(size) == slab.class_of(handle) => {
+                // SAFETY: as above.
+                unsafe { ptr::write_unaligned(p.body().add(B_VLEN).cast::<u32>(), len_u32(len)) };
+                p.write_deadline(deadline_ms);
+                return (handle, p.str_ptr());
+            }
+            Form::Outline => {
+                let (old, new) = (p.block_len(), B_STR_KEY + p.klen() + len);
+                // SAFETY: the block was allocated with body_layout(old); new > 0.
+                unsafe {
+                    let b = realloc(p.body(), body_layout(old), new);
+                    if b.is_null() {
+                        handle_alloc_error(body_layout(new));
+                    }
+                    ptr::write_unaligned(p.at_off(BODY).cast::<*mut u8>(), b);
+                    ptr::write_unaligned(b.add(B_VLEN).cast::<u32>(), len_u32(len));
+                }
+                p.write_deadline(deadline_ms);
+                return (handle, p.str_ptr());
+            }
+            _ => {}
         }
     }
+    // Moves: a new slot, the key and the kept prefix copied, the old entry freed.
+    let key: *const [u8] = p.key();
+    let keep = if is_str { p.vlen().min(len) } else { 0 };
+    let from = if is_str { p.str_ptr() } else { ptr::null_mut() };
+    let clock = p.access_clock();
+    // SAFETY: the old entry stays live (and `key` / `from` valid) until released
+    // below; the new slot is another one.
+    unsafe {
+        let (h, at) = new_str(slab, &*key, len, deadline_ms);
+        if keep > 0 {
+            ptr::copy_nonoverlapping(from, at, keep);
+        }
+        Packed::at(slab, h).touch(clock);
+        if let Some(d) = deadline_ms {
+            slab.lower_min(h, d);
+        }
+        drop(release(slab, handle));
+        (h, at)
+    }
+}
+
+/// Sets the entry's deadline; returns its handle (new if it had to move: a SHORT
+/// entry given a deadline from 2^48 ms on).
+///
+/// # Safety
+/// As `resize_str`.
+pub(super) unsafe fn set_deadline(slab: &mut Slab, handle: u32, deadline_ms: Option<u64>) -> u32 {
+    // SAFETY: a live entry (the caller's promise).
+    let mut p = unsafe { Packed::at(slab, handle) };
+    if p.write_deadline(deadline_ms) {
+        if let Some(d) = deadline_ms {
+            slab.lower_min(handle, d);
+        }
+        return handle;
+    }
+    let len = p.vlen();
+    // SAFETY: the caller's promise, passed on.
+    unsafe { resize_str(slab, handle, len, deadline_ms).0 }
+}
+
+/// Whether the slot at `handle` is free (the sweeper's scan of a page).
+///
+/// # Safety
+/// `handle` is a slot of a live page that `alloc` handed out at least once.
+pub(super) unsafe fn slot_is_free(slab: &Slab, handle: u32) -> bool {
+    // SAFETY: the caller's promise; a live entry's first word is only accessed
+    // atomically, and a free slot's is not accessed concurrently.
+    unsafe { is_free(slab.ptr(handle)) }
 }
 
 impl std::fmt::Debug for Packed {
@@ -330,11 +643,23 @@ impl std::fmt::Debug for Packed {
 mod tests {
     use super::*;
 
+    fn view(slab: &Slab, h: u32) -> Packed {
+        // SAFETY: the tests pass live handles and change nothing while a view lives.
+        unsafe { Packed::at(slab, h) }
+    }
+
     #[test]
-    fn a_lock_is_one_small_block_behind_a_thin_pointer() {
-        assert_eq!(std::mem::size_of::<Packed>(), 8);
-        let p = Packed::new_str(b"lock:1234567", b"0123456789abcdefghijkl", Some(7));
-        assert_eq!(p.block_size(), 17 + 12 + 22);
+    fn a_lock_takes_a_48_byte_slot_and_reads_back() {
+        let mut slab = Slab::default();
+        let h = create(
+            &mut slab,
+            b"lock:1234567",
+            Value::Str(Bytes::from("0123456789abcdefghijkl")),
+            Some(7),
+        );
+        let p = view(&slab, h);
+        assert_eq!(p.footprint(), (48, 0));
+        assert_eq!(slab.class_of(h), 48);
         assert_eq!(p.key(), b"lock:1234567");
         assert!(matches!(
             p.value(),
@@ -342,49 +667,132 @@ mod tests {
         ));
         assert_eq!(p.deadline_ms(), Some(7));
         assert!(p.is_expired(8) && !p.is_expired(7));
+        assert_eq!(slab.min_deadline(), 7);
+        // SAFETY: live, and not used after.
+        drop(unsafe { release(&mut slab, h) });
     }
 
     #[test]
-    fn str_resize_keeps_the_prefix_zero_fills_growth_and_shrinks() {
-        let mut p = Packed::new_str(b"key", b"abc", Some(9));
-        p.str_resize(6)[3..5].copy_from_slice(b"de");
-        assert!(matches!(p.value(), ValueRef::Str(b"abcde\0")));
-        assert_eq!(p.str_resize(2), b"ab");
-        assert!(matches!(p.value(), ValueRef::Str(b"ab")));
-        assert_eq!((p.key(), p.deadline_ms()), (&b"key"[..], Some(9)));
-        assert_eq!(p.block_size(), 17 + 3 + 2);
+    fn every_form_round_trips() {
+        let mut slab = Slab::default();
+        let big = vec![b'v'; 1000];
+        let bigkey = vec![b'k'; 300];
+        type Case<'a> = (&'a [u8], &'a [u8], Option<u64>, Form);
+        let cases: Vec<Case<'_>> = vec![
+            (b"k", b"v", None, Form::Short),
+            (b"k", b"", Some(SHORT_DEADLINE_MAX), Form::Short),
+            (b"k", b"v", Some(SHORT_DEADLINE_MAX + 1), Form::Long),
+            (b"k", b"v", Some(u64::MAX), Form::Long),
+            (b"k", &big[..200], Some(5), Form::Short),
+            (b"k", &big[..200], Some(u64::MAX), Form::Long),
+            (b"k", &big[..236], Some(u64::MAX), Form::Outline),
+            (b"k", &big, Some(5), Form::Outline),
+            (&bigkey, b"v", None, Form::Outline),
+        ];
+        let mut hs = Vec::new();
+        for (k, v, d, form) in &cases {
+            let h = create(&mut slab, k, Value::Str(Bytes::copy_from_slice(v)), *d);
+            let p = view(&slab, h);
+            assert_eq!(p.form(), *form, "{}+{} {d:?}", k.len(), v.len());
+            assert_eq!((p.key(), p.deadline_ms()), (*k, *d));
+            assert!(matches!(p.value(), ValueRef::Str(s) if s == *v));
+            hs.push(h);
+        }
+        for (h, (_, v, d, _)) in hs.into_iter().zip(&cases) {
+            // SAFETY: live, and not used after.
+            let e = unsafe { take(&mut slab, h) };
+            assert_eq!(
+                e,
+                Entry {
+                    value: Value::Str(Bytes::copy_from_slice(v)),
+                    deadline_ms: *d
+                }
+            );
+        }
     }
 
     #[test]
-    fn values_deadlines_and_kinds_change_in_place() {
-        let mut p = Packed::new_str(b"k", b"v", None);
-        assert_eq!(p.deadline_ms(), None);
-        p.set_deadline(Some(u64::MAX));
-        p.set_str(&[b'x'; 1000]);
-        assert!(matches!(p.value(), ValueRef::Str(s) if s == [b'x'; 1000]));
-        assert_eq!((p.key(), p.deadline_ms()), (&b"k"[..], Some(u64::MAX)));
-        let mut p = Packed::new(b"k", Value::List(VecDeque::from([Bytes::from("a")])), None);
-        if let ValueMut::List(l) = p.value_mut() {
-            l.push_back(Bytes::from("b"));
+    fn collections_inline_and_out_of_line() {
+        let mut slab = Slab::default();
+        let list = Value::List(VecDeque::from([Bytes::from("a")]));
+        let bigkey = vec![b'k'; 300];
+        for key in [&b"l"[..], &bigkey] {
+            let h = create(&mut slab, key, list.clone(), Some(9));
+            let mut p = view(&slab, h);
+            // SAFETY: this test is the only user of the slab.
+            if let ValueMut::List(l) = unsafe { p.value_mut() } {
+                l.push_back(Bytes::from("b"));
+            }
+            assert_eq!(p.key(), key);
+            assert_eq!(p.value().type_name(), "list");
+            // SAFETY: live, and not used after.
+            let e = unsafe { take(&mut slab, h) };
+            assert_eq!(
+                e.value,
+                Value::List(VecDeque::from([Bytes::from("a"), Bytes::from("b")]))
+            );
+            assert_eq!(e.deadline_ms, Some(9));
         }
-        assert!(matches!(p.value(), ValueRef::List(l) if l.len() == 2));
-        assert_eq!(p.deadline_ms(), None);
-        p.set_str(b"s");
-        assert!(matches!(p.value(), ValueRef::Str(b"s")));
-        let mut p = Packed::new(b"k", Value::List(VecDeque::from([Bytes::from("a")])), None);
-        if let ValueMut::List(l) = p.value_mut() {
-            l.push_back(Bytes::from("b"));
+        let h = create(&mut slab, b"h", Value::Hash(Box::default()), None);
+        assert_eq!(view(&slab, h).value().type_name(), "hash");
+        // SAFETY: live, and not used after: the hash is dropped with the leftover.
+        drop(unsafe { release(&mut slab, h) });
+        assert_eq!(slab.page_count(), 1);
+    }
+
+    #[test]
+    fn resizing_keeps_key_prefix_deadline_and_clock_across_forms() {
+        let mut slab = Slab::default();
+        let mut h = create(&mut slab, b"key", Value::Str(Bytes::from("abc")), Some(9));
+        view(&slab, h).touch(12345);
+        // Short in place, then growing through Long to Outline and back.
+        for len in [5, 40, 200, 300, 5000, 100, 2] {
+            // SAFETY: live; the test keeps no older view.
+            let (nh, at) = unsafe { resize_str(&mut slab, h, len, Some(9)) };
+            h = nh;
+            let p = view(&slab, h);
+            assert_eq!(
+                (p.key(), p.deadline_ms(), p.access_clock()),
+                (&b"key"[..], Some(9), 12345)
+            );
+            let ValueRef::Str(s) = p.value() else {
+                panic!()
+            };
+            assert_eq!(s.len(), len);
+            assert_eq!(s.as_ptr(), at.cast_const());
+            assert_eq!(&s[..2], b"ab");
+            // SAFETY: the value's bytes are `len` at `at`, owned by the entry.
+            unsafe { ptr::write_bytes(at.add(2), b'x', len - 2) };
         }
-        let e = p.into_entry();
-        assert_eq!(e.deadline_ms, None);
-        assert_eq!(
-            e.value,
-            Value::List(VecDeque::from([Bytes::from("a"), Bytes::from("b")]))
-        );
-        let h = Packed::new(b"h", Value::Hash(Box::default()), Some(1));
-        assert_eq!(h.value().type_name(), "hash");
-        drop(h);
-        let s = Packed::new(b"s", Value::Str(Bytes::from("x")), None);
-        assert_eq!(s.into_entry().value, Value::Str(Bytes::from("x")));
+        // A collection replaced by a string.
+        let c = create(&mut slab, b"c", Value::List(VecDeque::new()), None);
+        // SAFETY: live; the old handle is not used after.
+        let (c, at) = unsafe { resize_str(&mut slab, c, 1, None) };
+        // SAFETY: one byte at `at`.
+        unsafe { *at = b'z' };
+        assert!(matches!(view(&slab, c).value(), ValueRef::Str(b"z")));
+        // A wide deadline moves a SHORT entry to the long form.
+        // SAFETY: live; the old handle is not used after.
+        let c = unsafe { set_deadline(&mut slab, c, Some(u64::MAX - 1)) };
+        assert_eq!(view(&slab, c).form(), Form::Long);
+        assert_eq!(view(&slab, c).deadline_ms(), Some(u64::MAX - 1));
+        // SAFETY: live; not used after.
+        unsafe {
+            drop(release(&mut slab, c));
+            drop(release(&mut slab, h));
+        }
+    }
+
+    #[test]
+    fn the_access_clock_keeps_the_tag() {
+        let mut slab = Slab::default();
+        let h = create(&mut slab, b"k", Value::Str(Bytes::from("v")), Some(3));
+        let p = view(&slab, h);
+        p.touch(CLOCK_MASK + 5);
+        assert_eq!(p.access_clock(), 4);
+        assert_eq!(p.deadline_ms(), Some(3));
+        assert!(matches!(p.value(), ValueRef::Str(b"v")));
+        // SAFETY: live; not used after.
+        drop(unsafe { release(&mut slab, h) });
     }
 }

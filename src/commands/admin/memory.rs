@@ -5,7 +5,7 @@
 use crate::alloc::{peak_memory, rss_bytes, startup_memory, used_memory};
 use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::protocol::{errors, parse_int, Reply};
-use crate::store::{Packed, ValueRef};
+use crate::store::ValueRef;
 use bytes::Bytes;
 use std::mem::size_of;
 
@@ -87,7 +87,8 @@ fn usage(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let Some(found) = ctx.db().get(&args[2], ctx.now_ms) else {
         return Ok(Reply::Null);
     };
-    let bytes = slot_bytes() + chunk(found.block_size()) + value_bytes(found.value(), samples);
+    let (slot, block) = found.footprint();
+    let bytes = slot_bytes() + slot + chunk(block) + value_bytes(found.value(), samples);
     Ok(Reply::Integer(bytes as i64))
 }
 
@@ -101,10 +102,10 @@ fn chunk(n: usize) -> usize {
     }
 }
 
-/// One slot of a shard table (a pointer to the entry's block) and its control byte,
-/// at hashbrown's 7/8 load.
+/// One slot of a shard table (a 4-byte handle to the entry's slab slot) and its
+/// control byte, at hashbrown's 7/8 load.
 fn slot_bytes() -> usize {
-    (size_of::<Packed>() + 1) * 8 / 7
+    (size_of::<u32>() + 1) * 8 / 7
 }
 
 /// A hash table of `len` items of `item` bytes each, at 7/8 load.
@@ -181,10 +182,11 @@ fn stats(ctx: &Ctx) -> Reply {
             continue;
         }
         keys += db.len();
-        // The tables hold the entries themselves (no separate expires table): the
-        // main overhead is the tables; the expires overhead is the deadline index.
+        // The tables hold handles to the entries (no separate expires table, and no
+        // deadline index: the slab pages keep their lowest deadline in their page
+        // table, which is counted with the entries' slab).
         let main = db.table_bytes();
-        let expires = db.expiry_filed() * 2 * size_of::<u64>();
+        let expires = 0;
         overhead += main + expires;
         out.push((
             key(&format!("db.{i}")),

@@ -1,14 +1,15 @@
-use super::expiry::{ExpiryIndex, SLOT_MS};
 use super::packed::Packed;
-use super::shard_table::Table;
+use super::packed::{access_clock, Leftover};
+use super::shard_table::{Table, View};
 use super::siphash::siphash;
 use super::tracking::TrackedKeys;
 use super::watch::{WatchFlag, Watched};
+use super::ValueMut;
 use super::{Entry, ValueRef};
 use bytes::Bytes;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::ops::{Deref, DerefMut};
-use std::ptr::NonNull;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
 mod reclaim;
@@ -55,66 +56,133 @@ impl KeyHash {
     }
 }
 
-/// A shard: a table of 8-byte slots, each a pointer to an entry's one heap block
-/// (`packed.rs`). Own tables rather than a `DashMap<Key, Entry>`: dashmap stores
-/// (key, value) inline in the slot (72 bytes here, at a load factor between 7/16 and
-/// 7/8), its `entry` wants an owned key before it knows whether the key exists, and
-/// its guards give no `&mut` to the key, which is where a packed entry lives.
+/// A shard: a table of 4-byte handles into the shard's slab, where each entry is one
+/// slot (`shard_table.rs`, `slab.rs`, `packed.rs`). Own tables rather than a
+/// `DashMap<Key, Entry>`: dashmap stores (key, value) inline in the slot (72 bytes
+/// here, at a load factor between 7/16 and 7/8), its `entry` wants an owned key before
+/// it knows whether the key exists, and its guards give no `&mut` to the key, which is
+/// where a packed entry lives.
 #[repr(align(64))]
 struct Shard(RwLock<Table>);
 
 /// A live entry, read: the shard stays read-locked while this lives.
 pub struct Ref<'a> {
+    // Declared first: the view is never used after the guard is dropped.
+    entry: Packed,
     _guard: RwLockReadGuard<'a, Table>,
-    entry: NonNull<Packed>,
 }
 
 impl Deref for Ref<'_> {
     type Target = Packed;
     fn deref(&self) -> &Packed {
-        // SAFETY: the slot is in the table the guard keeps read-locked (unchanged).
-        unsafe { self.entry.as_ref() }
+        // The view is of an entry in the table the guard keeps read-locked.
+        &self.entry
     }
 }
 
-/// A live entry, for changing: the shard stays write-locked while this lives.
+/// A live entry, for changing: the shard stays write-locked while this lives. Reads
+/// through `Deref`; writes through its own methods (an entry may move to another slot
+/// when its size changes, and the guard repoints the table).
 pub struct RefMut<'a> {
+    entry: Packed,
     guard: RwLockWriteGuard<'a, Table>,
-    entry: NonNull<Packed>,
+    handle: u32,
     hash: u64,
     db: &'a Db,
-    /// Written through (`deref_mut`): reported to client-side caching once.
+    /// Written through: reported to client-side caching once.
     changed: bool,
 }
 
 impl Deref for RefMut<'_> {
     type Target = Packed;
     fn deref(&self) -> &Packed {
-        // SAFETY: the slot is in the table the guard keeps locked; the table is
-        // changed only by `remove`, which consumes the guard.
-        unsafe { self.entry.as_ref() }
-    }
-}
-
-impl DerefMut for RefMut<'_> {
-    fn deref_mut(&mut self) -> &mut Packed {
-        if !self.changed {
-            self.changed = true;
-            self.db.tracked.changed(self.key());
-        }
-        // SAFETY: as in `deref`, and the write lock makes the access exclusive.
-        unsafe { self.entry.as_mut() }
+        // The view is of the entry at `handle`, in the table the guard keeps locked;
+        // every change that moves the entry renews the view.
+        &self.entry
     }
 }
 
 impl RefMut<'_> {
-    /// Removes the entry (freed once its shard is unlocked).
+    fn changing(&mut self) {
+        if !self.changed {
+            self.changed = true;
+            self.db.tracked.changed(self.entry.key());
+        }
+    }
+
+    fn moved(&mut self, handle: u32) {
+        self.handle = handle;
+        // SAFETY: the guard keeps the table write-locked; this renewal follows every
+        // change of the entry.
+        self.entry = unsafe { self.guard.view_unbound(handle) };
+    }
+
+    /// Removes the entry (what it owns off the slab freed once its shard is unlocked).
     pub fn remove(mut self) {
-        self.db.tracked.changed(self.key());
-        let target = self.entry.as_ptr().cast_const();
-        let gone = self.guard.remove(self.hash, |p| std::ptr::eq(p, target));
+        self.db.tracked.changed(self.entry.key());
+        let gone = self.guard.delete(self.hash, self.handle);
         drop(self.guard);
         drop(gone);
+    }
+
+    /// A collection, for changing in place (`ValueMut::Str` for a string, which is
+    /// replaced whole: `set_str`).
+    pub fn value_mut(&mut self) -> ValueMut<'_> {
+        self.changing();
+        // SAFETY: the guard holds the shard's write lock; the borrow of `self` keeps
+        // the entry where it is while the collection is borrowed.
+        unsafe { self.entry.value_mut() }
+    }
+
+    /// Replaces the value by the string `value`, keeping the key and the deadline (a
+    /// collection is dropped). In place while the entry's slot class holds.
+    pub fn set_str(&mut self, value: &[u8]) {
+        self.changing();
+        let d = self.entry.deadline_ms();
+        let (h, at) = self
+            .guard
+            .resize_str(self.hash, self.handle, value.len(), d);
+        self.moved(h);
+        // SAFETY: `resize_str` made the value `value.len()` bytes at `at`.
+        unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), at, value.len()) };
+    }
+
+    /// Resizes a string value to `len` bytes, keeping its first bytes (bytes added are
+    /// zero, the padding SETRANGE writes), and returns it for writing: APPEND and
+    /// SETRANGE change a string in place, with no copy of the bytes they keep.
+    /// Panics on a collection (callers check the kind first).
+    pub fn str_resize(&mut self, len: usize) -> &mut [u8] {
+        let ValueRef::Str(old) = self.entry.value() else {
+            panic!("str_resize of a collection");
+        };
+        let old_len = old.len();
+        self.changing();
+        let d = self.entry.deadline_ms();
+        let (h, at) = self.guard.resize_str(self.hash, self.handle, len, d);
+        self.moved(h);
+        // SAFETY: the value is `len` bytes at `at`, its first `min(old_len, len)`
+        // kept; the rest is zeroed before the slice is made; the slice borrows `self`
+        // (the guard), so the entry stays put while it lives.
+        unsafe {
+            if len > old_len {
+                std::ptr::write_bytes(at.add(old_len), 0, len - old_len);
+            }
+            std::slice::from_raw_parts_mut(at, len)
+        }
+    }
+
+    /// Makes the entry read as idle for `secs` seconds as of `now_ms` (RESTORE ...
+    /// IDLETIME). Not a change of the key.
+    #[allow(dead_code)] // for RESTORE's IDLETIME, which the command layer is to wire
+    pub fn set_idle_seconds(&self, secs: u64, now_ms: u64) {
+        self.entry.set_idle_seconds(secs, now_ms);
+    }
+
+    /// Sets or clears the deadline.
+    pub fn set_deadline(&mut self, deadline_ms: Option<u64>) {
+        self.changing();
+        let h = self.guard.set_deadline(self.hash, self.handle, deadline_ms);
+        self.moved(h);
     }
 }
 
@@ -124,16 +192,21 @@ pub struct Vacant<'a, 'k> {
     hash: u64,
     key: &'k [u8],
     db: &'a Db,
+    /// The access clock the new entry starts with.
+    clock: u32,
 }
 
 impl Vacant<'_, '_> {
-    /// Stores `entry` at the key (its bytes copied into the entry's block).
+    /// Stores `entry` at the key (its bytes copied into the entry's slot).
     pub fn insert(mut self, entry: Entry) {
         self.db.tracked.changed(self.key);
-        let packed = Packed::new(self.key, entry.value, entry.deadline_ms);
         let db = self.db;
-        self.guard
-            .insert_unique(self.hash, packed, |p| db.hash(p.key()));
+        let h = self
+            .guard
+            .insert_new(self.hash, self.key, entry.value, entry.deadline_ms, |k| {
+                db.hash(k)
+            });
+        self.guard.view(h).touch(self.clock);
     }
 }
 
@@ -143,15 +216,13 @@ pub enum Slot<'a, 'k> {
     Vacant(Vacant<'a, 'k>),
 }
 
-/// Bytes of a table of `capacity` (hashbrown: buckets a power of two, 7/8 usable;
-/// each an 8-byte slot and a control byte, plus a group of trailing control bytes).
-fn table_size(capacity: usize) -> usize {
-    let buckets = match capacity {
-        0 => return 0,
-        c if c < 8 => (c + 1).next_power_of_two(),
-        c => c / 7 * 8,
-    };
-    buckets * (size_of::<Packed>() + 1) + 16
+/// Bytes of a table of `buckets` (hashbrown: each a 4-byte handle and a control
+/// byte, plus a group of trailing control bytes).
+fn table_size(buckets: usize) -> usize {
+    if buckets == 0 {
+        return 0;
+    }
+    buckets * (size_of::<u32>() + 1) + 16
 }
 
 /// One database: keys to entries, expired lazily on access and by `sweep`. Every
@@ -162,7 +233,8 @@ pub struct Db {
     watched: Watched,
     /// Client-side caching's key table, shared by every database (`tracking.rs`).
     tracked: Arc<TrackedKeys>,
-    expiry: ExpiryIndex,
+    /// The access clock of the latest lookup: what `insert`, given no time, stamps.
+    clock: AtomicU32,
 }
 
 impl Db {
@@ -178,7 +250,7 @@ impl Db {
             hasher: KeyHash::new(seed),
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
-            expiry: ExpiryIndex::new(SHARDS),
+            clock: AtomicU32::new(0),
         }
     }
 
@@ -197,17 +269,13 @@ impl Db {
         &self.shards[self.shard_of(hash)].0
     }
 
-    /// A write to the key with this hash is coming (the caller may set its deadline):
-    /// the expiry index will read it later (`expiry.rs`).
-    fn note_write(&self, hash: u64) {
-        self.expiry.note(self.shard_of(hash), hash);
-    }
-
     /// Removes `key` if it is expired (lazy expiry), touching it if it was.
     fn expire_now(&self, key: &[u8], hash: u64, now_ms: u64) {
         let gone = {
             let mut table = self.shard(hash).write();
-            table.remove(hash, |p| p.key() == key && p.is_expired(now_ms))
+            table
+                .find(hash, |p| p.key() == key && p.is_expired(now_ms))
+                .map(|h| table.delete(hash, h))
         };
         if gone.is_some() {
             self.watched.touch(key, false);
@@ -215,16 +283,35 @@ impl Db {
         }
     }
 
-    /// The live entry at `key`; an expired one is removed and reads as absent.
+    /// The access clock at `now_ms`, noted for `insert`.
+    fn stamp(&self, now_ms: u64) -> u32 {
+        let clock = access_clock(now_ms);
+        if self.clock.load(Relaxed) != clock {
+            self.clock.store(clock, Relaxed);
+        }
+        clock
+    }
+
+    /// The live entry at `key`, its access clock stamped (every command's read, as
+    /// Redis's lookupKey); an expired one is removed and reads as absent.
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_>> {
+        let found = self.peek(key, now_ms)?;
+        found.touch(self.stamp(now_ms));
+        Some(found)
+    }
+
+    /// `get` without stamping the access clock (OBJECT, which reports it).
+    pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<Ref<'_>> {
         let hash = self.hash(key);
         let table = self.shard(hash).read();
-        let found = table.find(hash, |p| p.key() == key)?;
-        if !found.is_expired(now_ms) {
-            let entry = NonNull::from(found);
+        let h = table.find(hash, |p| p.key() == key)?;
+        if !table.view(h).is_expired(now_ms) {
+            // SAFETY: the Ref keeps the guard, so the table stays read-locked
+            // (unchanged) while the view is used.
+            let entry = unsafe { table.view_unbound(h) };
             return Some(Ref {
-                _guard: table,
                 entry,
+                _guard: table,
             });
         }
         drop(table);
@@ -260,12 +347,15 @@ impl Db {
     /// Like `get`, for changing the entry in place (so the key counts as touched).
     pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_>> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
-        let entry = found?;
-        self.note_write(hash);
+        let handle = found?;
         self.watched.touch(key, true);
+        table.view(handle).touch(self.stamp(now_ms));
         Some(RefMut {
+            // SAFETY: the RefMut keeps the write guard, and renews the view after
+            // every change of the entry (`moved`).
+            entry: unsafe { table.view_unbound(handle) },
             guard: table,
-            entry,
+            handle,
             hash,
             db: self,
             changed: false,
@@ -278,19 +368,19 @@ impl Db {
         &self,
         key: &[u8],
         now_ms: u64,
-    ) -> (RwLockWriteGuard<'_, Table>, u64, Option<NonNull<Packed>>) {
+    ) -> (RwLockWriteGuard<'_, Table>, u64, Option<u32>) {
         let hash = self.hash(key);
         let mut table = self.shard(hash).write();
-        let found = match table.find_mut(hash, |p| p.key() == key) {
-            Some(p) if p.is_expired(now_ms) => {
+        let found = match table.find(hash, |p| p.key() == key) {
+            Some(h) if table.view(h).is_expired(now_ms) => {
                 // Dropped under the lock: an expired entry here is rare (the sweeper
                 // reclaims them), and a write lock is held either way.
-                drop(table.remove(hash, |p| p.key() == key));
+                drop(table.delete(hash, h));
                 self.watched.touch(key, false);
                 self.tracked.changed(key);
                 None
             }
-            found => found.map(NonNull::from),
+            found => found,
         };
         (table, hash, found)
     }
@@ -301,12 +391,17 @@ impl Db {
     /// through it).
     pub fn entry<'k>(&self, key: &'k [u8], now_ms: u64) -> Slot<'_, 'k> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
-        self.note_write(hash);
         self.watched.touch(key, true);
+        let clock = self.stamp(now_ms);
+        if let Some(h) = found {
+            table.view(h).touch(clock);
+        }
         match found {
-            Some(entry) => Slot::Occupied(RefMut {
+            Some(handle) => Slot::Occupied(RefMut {
+                // SAFETY: as in `get_mut`.
+                entry: unsafe { table.view_unbound(handle) },
                 guard: table,
-                entry,
+                handle,
                 hash,
                 db: self,
                 changed: false,
@@ -316,49 +411,63 @@ impl Db {
                 hash,
                 key,
                 db: self,
+                clock,
             }),
         }
     }
 
-    /// Removes `key` and returns its entry, owned, if it was live.
-    fn remove_packed(&self, key: &[u8], now_ms: u64) -> Option<Packed> {
-        let hash = self.hash(key);
-        let gone = {
-            let mut table = self.shard(hash).write();
-            table.remove(hash, |p| p.key() == key)
-        }?;
-        self.watched.touch(key, false);
-        self.tracked.changed(key);
-        (!gone.is_expired(now_ms)).then_some(gone)
-    }
-
     /// Removes `key`; whether it was live.
     pub fn remove(&self, key: &[u8], now_ms: u64) -> bool {
-        self.remove_packed(key, now_ms).is_some()
+        let hash = self.hash(key);
+        let (live, gone) = {
+            let mut table = self.shard(hash).write();
+            let Some(h) = table.find(hash, |p| p.key() == key) else {
+                return false;
+            };
+            let live = !table.view(h).is_expired(now_ms);
+            (live, table.delete(hash, h))
+        };
+        drop(gone);
+        self.watched.touch(key, false);
+        self.tracked.changed(key);
+        live
     }
 
     /// Removes `key`, returning its entry if it was live (RENAME, MOVE).
     pub fn take(&self, key: &[u8], now_ms: u64) -> Option<Entry> {
-        self.remove_packed(key, now_ms).map(Packed::into_entry)
+        let hash = self.hash(key);
+        let entry = {
+            let mut table = self.shard(hash).write();
+            let h = table.find(hash, |p| p.key() == key)?;
+            if table.view(h).is_expired(now_ms) {
+                drop(table.delete(hash, h));
+                None
+            } else {
+                Some(table.take(hash, h))
+            }
+        };
+        self.watched.touch(key, false);
+        self.tracked.changed(key);
+        entry
     }
 
     /// Stores `entry` at `key`, replacing whatever was there.
     pub fn insert(&self, key: &[u8], entry: Entry) {
         let hash = self.hash(key);
-        let has_deadline = entry.deadline_ms.is_some();
-        let packed = Packed::new(key, entry.value, entry.deadline_ms);
+        let Entry { value, deadline_ms } = entry;
         let old = {
             let mut table = self.shard(hash).write();
-            let old = match table.find_mut(hash, |p| p.key() == key) {
-                Some(slot) => Some(std::mem::replace(slot, packed)),
-                None => {
-                    table.insert_unique(hash, packed, |p| self.hash(p.key()));
-                    None
+            let (h, old) = match table.find(hash, |p| p.key() == key) {
+                Some(h) => {
+                    let (h, old) = table.replace(hash, h, value, deadline_ms);
+                    (h, Some(old))
                 }
+                None => (
+                    table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k)),
+                    None,
+                ),
             };
-            if has_deadline {
-                self.note_write(hash);
-            }
+            table.view(h).touch(self.clock.load(Relaxed));
             old
         };
         drop(old);
@@ -385,7 +494,7 @@ impl Db {
         let table = self.shard(hash).read();
         table
             .find(hash, |p| p.key() == key)
-            .is_some_and(|p| p.is_expired(now_ms))
+            .is_some_and(|h| table.view(h).is_expired(now_ms))
     }
 
     pub fn unwatch(&self, key: &[u8], flag: &Arc<WatchFlag>) {
@@ -427,7 +536,6 @@ impl Db {
                     .is_some()
             })
             .collect();
-        self.expiry.clear();
         for shard in self.shards.iter() {
             let old = std::mem::take(&mut *shard.0.write());
             // Freed outside the lock.
@@ -451,7 +559,7 @@ impl Db {
     pub fn for_each_live(&self, now_ms: u64, mut f: impl FnMut(&[u8], ValueRef<'_>, Option<u64>)) {
         for shard in self.shards.iter() {
             let table = shard.0.read();
-            for p in table.iter().filter(|p| !p.is_expired(now_ms)) {
+            for (_, p) in table.iter().filter(|(_, p)| !p.is_expired(now_ms)) {
                 f(p.key(), p.value(), p.deadline_ms());
             }
         }
@@ -462,16 +570,22 @@ impl Db {
     fn shrink_if_sparse(&self, table: &mut Table) {
         if table.capacity() > SHRINK_MIN_CAPACITY && table.len() * 4 < table.capacity() {
             let len = table.len();
-            table.shrink_to(len * 2, |p| self.hash(p.key()));
+            table.shrink_to(len * 2, |k| self.hash(k));
         }
     }
 
-    /// Bytes held by the shard tables themselves (slots and control bytes).
+    /// Bytes held by the shard tables themselves (handles and control bytes).
     pub fn table_bytes(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| table_size(s.0.read().capacity()))
+            .map(|s| table_size(s.0.read().buckets()))
             .sum()
+    }
+
+    /// Bytes of the shards' slab pages and page tables (the entries live there).
+    #[cfg(test)]
+    pub fn slab_bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.0.read().slab().bytes()).sum()
     }
 
     /// One SCAN step: the cursor is a shard index; whole shards are returned until at
@@ -501,8 +615,8 @@ impl Db {
         (0..self.shards.len()).find_map(|i| {
             let table = self.shards[(first + i) % self.shards.len()].0.read();
             let skip = if i == 0 { pick } else { 0 };
-            let live = |p: &&Packed| !p.is_expired(now_ms);
-            let key = |p: &Packed| Bytes::copy_from_slice(p.key());
+            let live = |(_, p): &(u32, View<'_>)| !p.is_expired(now_ms);
+            let key = |(_, p): (u32, View<'_>)| Bytes::copy_from_slice(p.key());
             let found = table
                 .iter()
                 .skip(skip)
@@ -521,8 +635,8 @@ impl Db {
             out.extend(
                 table
                     .iter()
-                    .filter(|p| !p.is_expired(now_ms))
-                    .map(|p| Bytes::copy_from_slice(p.key())),
+                    .filter(|(_, p)| !p.is_expired(now_ms))
+                    .map(|(_, p)| Bytes::copy_from_slice(p.key())),
             );
             shard += 1;
             if out.len() >= count {
@@ -589,6 +703,7 @@ impl Keyspace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::packed::CLOCK_MASK;
     use crate::store::Value;
 
     fn entry_with_deadline(d: Option<u64>) -> Entry {
@@ -673,7 +788,116 @@ mod tests {
             "{full} -> {}",
             db.table_bytes()
         );
-        assert_eq!(db.expiry_filed(), 10_000);
+    }
+
+    #[test]
+    fn mass_expiry_gives_the_slab_pages_back_in_bounded_holds() {
+        let db = Db::new(11);
+        for i in 0..20_000u32 {
+            db.insert(format!("live:{i}").as_bytes(), entry_with_deadline(None));
+        }
+        let live = db.slab_bytes();
+        for i in 0..20_000u32 {
+            let d = Some(1_000 + u64::from(i % 7));
+            db.insert(format!("lock:{i}").as_bytes(), entry_with_deadline(d));
+        }
+        let full = db.slab_bytes();
+        assert!(full > live * 18 / 10, "{live} -> {full}");
+        // Nothing due: nothing read.
+        assert_eq!(db.reclaim_due(1_000, usize::MAX), (0, false));
+        // A budget stops a pass early; the next passes go on where it stopped.
+        assert_eq!(db.reclaim_due(2_000, 300), (300, true));
+        assert_eq!(db.len(), 39_700);
+        let mut passes = 0;
+        while db.reclaim_due(2_000, 1_000).1 {
+            passes += 1;
+        }
+        assert!(passes >= 19, "{passes}");
+        assert_eq!(db.len(), 20_000);
+        assert_eq!(db.count_expiring(), 0);
+        // The expired keys' pages went back (they were filled after the others').
+        assert!(
+            db.slab_bytes() < live * 11 / 10,
+            "{live} -> {}",
+            db.slab_bytes()
+        );
+        assert!(db.get(b"live:19999", 2_000).is_some());
+        assert_eq!(db.sweep(u64::MAX), 0);
+    }
+
+    #[test]
+    fn reads_and_writes_stamp_the_access_clock_and_peek_does_not() {
+        let db = Db::new(9);
+        let t = 5_000_000u64;
+        let idle = |key: &[u8], now: u64| db.peek(key, now).unwrap().idle_seconds(now);
+        if let Slot::Vacant(v) = db.entry(b"k", t) {
+            v.insert(entry_with_deadline(None));
+        }
+        assert_eq!(idle(b"k", t + 7_500), 7);
+        assert_eq!(idle(b"k", t + 9_000), 9);
+        drop(db.get(b"k", t + 10_000));
+        assert_eq!(idle(b"k", t + 12_999), 2);
+        drop(db.entry(b"k", t + 13_000));
+        assert_eq!(idle(b"k", t + 14_000), 1);
+        db.get_mut(b"k", t + 20_000)
+            .unwrap()
+            .set_idle_seconds(3600, t + 20_000);
+        assert_eq!(idle(b"k", t + 20_000), 3600);
+        // A change that moves the entry to a bigger slot keeps its clock.
+        {
+            let mut e = db.get_mut(b"k", t + 30_000).unwrap();
+            e.set_idle_seconds(50, t + 30_000);
+            e.set_str(&[b'x'; 1000]);
+            e.set_deadline(Some(u64::MAX));
+        }
+        assert_eq!(idle(b"k", t + 30_000), 50);
+        db.get_mut(b"k", t).unwrap().set_idle_seconds(u64::MAX, t);
+        assert_eq!(idle(b"k", t), u64::from(CLOCK_MASK));
+        // `insert` stamps the latest lookup's clock.
+        db.insert(b"n", entry_with_deadline(None));
+        assert_eq!(idle(b"n", t + 3_000), 3);
+        // The clock wraps at 2^24 seconds; idle times read right across the wrap.
+        let wrap = u64::from(CLOCK_MASK + 1) * 1000;
+        drop(db.get(b"k", wrap - 2_000));
+        assert_eq!(idle(b"k", wrap + 3_000), 5);
+    }
+
+    #[test]
+    fn compaction_gives_back_the_pages_deletions_left_sparse() {
+        let db = Db::new(13);
+        let value = |i: u32| format!("token-{i:016}");
+        for i in 0..40_000u32 {
+            let e = Entry {
+                value: Value::Str(Bytes::from(value(i))),
+                deadline_ms: Some(10_000 + u64::from(i / 4 % 2)),
+            };
+            db.insert(format!("lock:{i}").as_bytes(), e);
+        }
+        let full = db.slab_bytes();
+        for i in (0..40_000u32).filter(|i| i % 4 != 0) {
+            assert!(db.remove(format!("lock:{i}").as_bytes(), 0));
+        }
+        assert!(
+            db.slab_bytes() > full * 9 / 10,
+            "deletions alone free few pages"
+        );
+        assert_eq!(db.compact_sparse_shards(1_000), 1_000);
+        while db.compact_sparse_shards(1_000) > 0 {}
+        // A quarter of the entries are left; the pages are left at least half full.
+        assert!(
+            db.slab_bytes() < full * 6 / 10,
+            "{full} -> {}",
+            db.slab_bytes()
+        );
+        for i in (0..40_000u32).step_by(4) {
+            let e = db.get(format!("lock:{i}").as_bytes(), 0).expect("kept");
+            assert!(matches!(e.value(), ValueRef::Str(s) if s == value(i).as_bytes()));
+            assert_eq!(e.deadline_ms(), Some(10_000 + u64::from(i / 4 % 2)));
+        }
+        // The moved entries' deadlines still reach the sweeper.
+        assert_eq!(db.sweep(10_001), 5_000);
+        assert_eq!(db.sweep(10_002), 5_000);
+        assert!(db.is_empty());
     }
 
     #[test]
