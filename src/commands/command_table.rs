@@ -480,7 +480,7 @@ const ROWS: &[Row] = &[
     Row { name: "unlink", arity: -2, flags: WRITE | FAST, cats: C_KEYSPACE, keys: keys(1, -1, 1), handler: keys::del },
     Row { name: "exists", arity: -2, flags: READONLY | FAST, cats: C_KEYSPACE, keys: keys(1, -1, 1), handler: keys::exists },
     // TOUCH: EXISTS's count (no access times are kept for it to update).
-    Row { name: "touch", arity: -2, flags: READONLY | FAST, cats: C_KEYSPACE, keys: keys(1, -1, 1), handler: keys::exists },
+    Row { name: "touch", arity: -2, flags: READONLY | FAST, cats: C_KEYSPACE, keys: keys(1, -1, 1), handler: keys::touch },
     Row { name: "type", arity: 2, flags: READONLY | FAST, cats: C_KEYSPACE, keys: keys(1, 1, 1), handler: keys::type_ },
     Row { name: "keys", arity: 2, flags: READONLY, cats: C_KEYSPACE | C_DANGEROUS, keys: NO_KEYS, handler: keys::keys },
     Row { name: "scan", arity: -2, flags: READONLY, cats: C_KEYSPACE, keys: NO_KEYS, handler: keys::scan },

@@ -354,7 +354,6 @@ impl Packed {
     /// Seconds since the entry was last accessed (OBJECT IDLETIME), as of `now_ms`:
     /// the access clock counts seconds modulo 2^24 (as Redis's LRU clock), so an
     /// idle time reads right up to 194 days.
-    #[allow(dead_code)] // for OBJECT IDLETIME, which the command layer is to wire
     pub fn idle_seconds(&self, now_ms: u64) -> u64 {
         (access_clock(now_ms).wrapping_sub(self.access_clock()) & CLOCK_MASK) as u64
     }

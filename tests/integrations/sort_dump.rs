@@ -722,10 +722,7 @@ async fn object_answers_as_redis_without_eviction() {
         c.cmd(&["OBJECT", "FREQ", "foo"]).await,
         err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.")
     );
-    assert_eq!(
-        c.cmd(&["OBJECT", "IDLETIME", "foo"]).await,
-        err("ERR redlockd keeps no access time per key: OBJECT IDLETIME is not tracked")
-    );
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "foo"]).await, int(0));
     for sub in ["ENCODING", "FREQ", "IDLETIME", "REFCOUNT"] {
         assert_eq!(c.cmd(&["OBJECT", sub, "nokey"]).await, NIL);
     }
@@ -741,5 +738,61 @@ async fn object_answers_as_redis_without_eviction() {
         c.cmd(&["OBJECT", "HELP", "x"]).await,
         err("ERR wrong number of arguments for 'object|help' command")
     );
+    h.shutdown().await;
+}
+
+/// OBJECT IDLETIME counts the seconds since a command last read or wrote the key, on
+/// the node's clock, as Redis's LRU clock does: reads, writes and TOUCH reset it;
+/// OBJECT, TTL and its family, TYPE, EXISTS, SCAN and KEYS do not (Redis's
+/// LOOKUP_NOTOUCH); RESTORE ... IDLETIME sets it, as DEBUG OBJECT's lru_seconds_idle shows.
+#[tokio::test]
+async fn idle_time_follows_the_clock_and_only_real_accesses() {
+    let h = start().await;
+    let mut c = Raw::to(&h).await;
+    c.cmd(&["SET", "foo", "bar"]).await;
+    c.cmd(&["RPUSH", "l", "a"]).await;
+    h.advance(Duration::from_millis(5_400));
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "foo"]).await, int(5));
+    for cmd in [
+        &["TTL", "foo"][..],
+        &["PTTL", "foo"],
+        &["EXPIRETIME", "foo"],
+        &["PEXPIRETIME", "foo"],
+        &["TYPE", "foo"],
+        &["EXISTS", "foo"],
+        &["OBJECT", "ENCODING", "foo"],
+        &["SCAN", "0", "TYPE", "string"],
+        &["KEYS", "*"],
+    ] {
+        c.cmd(cmd).await;
+        assert_eq!(
+            c.cmd(&["OBJECT", "IDLETIME", "foo"]).await,
+            int(5),
+            "{cmd:?} counted as an access"
+        );
+    }
+    let debug = c.cmd(&["DEBUG", "OBJECT", "foo"]).await;
+    assert!(debug.contains(" lru_seconds_idle:5\r\n"), "{debug}");
+    assert_eq!(c.cmd(&["GET", "foo"]).await, bulk("bar"));
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "foo"]).await, int(0));
+    h.advance(Duration::from_millis(3_000));
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "foo"]).await, int(3));
+    assert_eq!(c.cmd(&["TOUCH", "foo"]).await, int(1));
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "foo"]).await, int(0));
+    // A write resets it too; the list untouched since the start is 8 s idle.
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "l"]).await, int(8));
+    c.cmd(&["LPUSH", "l", "b"]).await;
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "l"]).await, int(0));
+    // RESTORE ... IDLETIME, then the clock goes on from there.
+    let payload = bulk_bytes(&c.cmd_bytes(&[b"DUMP", b"foo"]).await);
+    let restored = c
+        .cmd_bytes(&[b"RESTORE", b"copy", b"0", &payload, b"IDLETIME", b"1000"])
+        .await;
+    assert_eq!(restored, b"+OK\r\n");
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "copy"]).await, int(1000));
+    h.advance(Duration::from_millis(2_000));
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "copy"]).await, int(1002));
+    assert_eq!(c.cmd(&["GET", "copy"]).await, bulk("bar"));
+    assert_eq!(c.cmd(&["OBJECT", "IDLETIME", "copy"]).await, int(0));
     h.shutdown().await;
 }

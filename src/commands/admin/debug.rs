@@ -54,16 +54,17 @@ pub fn debug(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ("object", 3) => {
             // As Redis's DEBUG OBJECT: the entry as stored, even past its deadline (no
             // lazy expiry: time 0 is before every deadline).
-            let Some(entry) = ctx.db().get(&args[2], 0) else {
+            let Some(entry) = ctx.db().peek(&args[2], 0) else {
                 return Err(Reply::error("ERR no such key"));
             };
             let value = entry.value();
             // The value's RDB form less its type byte and the payload's footer.
             let serialized = crate::store::rdb::dump_value(value).len() - 11;
             Ok(Reply::Status(Bytes::from(format!(
-                "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:0 lru_seconds_idle:0",
+                "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:0 lru_seconds_idle:{}",
                 entry.key().as_ptr(),
-                value.encoding()
+                value.encoding(),
+                entry.idle_seconds(ctx.now_ms)
             ))))
         }
         ("set-disable-deny-scripts", 3) => {

@@ -16,14 +16,14 @@ pub fn dump(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency],
 /// checked in Redis 7.0's order: the options, the existing key (BUSYKEY), the TTL,
-/// the payload's footer, its value. IDLETIME and FREQ are checked and then have
-/// nothing to set: redlockd keeps no access times, and FREQ counts only under an LFU
+/// the payload's footer, its value. IDLETIME sets the key's idle time (OBJECT
+/// IDLETIME); FREQ is checked and then has nothing to set: it counts only under an LFU
 /// eviction policy, which a lock server never runs. A TTL then passes the max-ttl
 /// rule (or, with none, --require-ttl) before anything changes.
 pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut replace = false;
     let mut absttl = false;
-    let mut idletime = false;
+    let mut idletime: Option<u64> = None;
     let mut freq = false;
     let mut i = 4;
     while i < args.len() {
@@ -33,12 +33,13 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         } else if eq_ignore_case(&args[i], "absttl") {
             absttl = true;
         } else if eq_ignore_case(&args[i], "idletime") && more && !freq {
-            if int_arg(&args[i + 1])? < 0 {
+            let secs = int_arg(&args[i + 1])?;
+            if secs < 0 {
                 return Err(Reply::error("ERR Invalid IDLETIME value, must be >= 0"));
             }
-            idletime = true;
+            idletime = Some(secs as u64);
             i += 1;
-        } else if eq_ignore_case(&args[i], "freq") && more && !idletime {
+        } else if eq_ignore_case(&args[i], "freq") && more && idletime.is_none() {
             if !(0..=255).contains(&int_arg(&args[i + 1])?) {
                 return Err(Reply::error(
                     "ERR Invalid FREQ value, must be >= 0 and <= 255",
@@ -79,6 +80,11 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     let signals = matches!(value, Value::List(_) | Value::ZSet(_));
     ctx.db().insert(key, Entry { value, deadline_ms });
+    if let Some(secs) = idletime {
+        if let Some(e) = ctx.db().get_mut(key, now) {
+            e.set_idle_seconds(secs, now);
+        }
+    }
     if signals {
         ctx.shared.blocking.signal(ctx.client.db, key);
     }

@@ -119,9 +119,10 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     expire_generic(ctx, args, 1, true, "pexpireat")
 }
 
-/// Remaining TTL in ms: -2 for no key, -1 for no TTL.
+/// Remaining TTL in ms: -2 for no key, -1 for no TTL. Not an access of the key (as
+/// Redis's TTL family, which leaves OBJECT IDLETIME alone).
 fn remaining_ms(ctx: &Ctx, key: &[u8]) -> i64 {
-    match ctx.db().get(key, ctx.now_ms) {
+    match ctx.db().peek(key, ctx.now_ms) {
         None => -2,
         Some(e) => match e.deadline_ms() {
             None => -1,
@@ -142,7 +143,7 @@ pub fn ttl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// The Unix-ms expiry of a key: -2 for no key, -1 for no TTL.
 fn expire_unix_ms(ctx: &Ctx, key: &[u8]) -> i64 {
-    match ctx.db().get(key, ctx.now_ms) {
+    match ctx.db().peek(key, ctx.now_ms) {
         None => -2,
         Some(e) => match e.deadline_ms() {
             None => -1,

@@ -17,7 +17,17 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Integer(n as i64))
 }
 
-/// EXISTS key...: counts a key once per mention, as Redis does.
+/// TOUCH key...: the keys that exist, each counted as accessed (OBJECT IDLETIME 0).
+pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let db = ctx.db();
+    let n = args[1..]
+        .iter()
+        .filter(|k| db.get(k, ctx.now_ms).is_some())
+        .count();
+    Ok(Reply::Integer(n as i64))
+}
+
+/// EXISTS key...: counts a key once per mention, as Redis does; not an access.
 pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     let n = args[1..]
@@ -27,8 +37,9 @@ pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Integer(n as i64))
 }
 
+/// TYPE key: not an access of the key (as Redis's, which leaves OBJECT IDLETIME alone).
 pub fn type_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let name = match ctx.db().get(&args[1], ctx.now_ms) {
+    let name = match ctx.db().peek(&args[1], ctx.now_ms) {
         Some(e) => e.value().type_name(),
         None => "none",
     };
@@ -78,7 +89,7 @@ pub fn scan(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     if let Some(t) = type_filter {
         keys.retain(|k| {
-            db.get(k, ctx.now_ms)
+            db.peek(k, ctx.now_ms)
                 .is_some_and(|e| eq_ignore_case(t, e.value().type_name()))
         });
     }

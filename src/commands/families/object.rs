@@ -2,7 +2,9 @@
 //! would have chosen for the same commands (see `ValueRef::encoding`); REFCOUNT is 1,
 //! or INT_MAX for the integers 0..9999 that Redis shares between keys; FREQ answers
 //! Redis's error for a server without an LFU eviction policy (redlockd never evicts);
-//! IDLETIME is refused: redlockd keeps no access time per key.
+//! IDLETIME is the seconds since a command last read or wrote the key, on the node's
+//! clock (the manual clock in tests), as Redis's 24-bit LRU clock counts them.
+//! OBJECT itself does not count as an access.
 
 use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -33,8 +35,6 @@ const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 const SHARED_INTEGERS: i64 = 10_000;
 
 const NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
-const NO_IDLETIME: &str =
-    "ERR redlockd keeps no access time per key: OBJECT IDLETIME is not tracked";
 
 pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let sub = &args[1];
@@ -57,7 +57,7 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if args.len() != 3 {
         return Err(errors::wrong_arity(&format!("object|{name}")));
     }
-    let Some(e) = ctx.db().get(&args[2], ctx.now_ms) else {
+    let Some(e) = ctx.db().peek(&args[2], ctx.now_ms) else {
         return Ok(Reply::Null);
     };
     let value = e.value();
@@ -70,6 +70,6 @@ pub fn object(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             _ => 1,
         })),
         "freq" => Err(Reply::error(NO_LFU)),
-        _ => Err(Reply::error(NO_IDLETIME)),
+        _ => Ok(Reply::Integer(e.idle_seconds(ctx.now_ms) as i64)),
     }
 }

@@ -173,7 +173,6 @@ impl RefMut<'_> {
 
     /// Makes the entry read as idle for `secs` seconds as of `now_ms` (RESTORE ...
     /// IDLETIME). Not a change of the key.
-    #[allow(dead_code)] // for RESTORE's IDLETIME, which the command layer is to wire
     pub fn set_idle_seconds(&self, secs: u64, now_ms: u64) {
         self.entry.set_idle_seconds(secs, now_ms);
     }
@@ -507,8 +506,9 @@ impl Db {
         !self.watched.is_stale(key, flag) && self.stored_expired(key, now_ms)
     }
 
+    /// Whether `key` is live; not an access (EXISTS leaves OBJECT IDLETIME alone).
     pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
-        self.get(key, now_ms).is_some()
+        self.peek(key, now_ms).is_some()
     }
 
     /// Keys stored, including expired ones the sweeper has not reclaimed yet (as Redis).
