@@ -84,7 +84,7 @@ struct Page {
     used: u16,
     /// Slots `[0, bumped)` have been handed out at least once (the rest never were).
     bumped: u16,
-    /// A free slot below `bumped`, whose bytes `[2..4)` name the next one.
+    /// A free slot below `bumped`, whose bytes `[4..6)` name the next one.
     free_head: u16,
     /// The class's list of pages with a free slot.
     prev: u32,
