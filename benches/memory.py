@@ -132,15 +132,16 @@ class Server:
         subprocess.run(["rm", "-rf", self.dir])
 
 
-def gen_file(path, start, end, px):
-    """The RESP for SET lock:<n> VALUE PX px, n in [start, end), written once."""
+def gen_file(path, start, end, px, digits=0):
+    """The RESP for SET lock:<n> VALUE PX px, n in [start, end), written once; n padded
+    with zeros to `digits` (redis-benchmark's __rand_int__ is 12 digits)."""
     pxb = str(px).encode()
     head = b"*5\r\n$3\r\nSET\r\n"
     tail = b"$22\r\n" + VALUE + b"\r\n$2\r\nPX\r\n$%d\r\n%s\r\n" % (len(pxb), pxb)
     with open(path, "wb") as f:
         batch = []
         for n in range(start, end):
-            k = b"lock:%d" % n
+            k = b"lock:%0*d" % (digits, n)
             batch.append(head + b"$%d\r\n%s\r\n" % (len(k), k) + tail)
             if len(batch) == 100000:
                 f.write(b"".join(batch))
@@ -462,7 +463,8 @@ def main():
             for s in servers:
                 s.c.cmd("FLUSHALL")
             gen = os.path.join(tmp, "get")
-            gen_file(gen, 0, 100_000, 600000)
+            # The keys GET asks for: every GET finds its key.
+            gen_file(gen, 0, 100_000, 600000, digits=12)
             for s in servers:
                 pipe(s, gen)
             cases = [
