@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use support::{bulk, err, int, Raw, OK};
+use support::{bulk, dump_payload, err, int, Raw, OK};
 
 const LIB: &str = "#!lua name=mylib
 redis.register_function('set_it', function(keys, args) return redis.call('set', keys[1], args[1]) end)
@@ -333,21 +333,7 @@ redis.register_function('params', function(keys, args) return {keys[1], args[1]}
 
 /// `payload` with its footer's RDB version set to `version` and the CRC-64 redone.
 fn refooter(payload: &[u8], version: u16) -> Vec<u8> {
-    let mut p = payload[..payload.len() - 10].to_vec();
-    p.extend_from_slice(&version.to_le_bytes());
-    let mut crc = 0u64;
-    for &byte in &p {
-        crc ^= byte as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
+    dump_payload(&payload[..payload.len() - 10], version)
 }
 
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]

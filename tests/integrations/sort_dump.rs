@@ -203,31 +203,6 @@ async fn a_dump_of_redis_7_0_restores_exactly() {
     h.shutdown().await;
 }
 
-/// Redis's CRC-64 (Jones), for payloads made here.
-fn crc64(data: &[u8]) -> u64 {
-    let mut crc = 0u64;
-    for &b in data {
-        crc ^= b as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
-}
-
-/// `body` with a footer of RDB `version` and a right CRC.
-fn payload(body: &[u8], version: u16) -> Vec<u8> {
-    let mut p = body.to_vec();
-    p.extend_from_slice(&version.to_le_bytes());
-    let crc = crc64(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
-}
-
 #[tokio::test]
 async fn malformed_payloads_get_redis_errors_never_a_crash() {
     let h = start().await;
@@ -259,10 +234,10 @@ async fn malformed_payloads_get_redis_errors_never_a_crash() {
     }
     // A newer RDB version (Redis 7.2's 11) is refused; older ones are read.
     assert_eq!(
-        restore(&mut c, &payload(b"\x00\x03bar", 11)).await,
+        restore(&mut c, &dump_payload(b"\x00\x03bar", 11)).await,
         err(BAD_FOOTER)
     );
-    assert_eq!(restore(&mut c, &payload(b"\x00\x03bar", 9)).await, OK);
+    assert_eq!(restore(&mut c, &dump_payload(b"\x00\x03bar", 9)).await, OK);
     // Valid footers around bad values: huge counts and lengths, unknown types, empty
     // collections, duplicates, a NaN score, a broken listpack.
     let huge = b"\x81\xff\xff\xff\xff\xff\xff\xff\xff";
@@ -286,7 +261,7 @@ async fn malformed_payloads_get_redis_errors_never_a_crash() {
     ];
     for body in &bodies {
         assert_eq!(
-            restore(&mut c, &payload(body, 10)).await,
+            restore(&mut c, &dump_payload(body, 10)).await,
             err(BAD_DATA),
             "{body:?}"
         );

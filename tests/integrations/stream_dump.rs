@@ -386,25 +386,6 @@ fn body(node: &[u8], length: u8, last_ms: u8, owned: &[(&str, &[u64])]) -> Vec<u
     b
 }
 
-/// `body` with a footer of RDB version 10 and its CRC-64.
-fn payload(body: &[u8]) -> Vec<u8> {
-    let mut p = body.to_vec();
-    p.extend_from_slice(&10u16.to_le_bytes());
-    let mut crc = 0u64;
-    for &byte in &p {
-        crc ^= byte as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
-}
-
 // Master entry (2 live, 0 deleted, field f, terminator), then 5-0 f=a, 6-0 f=b.
 const NODE: &[&str] = &[
     "2", "0", "1", "f", "0", "2", "0", "0", "a", "4", "2", "1", "0", "b", "4",
@@ -425,7 +406,7 @@ async fn malformed_stream_payloads_are_bad_data_and_leave_the_key() {
         lp(&items)
     };
     // The well-formed payload restores on both, alike.
-    let good = payload(&body(&lp(NODE), 2, 6, owners));
+    let good = dump_payload(&body(&lp(NODE), 2, 6, owners), 10);
     for c in [&mut r, &mut o] {
         restore(c, "good", &good).await.expect("a valid payload");
     }
@@ -478,7 +459,7 @@ async fn malformed_stream_payloads_are_bad_data_and_leave_the_key() {
         run_str(c, "SET k keep").await;
     }
     for (what, b) in both.iter().chain(&ours_only) {
-        let p = payload(b);
+        let p = dump_payload(b, 10);
         assert_eq!(
             restore(&mut o, "k", &p).await,
             Err(BAD_DATA.into()),
@@ -493,7 +474,7 @@ async fn malformed_stream_payloads_are_bad_data_and_leave_the_key() {
     }
     for (what, b) in &both {
         assert_eq!(
-            restore(&mut r, "k", &payload(b)).await,
+            restore(&mut r, "k", &dump_payload(b, 10)).await,
             Err(BAD_DATA.into()),
             "Redis: {what}"
         );

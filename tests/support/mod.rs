@@ -226,3 +226,23 @@ pub async fn scrape(addr: std::net::SocketAddr) -> String {
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
     text.split_once("\r\n\r\n").unwrap().1.to_string()
 }
+
+/// A DUMP payload made by hand: `body` (a type byte and the value) with a footer of RDB
+/// `version` and Redis's CRC-64 (Jones) of both.
+pub fn dump_payload(body: &[u8], version: u16) -> Vec<u8> {
+    let mut p = body.to_vec();
+    p.extend_from_slice(&version.to_le_bytes());
+    let mut crc = 0u64;
+    for &byte in &p {
+        crc ^= byte as u64;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
