@@ -26,7 +26,7 @@
 //! promise for it (`bound_ms`), which the harness checks.
 
 use std::io::Write;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redlockd::redlock::{Lock, Redlock, RedlockOptions};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -115,25 +115,26 @@ fn parse_args() -> Args {
     a
 }
 
-/// The history's clock: realtime at start, advanced by the monotonic clock.
-struct Clock {
-    wall0: u128,
-    mono0: Instant,
-}
+/// The history's clock: CLOCK_MONOTONIC in nanoseconds, the one clock every process of
+/// the harness reads (storage.py and netfault.py use `time.monotonic_ns()`). A wall
+/// reading at start plus elapsed monotonic time would put each process's timeline off by
+/// however long it was descheduled between the two reads (and by any step of the wall
+/// clock between the processes' starts): a hand-over from one holder to the next then
+/// reads as a few milliseconds of overlap.
+struct Clock;
 
 impl Clock {
     fn new() -> Clock {
-        let wall0 = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        Clock {
-            wall0,
-            mono0: Instant::now(),
-        }
+        Clock
     }
     fn now(&self) -> u128 {
-        self.wall0 + self.mono0.elapsed().as_nanos()
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid place to write; CLOCK_MONOTONIC always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
     }
 }
 

@@ -12,6 +12,10 @@ cover); the harness uses these to find the fault behind it.
   a stale write; with tokens, tokens must also rise with the order locks were granted.
 - bounds: every acquire and release returns within the bound the client's options
   promise (plus a scheduling slack), unless the client itself was paused meanwhile.
+
+Every time (`t`) is CLOCK_MONOTONIC in nanoseconds, read by each process at the event:
+the clients, the storage and the harness's windows share one timeline, so an event
+logged before a request is sent is before everything the request causes.
 """
 
 import json

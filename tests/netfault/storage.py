@@ -67,7 +67,7 @@ class Handler(socketserver.StreamRequestHandler):
                             last_seen[key] = tok if seen is None else max(seen, tok)
                     seq[0] += 1
                     log.write(json.dumps({
-                        "seq": seq[0], "t": time.time_ns(), "key": key, "hid": hid,
+                        "seq": seq[0], "t": time.monotonic_ns(), "key": key, "hid": hid,
                         "token": tok, "accepted": accepted, "value": value,
                     }) + "\n")
                     log.flush()
