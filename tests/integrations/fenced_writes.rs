@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock};
 use redlockd::testing::TestCluster;
 use std::time::Duration;
-use support::nodes::{checker_clients, checker_cluster, CheckerFaults};
+use support::nodes::{checker_clients, checker_cluster, CheckerFaults, CHECKER_NODE_TIMEOUT_MS};
 
 const NODES: usize = 5;
 const CLIENTS: usize = 3;
@@ -189,7 +189,12 @@ async fn acquire(
 /// Runs one seeded schedule with `tokens`.
 async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
     let cluster = checker_cluster(NODES, TTL, fence).await;
-    let redlocks = checker_clients(&cluster, CLIENTS, tokens == Tokens::Fencing);
+    let redlocks = checker_clients(
+        &cluster,
+        CLIENTS,
+        tokens == Tokens::Fencing,
+        CHECKER_NODE_TIMEOUT_MS,
+    );
     let clock = cluster.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<Holder>> = (0..CLIENTS).map(|_| None).collect();
@@ -349,7 +354,7 @@ async fn fencing_tokens_protect_the_storage_and_the_checker_can_fail() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_holder_is_refused_by_its_token() {
     let cluster = checker_cluster(NODES, TTL, true).await;
-    let rl = checker_clients(&cluster, CLIENTS, true);
+    let rl = checker_clients(&cluster, CLIENTS, true, CHECKER_NODE_TIMEOUT_MS);
     let a = rl[0].try_acquire(RESOURCE, TTL).await.expect("A acquires");
     cluster.advance(TTL + Duration::from_millis(1));
     let b = rl[1].try_acquire(RESOURCE, TTL).await.expect("B acquires");

@@ -12,7 +12,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock};
 use std::time::Duration;
-use support::nodes::{checker_clients, checker_cluster, opts, redlock, CheckerFaults};
+use support::nodes::{
+    checker_clients, checker_cluster, opts, redlock, CheckerFaults, CHECKER_NODE_TIMEOUT_MS,
+    DETERMINISM_NODE_TIMEOUT_MS,
+};
 
 const NODES: usize = 5;
 const CLIENTS: usize = 3;
@@ -79,10 +82,11 @@ async fn attempt(
     }
 }
 
-/// Runs `steps` seeded steps and checks every pair of grants.
-async fn run_schedule(seed: u64, steps: usize, fence: bool) -> Outcome {
+/// Runs `steps` seeded steps and checks every pair of grants; the clients wait
+/// `node_timeout_ms` for each node.
+async fn run_schedule(seed: u64, steps: usize, fence: bool, node_timeout_ms: u64) -> Outcome {
     let cluster = checker_cluster(NODES, TTL, fence).await;
-    let redlocks = checker_clients(&cluster, CLIENTS, false);
+    let redlocks = checker_clients(&cluster, CLIENTS, false, node_timeout_ms);
     let clock = cluster.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<(Lock, usize)>> = vec![None; CLIENTS];
@@ -144,7 +148,10 @@ const STEPS: usize = 400;
 /// Every seed's schedule, each on its own cluster, all at once: a paused node costs a
 /// per-node timeout of real time, and the waits overlap.
 async fn all_seeds(fence: bool) -> Vec<Outcome> {
-    futures_util::future::join_all(SEEDS.map(|seed| run_schedule(seed, STEPS, fence))).await
+    futures_util::future::join_all(
+        SEEDS.map(|seed| run_schedule(seed, STEPS, fence, CHECKER_NODE_TIMEOUT_MS)),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,8 +202,11 @@ async fn the_checker_finds_overlaps_without_the_restart_fence() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_seed_same_history() {
-    let a = run_schedule(7, 150, true).await;
-    let b = run_schedule(7, 150, true).await;
+    // Both runs at once: each paused node in the schedule waits out the long timeout.
+    let (a, b) = tokio::join!(
+        run_schedule(7, 150, true, DETERMINISM_NODE_TIMEOUT_MS),
+        run_schedule(7, 150, true, DETERMINISM_NODE_TIMEOUT_MS)
+    );
     assert_eq!(a.history, b.history);
 }
 
