@@ -49,43 +49,9 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/redlockd-jvm-go.XXXXXX")"
 PIDS=()
 PORTS=()
 
-stop_pid() { # pid: TERM, bounded wait, then KILL
-  local pid="$1" i
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.05
-  done
-  echo "jvm_go: pid $pid ignored SIGTERM for 5 s; sending SIGKILL" >&2
-  kill -KILL "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-  local rc=$? pid port
-  set +e
-  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  # Nodes started (and killed) by the cases themselves; normally stopped by the cases,
-  # this catches a runner killed by its timeout. Only processes still running our binary.
-  if [[ -f "$WORK/extra-pids" ]]; then
-    while read -r pid; do
-      [[ -n "$pid" ]] || continue
-      if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$BIN"; then
-        stop_pid "$pid"
-      fi
-    done <"$WORK/extra-pids"
-  fi
-  for port in "${PORTS[@]}"; do
-    python3 "$HERE/tools.py" wait-closed "127.0.0.1:$port" 5 || true
-  done
-  if [[ $rc -ne 0 && -d "$WORK" ]]; then
-    echo "jvm_go: logs kept in $WORK" >&2
-  else
-    rm -rf "$WORK"
-  fi
-  exit $rc
-}
+NAME=jvm_go
+# shellcheck source=nodes.sh
+source "$HERE/nodes.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -116,27 +82,7 @@ fi
 # --- Servers ---------------------------------------------------------------------
 say "starting $NUM_NODES $KIND nodes"
 echo "binary: $BIN"
-read -r -a PORTS <<<"$(python3 "$HERE/tools.py" free-ports "$NUM_NODES")"
-NODES=""
-for port in "${PORTS[@]}"; do
-  if [[ "$KIND" == redlockd ]]; then
-    NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
-      --clock manual --enable-debug-command --dir "$WORK/node-$port" \
-      >"$WORK/node-$port.log" 2>&1 </dev/null &
-  else
-    "$BIN" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \
-      >"$WORK/node-$port.log" 2>&1 </dev/null &
-  fi
-  PIDS+=("$!")
-  NODES="${NODES:+$NODES,}127.0.0.1:$port"
-done
-for i in "${!PORTS[@]}"; do
-  if ! python3 "$HERE/tools.py" wait-ping "127.0.0.1:${PORTS[$i]}" 20; then
-    echo "--- node-${PORTS[$i]}.log ---" >&2
-    tail -n 30 "$WORK/node-${PORTS[$i]}.log" >&2 || true
-    die "node on port ${PORTS[$i]} did not answer PING"
-  fi
-done
+start_nodes "$NUM_NODES"
 echo "nodes: $NODES"
 
 export INTEROP_SERVER="$KIND" INTEROP_SERVER_BIN="$BIN" INTEROP_NODES="$NODES" INTEROP_LOG_DIR="$WORK"
