@@ -21,8 +21,10 @@
 //! Deleted entries are flagged in place (XDEL, XTRIM within a node), and a node whose
 //! entries are all deleted is removed, as in Redis; the counts of live and deleted
 //! entries decide when a node is full, as Redis's do, so approximate trimming (`~`)
-//! removes the same whole nodes Redis would for the same commands (its byte limit
-//! counts listpack bytes, ours our encoding's, which is smaller).
+//! removes the same whole nodes Redis would for the same commands. The byte limit
+//! counts what Redis's listpack of the node would take (`Node::listpack_bytes`, kept
+//! as entries are added), not this encoding's smaller size, so nodes end at the same
+//! entries as Redis's also for long entries, and a DUMP carries the same nodes.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -90,8 +92,13 @@ impl fmt::Display for StreamId {
     }
 }
 
+/// A node's listpack is never let grow past this (Redis's STREAM_LISTPACK_MAX_SIZE):
+/// `stream-node-max-bytes` 0, or above it, means this.
+const LISTPACK_MAX_BYTES: u64 = 1 << 30;
+
 /// How large a node may grow before a new one is started (Redis's
-/// `stream-node-max-entries` and `stream-node-max-bytes`; 0 means no limit).
+/// `stream-node-max-entries`, 0: no limit, and `stream-node-max-bytes`, counted in
+/// the bytes of Redis's listpack of the node).
 #[derive(Clone, Copy, Debug)]
 pub struct NodeLimits {
     pub max_entries: u64,
@@ -170,8 +177,14 @@ impl Stream {
     pub fn append(&mut self, id: StreamId, pairs: &[(&[u8], &[u8])], limits: NodeLimits) {
         debug_assert!(id > self.last_id);
         let size: u64 = pairs.iter().map(|(f, v)| (f.len() + v.len()) as u64).sum();
+        // As Redis: a node is full when its listpack's bytes plus the new entry's raw
+        // fields and values reach stream-node-max-bytes (0 or above 1 GB: 1 GB).
+        let max_bytes = match limits.max_bytes {
+            0 => LISTPACK_MAX_BYTES,
+            n => n.min(LISTPACK_MAX_BYTES),
+        };
         let tail_full = self.nodes.last_key_value().is_none_or(|(_, n)| {
-            let bytes_full = limits.max_bytes > 0 && n.data.len() as u64 + size >= limits.max_bytes;
+            let bytes_full = n.listpack_bytes() + size >= max_bytes;
             let count_full =
                 limits.max_entries > 0 && u64::from(n.live + n.deleted) >= limits.max_entries;
             bytes_full || count_full

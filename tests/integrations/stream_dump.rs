@@ -327,6 +327,168 @@ async fn a_stream_built_alike_dumps_to_redis_bytes() {
     ours.shutdown().await;
 }
 
+/// Nodes end where Redis's end also when entries are long: the byte limit counts the
+/// bytes of Redis's listpack of the node (integers and strings in their listpack
+/// encodings, the master's counts as they change with deletions), so the same commands
+/// give the same nodes, the same XINFO radix-tree-keys, the same approximate trims and
+/// byte-equal DUMPs. Three node settings: the defaults (100 entries, 4096 bytes), a
+/// small byte limit, and limits loose enough that a node's counts pass 127 (their
+/// encoding grows a byte) and come back below it after deletions.
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_entries_end_nodes_where_redis_ends_them() {
+    let redis = RedisNode::start(None);
+    let ours = start().await;
+    let mut r = conn(&redis).await;
+    let mut o = conn(&ours).await;
+    let settings = [("100", "4096"), ("100", "700"), ("1000", "12000")];
+    for (round, (entries, bytes)) in settings.into_iter().enumerate() {
+        let key = format!("long{round}");
+        let mut cmds: Vec<Vec<String>> = vec![
+            vec![
+                "CONFIG".into(),
+                "SET".into(),
+                "stream-node-max-entries".into(),
+                entries.into(),
+            ],
+            vec![
+                "CONFIG".into(),
+                "SET".into(),
+                "stream-node-max-bytes".into(),
+                bytes.into(),
+            ],
+        ];
+        for i in 1..=300u64 {
+            let id = format!("{}-{}", 5000 + i / 2, i % 2);
+            // Lengths from 1 to ~1500 bytes, integers of every listpack width, a field
+            // set that changes now and then.
+            let value = match i % 5 {
+                0 => (i * i * 7919).to_string(),
+                1 => format!("-{}", i * 100_003),
+                2 => "v".repeat(((i * 37) % 1500) as usize + 1),
+                3 => "w".repeat(((i * 11) % 70) as usize),
+                _ => format!("0{i}"),
+            };
+            let mut c = vec!["XADD".into(), key.clone(), id, "f".into(), value];
+            if i % 9 == 0 {
+                c.extend(["extra".into(), "e".repeat((i % 200) as usize)]);
+            }
+            cmds.push(c);
+        }
+        // Deletions that bring a node's counts back across 127, then more entries.
+        for i in (2..=300u64).step_by(2).take(140) {
+            cmds.push(vec![
+                "XDEL".into(),
+                key.clone(),
+                format!("{}-{}", 5000 + i / 2, i % 2),
+            ]);
+        }
+        for i in 301..=340u64 {
+            let id = format!("{}-{}", 5000 + i / 2, i % 2);
+            cmds.push(vec![
+                "XADD".into(),
+                key.clone(),
+                id,
+                "f".into(),
+                "x".repeat((i * 13 % 300) as usize),
+            ]);
+        }
+        cmds.push(vec![
+            "XTRIM".into(),
+            key.clone(),
+            "MAXLEN".into(),
+            "~".into(),
+            "120".into(),
+        ]);
+        for c in [&mut r, &mut o] {
+            for cmd in &cmds {
+                run(c, cmd).await;
+            }
+        }
+        let info = |v: Value| -> (Value, Value) {
+            let Value::Array(kv) = v else { panic!("{v:?}") };
+            let field = |name: &str| {
+                let at = kv
+                    .iter()
+                    .position(|x| *x == Value::BulkString(name.as_bytes().to_vec()))
+                    .unwrap_or_else(|| panic!("no {name}"));
+                kv[at + 1].clone()
+            };
+            (field("length"), field("radix-tree-keys"))
+        };
+        let xinfo = format!("XINFO STREAM {key}");
+        let theirs = info(run_str(&mut r, &xinfo).await);
+        assert_eq!(
+            info(run_str(&mut o, &xinfo).await),
+            theirs,
+            "{key}: length and nodes"
+        );
+        let theirs = dump(&mut r, &key).await;
+        assert_eq!(
+            dump(&mut o, &key).await,
+            theirs,
+            "DUMP {key} ({entries} entries, {bytes} bytes)"
+        );
+    }
+    ours.shutdown().await;
+}
+
+/// The byte limit at every value around the points where a node's counts cross 127
+/// (a byte more or less each in the listpack): each limit's stream must end its nodes
+/// where Redis's does, a byte early or late shows. First the live count passes 128 and
+/// deletions bring it back; then, in a node of 250 entries, 140 deletions take the
+/// deleted count past 128 and the live count back below it.
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_byte_limit_counts_the_node_counts_as_redis_encodes_them() {
+    let redis = RedisNode::start(None);
+    let ours = start().await;
+    let mut r = conn(&redis).await;
+    let mut o = conn(&ours).await;
+    // (limits, entries added, then deleted from the first, then added)
+    let cases = [(1350..1480u32, 150, 60, 230), (3500..3540, 250, 140, 400)];
+    let mut nodes = Vec::new();
+    for c in [&mut r, &mut o] {
+        let mut found = Vec::new();
+        for (limits, first, deleted, last) in cases.clone() {
+            for limit in limits {
+                let key = format!("edge{first}-{limit}");
+                let mut p = redis::pipe();
+                p.cmd("CONFIG")
+                    .arg(&["SET", "stream-node-max-entries", "0"])
+                    .ignore();
+                p.cmd("CONFIG")
+                    .arg(&["SET", "stream-node-max-bytes", &limit.to_string()])
+                    .ignore();
+                for seq in (1..=first).chain(first + 1..=last) {
+                    if seq == first + 1 {
+                        for gone in 1..=deleted {
+                            p.cmd("XDEL").arg(&key).arg(format!("1-{gone}")).ignore();
+                        }
+                    }
+                    p.cmd("XADD")
+                        .arg(&key)
+                        .arg(format!("1-{seq}"))
+                        .arg(&["f", "v"])
+                        .ignore();
+                }
+                p.cmd("XINFO").arg(&["STREAM", &key]);
+                let (info,): (Vec<Value>,) = p.query_async(c).await.expect("pipeline");
+                let at = info
+                    .iter()
+                    .position(|x| *x == Value::BulkString(b"radix-tree-keys".to_vec()))
+                    .expect("radix-tree-keys");
+                found.push((key.clone(), info[at + 1].clone(), dump(c, &key).await));
+            }
+        }
+        nodes.push(found);
+    }
+    for (theirs, ours_) in nodes[0].iter().zip(&nodes[1]) {
+        assert_eq!(ours_, theirs, "{}", theirs.0);
+    }
+    ours.shutdown().await;
+}
+
 /// A listpack of small items: numbers 0-127 as 7-bit integers, negative ones as 13-bit,
 /// anything else as a string of at most 63 bytes.
 fn lp(items: &[&str]) -> Vec<u8> {

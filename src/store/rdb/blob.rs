@@ -43,23 +43,12 @@ impl ListpackWriter {
 
     /// Appends a string, stored as an integer when it is one (lpStringToInt64).
     pub fn push(&mut self, s: &[u8]) {
-        match (s.len() < 21)
-            .then(|| crate::protocol::parse_int(s))
-            .flatten()
-        {
+        match as_int(s) {
             Some(v) => self.push_int(v),
             None => {
                 let start = self.buf.len();
-                let n = s.len();
-                if n < 64 {
-                    self.buf.push(0x80 | n as u8);
-                } else if n < 4096 {
-                    self.buf
-                        .extend_from_slice(&[0xe0 | (n >> 8) as u8, n as u8]);
-                } else {
-                    self.buf.push(0xf0);
-                    self.buf.extend_from_slice(&(n as u32).to_le_bytes());
-                }
+                let (head, n) = str_header(s.len());
+                self.buf.extend_from_slice(&head[..n]);
                 self.buf.extend_from_slice(s);
                 self.finish_entry(start);
             }
@@ -68,25 +57,8 @@ impl ListpackWriter {
 
     pub fn push_int(&mut self, v: i64) {
         let start = self.buf.len();
-        let b = &mut self.buf;
-        if (0..=127).contains(&v) {
-            b.push(v as u8);
-        } else if (-4096..=4095).contains(&v) {
-            let u = if v < 0 { (1 << 13) + v } else { v } as u64;
-            b.extend_from_slice(&[(u >> 8) as u8 | 0xc0, u as u8]);
-        } else if (-32768..=32767).contains(&v) {
-            b.push(0xf1);
-            b.extend_from_slice(&(v as i16).to_le_bytes());
-        } else if (-8_388_608..=8_388_607).contains(&v) {
-            b.push(0xf2);
-            b.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
-        } else if let Ok(w) = i32::try_from(v) {
-            b.push(0xf3);
-            b.extend_from_slice(&w.to_le_bytes());
-        } else {
-            b.push(0xf4);
-            b.extend_from_slice(&v.to_le_bytes());
-        }
+        let (enc, n) = int_encoding(v);
+        self.buf.extend_from_slice(&enc[..n]);
         self.finish_entry(start);
     }
 
@@ -107,6 +79,76 @@ impl ListpackWriter {
         self.buf
     }
 }
+
+/// The integer a string is stored as in a listpack, if it is one (lpStringToInt64:
+/// at most 20 characters, canonical form).
+fn as_int(s: &[u8]) -> Option<i64> {
+    (s.len() < 21)
+        .then(|| crate::protocol::parse_int(s))
+        .flatten()
+}
+
+/// A string entry's encoding byte(s) for a length of `n`, and how many there are.
+fn str_header(n: usize) -> ([u8; 5], usize) {
+    if n < 64 {
+        ([0x80 | n as u8, 0, 0, 0, 0], 1)
+    } else if n < 4096 {
+        ([0xe0 | (n >> 8) as u8, n as u8, 0, 0, 0], 2)
+    } else {
+        let l = (n as u32).to_le_bytes();
+        ([0xf0, l[0], l[1], l[2], l[3]], 5)
+    }
+}
+
+/// An integer entry's encoding (its type byte(s) and the value), and its length.
+fn int_encoding(v: i64) -> ([u8; 9], usize) {
+    let mut out = [0u8; 9];
+    let n = if (0..=127).contains(&v) {
+        out[0] = v as u8;
+        1
+    } else if (-4096..=4095).contains(&v) {
+        let u = if v < 0 { (1 << 13) + v } else { v } as u64;
+        out[..2].copy_from_slice(&[(u >> 8) as u8 | 0xc0, u as u8]);
+        2
+    } else if (-32768..=32767).contains(&v) {
+        out[0] = 0xf1;
+        out[1..3].copy_from_slice(&(v as i16).to_le_bytes());
+        3
+    } else if (-8_388_608..=8_388_607).contains(&v) {
+        out[0] = 0xf2;
+        out[1..4].copy_from_slice(&(v as i32).to_le_bytes()[..3]);
+        4
+    } else if let Ok(w) = i32::try_from(v) {
+        out[0] = 0xf3;
+        out[1..5].copy_from_slice(&w.to_le_bytes());
+        5
+    } else {
+        out[0] = 0xf4;
+        out[1..9].copy_from_slice(&v.to_le_bytes());
+        9
+    };
+    (out, n)
+}
+
+/// The bytes `ListpackWriter::push_int(v)` adds: encoding and back length.
+pub fn int_entry_bytes(v: i64) -> usize {
+    let n = int_encoding(v).1;
+    n + backlen(n as u64).len()
+}
+
+/// The bytes `ListpackWriter::push(s)` adds: encoding and back length.
+pub fn str_entry_bytes(s: &[u8]) -> usize {
+    match as_int(s) {
+        Some(v) => int_entry_bytes(v),
+        None => {
+            let n = str_header(s.len()).1 + s.len();
+            n + backlen(n as u64).len()
+        }
+    }
+}
+
+/// A listpack's bytes around its entries: the 6-byte header and the end byte.
+pub const LISTPACK_OVERHEAD: usize = 7;
 
 /// The entries of a listpack, checked whole: header, every entry's encoding and back
 /// length, the end byte.
@@ -343,6 +385,72 @@ pub fn zipmap_pairs(zm: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the size functions say an entry takes is what the writer adds, at every
+    /// encoding's edges (a stream node's split follows these sizes).
+    #[test]
+    fn entry_sizes_are_what_the_writer_writes() {
+        let ints = [
+            0,
+            127,
+            128,
+            -1,
+            -4096,
+            4095,
+            4096,
+            -4097,
+            32767,
+            -32768,
+            32768,
+            8_388_607,
+            -8_388_608,
+            8_388_608,
+            i32::MAX as i64,
+            i32::MIN as i64,
+            i32::MAX as i64 + 1,
+            i64::MAX,
+            i64::MIN,
+        ];
+        for v in ints {
+            let mut w = ListpackWriter::new();
+            let before = w.bytes();
+            w.push_int(v);
+            assert_eq!(w.bytes() - before, int_entry_bytes(v), "{v}");
+            let text = v.to_string();
+            let before = w.bytes();
+            w.push(text.as_bytes());
+            assert_eq!(
+                w.bytes() - before,
+                str_entry_bytes(text.as_bytes()),
+                "{text}"
+            );
+        }
+        let mut strings: Vec<Vec<u8>> = [
+            0, 1, 62, 63, 64, 65, 125, 126, 127, 128, 4095, 4096, 16380, 16400,
+        ]
+        .iter()
+        .map(|&n| vec![b'x'; n])
+        .collect();
+        strings.extend(
+            [
+                &b"0123"[..],
+                b"-0",
+                b"+1",
+                b"12345678901234567890",
+                b"123456789012345678901",
+                b" 1",
+            ]
+            .map(<[u8]>::to_vec),
+        );
+        for s in strings {
+            let mut w = ListpackWriter::new();
+            w.push(b"first");
+            let before = w.bytes();
+            w.push(&s);
+            assert_eq!(w.bytes() - before, str_entry_bytes(&s), "{} bytes", s.len());
+        }
+        assert_eq!(ListpackWriter::new().finish().len(), LISTPACK_OVERHEAD);
+    }
 
     fn round_trip(values: &[&[u8]]) {
         let mut w = ListpackWriter::new();

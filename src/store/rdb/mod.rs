@@ -4,7 +4,7 @@
 //! ziplist), a key's value in `object.rs` and a stream's in `stream.rs`. Everything read is bounded by the bytes
 //! at hand: a length inside a payload never allocates more than the payload holds.
 
-mod blob;
+pub(crate) mod blob;
 mod lzf;
 mod object;
 mod stream;

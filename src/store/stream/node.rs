@@ -2,6 +2,7 @@
 //! module's doc), and the varints and strings they are made of.
 
 use super::StreamId;
+use crate::store::rdb::blob::{int_entry_bytes, str_entry_bytes, LISTPACK_OVERHEAD};
 
 pub(super) const DELETED: u8 = 1;
 pub(super) const SAME_FIELDS: u8 = 2;
@@ -15,6 +16,12 @@ pub(super) struct Node {
     pub(super) data: Vec<u8>,
     pub(super) live: u32,
     pub(super) deleted: u32,
+    /// What Redis's listpack of this node would take for the master entry's fields,
+    /// their count and the closing 0 (see `listpack_bytes`).
+    lp_master: u64,
+    /// ... and for the entries, deleted ones included (a deletion changes a flag and
+    /// the master's counts, never an entry's size).
+    lp_entries: u64,
 }
 
 pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -65,13 +72,29 @@ impl Node {
         for f in fields {
             put_str(&mut master, f);
         }
+        let lp_master = int_entry_bytes(fields.len() as i64)
+            + fields.iter().map(|f| str_entry_bytes(f)).sum::<usize>()
+            + int_entry_bytes(0);
         Node {
             master_fields: master.into_boxed_slice(),
             master_count: fields.len() as u32,
             data: Vec::new(),
             live: 0,
             deleted: 0,
+            lp_master: lp_master as u64,
+            lp_entries: 0,
         }
+    }
+
+    /// The bytes (`lpBytes`) of the listpack Redis would hold for this node: what its
+    /// `stream-node-max-bytes` counts when it decides that a node is full, and what a
+    /// DUMP of the node carries.
+    pub(super) fn listpack_bytes(&self) -> u64 {
+        (LISTPACK_OVERHEAD
+            + int_entry_bytes(i64::from(self.live))
+            + int_entry_bytes(i64::from(self.deleted))) as u64
+            + self.lp_master
+            + self.lp_entries
     }
 
     pub(super) fn master_fields(&self) -> Vec<&[u8]> {
@@ -107,6 +130,7 @@ impl Node {
             put_str(&mut self.data, v);
         }
         self.live += 1;
+        self.lp_entries += entry_listpack_bytes(master, id, pairs, same) as u64;
     }
 
     /// The entry header at `at`; `end` is where the next entry starts.
@@ -175,5 +199,28 @@ impl Node {
 
     pub(super) fn heap_bytes(&self) -> usize {
         self.data.capacity() + self.master_fields.len() + std::mem::size_of::<Node>()
+    }
+}
+
+/// The bytes of an entry in Redis's listpack of its node: flags, the ID's differences
+/// from the master ID, the fields unless they are the master's (then their count
+/// first), the values, and the entry's item count.
+fn entry_listpack_bytes(
+    master: StreamId,
+    id: StreamId,
+    pairs: &[(&[u8], &[u8])],
+    same_fields: bool,
+) -> usize {
+    let n = pairs.len() as i64;
+    let ids = int_entry_bytes(id.ms.wrapping_sub(master.ms) as i64)
+        + int_entry_bytes(id.seq.wrapping_sub(master.seq) as i64);
+    let values: usize = pairs.iter().map(|(_, v)| str_entry_bytes(v)).sum();
+    // The flags (0-3) take one byte and its back length.
+    let head = 2 + ids;
+    if same_fields {
+        head + values + int_entry_bytes(n + 3)
+    } else {
+        let fields: usize = pairs.iter().map(|(f, _)| str_entry_bytes(f)).sum();
+        head + int_entry_bytes(n) + fields + values + int_entry_bytes(2 * n + 4)
     }
 }
