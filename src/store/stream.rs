@@ -16,7 +16,7 @@
 //! entry shares is not repeated); the node's own costs (the tree's slot, the master
 //! fields, the vector's spare capacity, trimmed when a node is closed) are shared by
 //! 100 entries. Measured with `benches/streams.sh` (1M x `XADD mem:s * f 0123456789`):
-//! 16.4 B of used_memory per entry, redis-server 7.0.15 22.0 (docs/benchmarks.md).
+//! 16.6 B of used_memory per entry, redis-server 7.0.15 21.7 (docs/benchmarks.md).
 //!
 //! Deleted entries are flagged in place (XDEL, XTRIM within a node), and a node whose
 //! entries are all deleted is removed, as in Redis; the counts of live and deleted
