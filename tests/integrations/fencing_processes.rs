@@ -49,7 +49,9 @@ fn client(nodes: &[Node]) -> Redlock {
     Redlock::new(
         nodes.iter().map(|n| n.addr().to_string()),
         RedlockOptions {
-            node_timeout: Some(Duration::from_millis(200)),
+            // Long enough for a node that is up, with both cores busy: every node here
+            // is either up or refusing connections, so no round waits it out.
+            node_timeout: Some(Duration::from_secs(2)),
             retry_count: 0,
             fencing_tokens: true,
             ..RedlockOptions::default()
@@ -480,7 +482,9 @@ fn a_fresh_cluster_accepts_locks_at_once() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn redlockd cluster");
-    let started = std::time::Instant::now();
+    // A fenced node answers TRYAGAIN for max-ttl + 1 s (31 s here) after it starts, so
+    // a grant on each node's first answer means none raised a fence (how long the
+    // processes took to start is the machine's business, not the fence's).
     for port in base..base + 3 {
         support::process::wait_for_pong(port).unwrap();
         assert_eq!(
@@ -489,11 +493,6 @@ fn a_fresh_cluster_accepts_locks_at_once() {
             "node {port}"
         );
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
     support::process::signal(&child, "-TERM");
     support::process::wait_bounded(&mut child);
     let _ = std::fs::remove_dir_all(&dir);

@@ -10,11 +10,10 @@ use crate::support;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlockd::redlock::{Lock, Redlock};
+use redlockd::redlock::{Lock, Redlock, RedlockError};
 use std::time::Duration;
 use support::nodes::{
     checker_clients, checker_cluster, opts, redlock, CheckerFaults, CHECKER_NODE_TIMEOUT_MS,
-    DETERMINISM_NODE_TIMEOUT_MS,
 };
 
 const NODES: usize = 5;
@@ -50,6 +49,22 @@ fn overlaps(grants: &[Grant]) -> Vec<(Grant, Grant)> {
     found
 }
 
+/// An attempt's votes: granted, refused (held elsewhere), failed (unreachable, paused,
+/// fenced, refused by max-ttl...). Which way a node fails can differ between two runs
+/// (a restarted node's old connection is dropped before or after it answers), the
+/// votes must not.
+fn votes(e: &RedlockError) -> String {
+    match e {
+        RedlockError::NotAcquired { last, .. } => format!(
+            "{} granted, {} refused, {} failed",
+            last.granted,
+            last.refused,
+            last.failed.len()
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// Client `c` tries once to take the resource at manual time `now`.
 async fn attempt(
     redlock: &Redlock,
@@ -78,7 +93,7 @@ async fn attempt(
             held[c] = Some((lock, grants.len() - 1));
             format!("client {c} granted")
         }
-        Err(_) => format!("client {c} denied"),
+        Err(e) => format!("client {c} denied: {}", votes(&e)),
     }
 }
 
@@ -143,6 +158,9 @@ async fn run_schedule(seed: u64, steps: usize, fence: bool, node_timeout_ms: u64
 }
 
 const SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+
+/// The history-determinism test's per-node timeout (see `same_seed_same_history`).
+const DETERMINISM_NODE_TIMEOUT_MS: u64 = 5_000;
 const STEPS: usize = 400;
 
 /// Every seed's schedule, each on its own cluster, all at once: a paused node costs a
@@ -202,7 +220,9 @@ async fn the_checker_finds_overlaps_without_the_restart_fence() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_seed_same_history() {
-    // Both runs at once: each paused node in the schedule waits out the long timeout.
+    // A history records each denial's votes, so a node that is up must never time out:
+    // with both cores busy, one did at 1 s. Both runs at once: each paused node in the
+    // schedule waits out the timeout.
     let (a, b) = tokio::join!(
         run_schedule(7, 150, true, DETERMINISM_NODE_TIMEOUT_MS),
         run_schedule(7, 150, true, DETERMINISM_NODE_TIMEOUT_MS)
