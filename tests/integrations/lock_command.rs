@@ -312,6 +312,10 @@ impl Relay {
 /// nodes while its command's background loop writes to a log; B (direct) waits for the
 /// lock and writes once it holds it. Not one line of A's after B's: A's whole process
 /// group was stopped before B could acquire (B gets it only when A's keys expire).
+/// A holds a 3 s TTL: the runner stops A's group when it notices the loss, at its next
+/// renewal, and a runner slowed by a busy machine must still do that before A's keys
+/// expire (with 1 s, a stall of ~0.7 s on a loaded machine would let B in first, the
+/// process pause no lock client can rule out).
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_holder_has_stopped_before_the_next_holder_starts() {
@@ -329,6 +333,7 @@ async fn a_lost_holder_has_stopped_before_the_next_holder_starts() {
     );
     let via_relays: Vec<String> = relays.iter().map(|r| r.addr.clone()).collect();
     let mut a = args(&via_relays, "next", &["sh", "-c", &a_script]);
+    a.ttl = Duration::from_secs(3);
     a.grace = Duration::from_secs(3600);
     a.wait = Duration::from_secs(5);
     let a = tokio::spawn(run_lock_command(a));
@@ -343,7 +348,7 @@ async fn a_lost_holder_has_stopped_before_the_next_holder_starts() {
         "next",
         &["sh", "-c", &format!("echo B >> '{}'", log.0.display())],
     );
-    b.wait = Duration::from_secs(5);
+    b.wait = Duration::from_secs(8);
     let b = run_lock_command(b);
     let (ra, rb) = timeout(BOUND, async { tokio::join!(a, b) })
         .await
