@@ -93,7 +93,12 @@ async fn attempt(
             held[c] = Some((lock, grants.len() - 1));
             format!("client {c} granted")
         }
-        Err(e) => format!("client {c} denied: {}", votes(&e)),
+        Err(e) => {
+            // Every node's answer, shown only when the test fails: which node voted
+            // otherwise, and how, when two histories differ.
+            eprintln!("t={now} client {c} denied: {e}");
+            format!("client {c} denied: {}", votes(&e))
+        }
     }
 }
 
