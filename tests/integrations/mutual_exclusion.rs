@@ -223,6 +223,14 @@ async fn the_checker_finds_overlaps_without_the_restart_fence() {
     );
 }
 
+/// Two runs of one seed give one history. Known to fail now and then with both cores
+/// busy (`.ci/soak`), never so far without: the two runs' votes part at steps 118 or
+/// 139 of seed 7. At 139, one cluster's node 4 still held the key of the attempt made
+/// at step 137 while node 4 was paused: that attempt's SET and then its release both
+/// waited out the client's timeout on the paused node, the client closed both
+/// connections, and on resume the node ran the SET but not the release in one cluster
+/// and neither (or both) in the other. What a paused node does with the backlog of a
+/// connection its client has closed, and in which order, is where to look.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_seed_same_history() {
     // A history records each denial's votes, so a node that is up must never time out:
