@@ -267,7 +267,15 @@ impl Spec {
         }
         let fixed = fixed_positions(self.first_key, self.last_key, self.step, n);
         if self.flags & STREAMS_KEYS != 0 {
-            return empty.chain(streams_keys(args)).chain(None);
+            // Redis reads the row's key spec (STREAMS, then half of what is left)
+            // and only when that is out of bounds falls back to xreadGetKeys.
+            let keys = self
+                .key_specs
+                .first()
+                .and_then(|spec| spec.keyword_range(args));
+            return empty
+                .chain(keys.unwrap_or_else(|| streams_keys(args)))
+                .chain(None);
         }
         if self.flags & STORE_KEY != 0 {
             return fixed.chain(0..0).chain(store_key(args));

@@ -98,6 +98,44 @@ pub const fn keynum(at: i32, first: i32, step: i32) -> Find {
 pub const UNKNOWN_BEGIN: Begin = Begin::Unknown;
 pub const UNKNOWN_FIND: Find = Find::Unknown;
 
+impl KeySpec {
+    /// The keys of a keyword spec with a range (XREAD's `STREAMS`, from 1; XREADGROUP's,
+    /// from 4), as Redis's getKeysUsingKeySpecs finds them: the first match of the
+    /// keyword (any case) from `startfrom` up to the second last argument, then the
+    /// range after it (`limit`: 1/limit of the arguments left). `None` when the spec
+    /// is of another kind, the keyword is not there, or the range is out of bounds
+    /// (Redis then asks the command's own getkeys function).
+    pub fn keyword_range(&self, args: &[Bytes]) -> Option<std::ops::Range<usize>> {
+        let (
+            Begin::Keyword(word, from),
+            Find::Range {
+                last,
+                step: 1,
+                limit,
+            },
+        ) = (self.begin, self.find)
+        else {
+            return None;
+        };
+        let argc = args.len() as i32;
+        if from < 1 {
+            return None; // searched backwards: no row has one
+        }
+        let at =
+            (from..argc - 1).find(|&i| args[i as usize].eq_ignore_ascii_case(word.as_bytes()))?;
+        let first = at + 1;
+        let last = match (last, limit) {
+            (l, _) if l >= 0 => first + l,
+            (l, 0) => argc + l,
+            (l, limit) => first + (argc - first) / limit + l,
+        };
+        if last >= argc || last < first || first >= argc {
+            return None;
+        }
+        Some(first as usize..last as usize + 1)
+    }
+}
+
 /// A command's legacy (first, last, step), derived from its key specs as Redis's
 /// populateCommandLegacyRangeSpec derives them: a lone index + range spec as it is;
 /// otherwise the span of the consecutive index + range specs of step 1 (a negative
