@@ -1,11 +1,16 @@
-//! The command table: name -> spec (arity, flags, key positions, handler), as in
-//! Redis's own table. Arity counts the command name; negative means "at least".
+//! The command table: name -> spec (arity, flags, key specs and positions, handler),
+//! as in Redis's own table. Arity counts the command name; negative means "at least".
+//! Every check that reads keys (ACL key patterns, cluster routing, the restart and
+//! slot fences, COMMAND GETKEYS, client-side caching) finds them with
+//! `Spec::key_positions`, which reads a container command's subcommand row.
 
 use super::{CmdResult, Ctx};
 use bytes::Bytes;
 use std::sync::LazyLock;
 
+pub mod key_specs;
 mod rows;
+use key_specs::KeySpec;
 use rows::{Row, ROWS, SUB_ROWS};
 
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
@@ -141,6 +146,9 @@ pub struct Spec {
     pub flags: u32,
     /// ACL categories (`cats`).
     pub cats: u32,
+    /// Redis's key specs (COMMAND INFO); none for a container command.
+    pub key_specs: &'static [KeySpec],
+    /// The legacy key positions, derived from `key_specs` (`key_specs::legacy_range`).
     pub first_key: i32,
     pub last_key: i32,
     pub step: i32,
@@ -155,10 +163,17 @@ pub struct Spec {
 pub struct Subcommand {
     /// `parent|sub`, lowercase.
     pub fullname: &'static str,
-    /// The flags of its own that matter to our checks (`ALLOW_BUSY`), as Redis's
-    /// command JSON gives them per subcommand.
+    /// Counting both names (`XINFO STREAM key`: -3).
+    pub arity: i32,
+    /// The flags of its own that matter to our checks (`ALLOW_BUSY`, `NOSCRIPT`,
+    /// `FENCED`), as Redis's command JSON gives them per subcommand.
     pub flags: u32,
     pub cats: u32,
+    /// Redis's key specs, and the legacy positions derived from them, as a command's.
+    pub key_specs: &'static [KeySpec],
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
     /// Its ACL id: after every command's (`COMMANDS.len() + ` its place in `SUBCOMMANDS`).
     pub id: usize,
 }
@@ -215,40 +230,52 @@ impl Spec {
             .find(|s| s.fullname.as_bytes()[self.name.len() + 1..].eq_ignore_ascii_case(sub))
     }
 
+    /// The flags this call is checked by: a container command's subcommand has its
+    /// own (SCRIPT KILL is `ALLOW_BUSY`, CLIENT ID `NOSCRIPT`); a container's unknown
+    /// subcommand has none; a plain command has the row's.
+    pub fn flags_of(&self, args: &[Bytes]) -> u32 {
+        match self.subcommand(args) {
+            Some(sub) => sub.flags,
+            None if !self.subcommands.is_empty() => 0,
+            None => self.flags,
+        }
+    }
+
     /// Whether this call runs while a script is busy (Redis's `allow_busy`): a
     /// container command's subcommand decides for itself (SCRIPT KILL does, SCRIPT
     /// LOAD does not); a container's unknown subcommand does not.
     pub fn allows_busy(&self, args: &[Bytes]) -> bool {
-        let flags = match self.subcommand(args) {
-            Some(sub) => sub.flags,
-            None if !self.subcommands.is_empty() => 0,
-            None => self.flags,
-        };
-        flags & ALLOW_BUSY != 0
+        self.flags_of(args) & ALLOW_BUSY != 0
     }
 
-    /// The positions of the keys in `args`, in Redis's order (COMMAND GETKEYS, ACL
-    /// key patterns): from first_key to last_key (negative: from the end) by step, then
-    /// those a numkeys argument gives (`NUMKEYS_AT_1` / `NUMKEYS_AT_2`). A numkeys
-    /// that is not a positive count of the arguments left gives no keys at all (the
-    /// command refuses it), except as Redis's fallback reads it with C's `atoi`
+    /// The positions of the keys in `args`, in Redis's order: the one key extraction
+    /// (COMMAND GETKEYS, ACL key patterns, cluster routing, the fences). A container
+    /// command's keys are its subcommand's (XINFO STREAM key: 2; none for an unknown
+    /// subcommand). Otherwise from first_key to last_key (negative: from the end) by
+    /// step, then those a numkeys argument gives (`NUMKEYS_AT_1` / `NUMKEYS_AT_2`). A
+    /// numkeys that is not a positive count of the arguments left gives no keys at all
+    /// (the command refuses it), except as Redis's fallback reads it with C's `atoi`
     /// ("1x", " 2"): then the numkeys keys come first and the destination last.
     pub fn key_positions(&self, args: &[Bytes]) -> impl Iterator<Item = usize> {
         let n = args.len();
-        let fixed = if self.first_key <= 0 || self.first_key as usize >= n {
-            0..0
-        } else {
-            let last = if self.last_key < 0 {
-                n as i32 + self.last_key
-            } else {
-                self.last_key.min(n as i32 - 1)
-            };
-            (self.first_key as usize)..(last.max(self.first_key - 1) + 1) as usize
-        };
-        let fixed = fixed.step_by(self.step.max(1) as usize);
         let empty = (0..0).step_by(1);
+        if !self.subcommands.is_empty() {
+            let fixed = self.subcommand(args).map_or(empty.clone(), |sub| {
+                fixed_positions(sub.first_key, sub.last_key, sub.step, n)
+            });
+            return fixed.chain(0..0).chain(None);
+        }
+        let fixed = fixed_positions(self.first_key, self.last_key, self.step, n);
         if self.flags & STREAMS_KEYS != 0 {
-            return empty.chain(streams_keys(args)).chain(None);
+            // Redis reads the row's key spec (STREAMS, then half of what is left)
+            // and only when that is out of bounds falls back to xreadGetKeys.
+            let keys = self
+                .key_specs
+                .first()
+                .and_then(|spec| spec.keyword_range(args));
+            return empty
+                .chain(keys.unwrap_or_else(|| streams_keys(args)))
+                .chain(None);
         }
         if self.flags & STORE_KEY != 0 {
             return fixed.chain(0..0).chain(store_key(args));
@@ -292,6 +319,27 @@ impl Spec {
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         self.key_positions(args).map(|i| &args[i])
     }
+}
+
+/// The positions first..=last (negative last: from the end) by step, within `n`
+/// arguments.
+fn fixed_positions(
+    first: i32,
+    last: i32,
+    step: i32,
+    n: usize,
+) -> std::iter::StepBy<std::ops::Range<usize>> {
+    let range = if first <= 0 || first as usize >= n {
+        0..0
+    } else {
+        let last = if last < 0 {
+            n as i32 + last
+        } else {
+            last.min(n as i32 - 1)
+        };
+        (first as usize)..(last.max(first - 1) + 1) as usize
+    };
+    range.step_by(step.max(1) as usize)
 }
 
 /// XREAD's and XREADGROUP's keys, as Redis's xreadGetKeys finds them: the options
@@ -367,11 +415,19 @@ pub static SUBCOMMANDS: LazyLock<Vec<Subcommand>> = LazyLock::new(|| {
     SUB_ROWS
         .iter()
         .enumerate()
-        .map(|(i, row)| Subcommand {
-            fullname: row.name,
-            flags: row.flags,
-            cats: row.cats,
-            id: ROWS.len() + i,
+        .map(|(i, row)| {
+            let (first_key, last_key, step) = key_specs::legacy_range(row.keys);
+            Subcommand {
+                fullname: row.name,
+                arity: row.arity,
+                flags: row.flags,
+                cats: row.cats,
+                key_specs: row.keys,
+                first_key,
+                last_key,
+                step,
+                id: ROWS.len() + i,
+            }
         })
         .collect()
 });
@@ -400,14 +456,20 @@ pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
                 .count();
             // A container's own flags are for our checks; in Redis it has none.
             let implicit = if len == 0 { flags } else { 0 };
+            assert!(
+                len == 0 || keys.is_empty(),
+                "{name}: a container's keys are its subcommands'"
+            );
+            let (first_key, last_key, step) = key_specs::legacy_range(keys);
             Spec {
                 name,
                 arity,
                 flags,
                 cats: with_implicit_cats(implicit, cats),
-                first_key: keys.first,
-                last_key: keys.last,
-                step: keys.step,
+                key_specs: keys,
+                first_key,
+                last_key,
+                step,
                 handler,
                 index,
                 subcommands: &SUBCOMMANDS[start..start + len],

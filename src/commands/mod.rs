@@ -119,13 +119,17 @@ fn may_grow_memory(ctx: &Ctx, spec: &Spec) -> bool {
 }
 
 fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
-    let n = args.len() as i32;
-    let ok = if spec.arity >= 0 {
-        n == spec.arity
+    (!arity_ok(spec.arity, args.len())).then(|| errors::wrong_arity(spec.name))
+}
+
+/// Whether `n` arguments (the command name counted) fit `arity` (negative: at least).
+pub fn arity_ok(arity: i32, n: usize) -> bool {
+    let n = n as i32;
+    if arity >= 0 {
+        n == arity
     } else {
-        n >= -spec.arity
-    };
-    (!ok).then(|| errors::wrong_arity(spec.name))
+        n >= -arity
+    }
 }
 
 /// Runs a command already looked up and arity-checked: the script rule, the fence, then
@@ -133,14 +137,14 @@ fn check_arity(spec: &Spec, args: &[Bytes]) -> Option<Reply> {
 pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     // A container command's subcommand carries its own flags (CLIENT ID may not run
     // in a script, CLIENT HELP may).
-    let own_flags = spec.subcommand(args).map_or(spec.flags, |sub| sub.flags);
+    let own_flags = spec.flags_of(args);
     if ctx.in_script
         && own_flags & flags::NOSCRIPT != 0
         && !ctx.shared.scripts_may_call_anything.load(Ordering::Relaxed)
     {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
-    if spec.flags & flags::FENCED != 0 {
+    if own_flags & flags::FENCED != 0 {
         if let Err(e) = check_fences(ctx, spec, args) {
             return e;
         }
@@ -185,7 +189,8 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
 
 /// The fences a FENCED command (one that could grant a lock) must pass: the restart
 /// fence, and the fence on hash slots this node took over from another
-/// (`crate::cluster`). Counted as fence refusals.
+/// (`crate::cluster`), for the slots of the keys `Spec::key_positions` finds. Counted
+/// as fence refusals.
 pub fn check_fences(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply> {
     ctx.shared
         .fence
@@ -198,6 +203,14 @@ pub fn check_fences(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply>
         .inspect_err(|_| {
             (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::Fence)
         })
+}
+
+/// The same fences, for a handler that finds only as it runs that this call creates a
+/// key (XGROUP CREATE ... MKSTREAM of a stream that does not exist): `args` is the
+/// handler's own call, its name first.
+pub fn check_fences_of(ctx: &Ctx, args: &[Bytes]) -> Result<(), Reply> {
+    let spec = lookup(&args[0]).expect("a handler's own command is in the table");
+    check_fences(ctx, spec, args)
 }
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.

@@ -17,6 +17,7 @@ mod cli;
 mod client_tracking;
 mod cluster;
 mod cluster_redis_rs;
+mod command_keys;
 mod connection;
 mod differential;
 mod differential_bits;

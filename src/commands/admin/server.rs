@@ -1,7 +1,7 @@
 //! Server commands: DBSIZE, FLUSHDB, FLUSHALL, TIME, COMMAND, SHUTDOWN (INFO and
 //! CONFIG have files of their own).
 
-use crate::commands::command_table::{flags, COMMANDS};
+use crate::commands::command_table::{flags, key_specs, Subcommand, COMMANDS};
 use crate::commands::{eq_ignore_case, CmdResult, Ctx, Spec};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
@@ -61,24 +61,61 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     Ok(Reply::Ok)
 }
 
-/// COMMAND INFO's 10-element entry for a command.
+/// COMMAND INFO's 10-element entry for a command: name, arity, flags, first key,
+/// last key, step, ACL categories, tips, key specs, subcommands.
 fn command_entry(spec: &Spec) -> Reply {
-    // A container command (CONFIG, OBJECT...) has no flags or keys of its own in Redis
-    // 7: its subcommands do. Ours keep them on the container for our own checks.
-    let container = !spec.subcommands.is_empty();
-    let flags = if container {
-        Vec::new()
-    } else {
+    // A container command (CONFIG, OBJECT...) has no flags of its own in Redis 7: its
+    // subcommands do. Ours keep some on the container for our own checks.
+    let flags = if spec.subcommands.is_empty() {
         spec.flag_names()
-    };
-    let (first, last, step) = if container {
-        (0, 0, 0)
     } else {
-        (spec.first_key, spec.last_key, spec.step)
+        Vec::new()
     };
+    entry(
+        spec.name,
+        spec.arity,
+        flags,
+        (spec.first_key, spec.last_key, spec.step),
+        spec.cats,
+        spec.key_specs,
+        Reply::Array(spec.subcommands.iter().map(subcommand_entry).collect()),
+    )
+}
+
+/// A subcommand's entry in its container's (the same ten fields). Its flags are the
+/// ones our checks read (`noscript`, `allow_busy`), not all of Redis's.
+fn subcommand_entry(sub: &Subcommand) -> Reply {
+    let flags = [
+        (flags::NOSCRIPT, "noscript"),
+        (flags::ALLOW_BUSY, "allow_busy"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| sub.flags & bit != 0)
+    .map(|(_, name)| name)
+    .collect();
+    entry(
+        sub.fullname,
+        sub.arity,
+        flags,
+        (sub.first_key, sub.last_key, sub.step),
+        sub.cats,
+        sub.key_specs,
+        Reply::Array(vec![]),
+    )
+}
+
+fn entry(
+    name: &str,
+    arity: i32,
+    flags: Vec<&'static str>,
+    (first, last, step): (i32, i32, i32),
+    cats: u32,
+    key_specs: &[key_specs::KeySpec],
+    subcommands: Reply,
+) -> Reply {
     Reply::Array(vec![
-        Reply::bulk_str(spec.name),
-        Reply::Integer(spec.arity as i64),
+        Reply::bulk_str(name),
+        Reply::Integer(arity as i64),
         Reply::Set(
             flags
                 .into_iter()
@@ -89,13 +126,13 @@ fn command_entry(spec: &Spec) -> Reply {
         Reply::Integer(last as i64),
         Reply::Integer(step as i64),
         Reply::Set(
-            crate::commands::command_table::cats::names(spec.cats)
+            crate::commands::command_table::cats::names(cats)
                 .map(|c| Reply::Status(Bytes::from(format!("@{c}"))))
                 .collect(),
         ),
         Reply::Set(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
+        key_specs::reply(key_specs),
+        subcommands,
     ])
 }
 
@@ -154,9 +191,16 @@ pub fn command(_ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         "getkeys" if args.len() >= 4 => {
             let cmd = &args[2..];
-            let spec = crate::commands::lookup(&cmd[0])
-                .ok_or_else(|| Reply::error("ERR Invalid command specified"))?;
-            if crate::commands::check_arity(spec, cmd).is_some() {
+            let invalid = || Reply::error("ERR Invalid command specified");
+            let spec = crate::commands::lookup(&cmd[0]).ok_or_else(invalid)?;
+            // A container's subcommand is the command (Redis's lookupCommand): it must
+            // be one, and its arity is checked.
+            let arity = if spec.subcommands.is_empty() {
+                spec.arity
+            } else {
+                spec.subcommand(cmd).ok_or_else(invalid)?.arity
+            };
+            if !crate::commands::arity_ok(arity, cmd.len()) {
                 return Err(Reply::error(
                     "ERR Invalid number of arguments specified for command",
                 ));

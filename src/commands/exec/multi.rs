@@ -63,7 +63,7 @@ pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &mut Vec<Bytes>) -> Optio
     ctx.client.multi.as_ref()?;
     let refusal = if spec.flags & flags::NO_MULTI != 0 {
         Some(Reply::error("ERR Command not allowed inside a transaction"))
-    } else if spec.flags & flags::FENCED != 0 {
+    } else if spec.flags_of(args) & flags::FENCED != 0 {
         crate::commands::check_fences(ctx, spec, args).err()
     } else {
         None

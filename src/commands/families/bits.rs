@@ -554,7 +554,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    ctx.shared.fence.check_write(ctx.now_ms)?;
+    crate::commands::check_fences_of(ctx, args)?;
     let max_bit = fields
         .iter()
         .filter(|f| f.op != FieldOp::Get)

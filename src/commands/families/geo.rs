@@ -668,7 +668,7 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Form) -> CmdResult {
         return Err(Reply::error("ERR the ANY argument requires COUNT argument"));
     }
     if let Some(dest) = store {
-        ctx.shared.fence.check_write(ctx.now_ms)?;
+        crate::commands::check_fences_of(ctx, args)?;
         if !exists {
             ctx.db().remove(dest, ctx.now_ms);
             return Ok(Reply::Integer(0));

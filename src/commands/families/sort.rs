@@ -86,7 +86,7 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
         j += 1;
     }
     if store.is_some() {
-        ctx.shared.fence.check_write(ctx.now_ms)?;
+        crate::commands::check_fences_of(ctx, args)?;
     }
 
     let (kind, elements) = match ctx.db().get(&args[1], ctx.now_ms) {

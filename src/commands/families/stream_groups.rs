@@ -163,7 +163,8 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 parse_strict_id(&args[4])?
             };
             if found.is_none() {
-                ctx.shared.fence.check_write(ctx.now_ms)?;
+                // MKSTREAM creates the key: the restart fence and the slot fence.
+                crate::commands::check_fences_of(ctx, args)?;
             }
             typed::write(ctx, key, |s: &mut Stream| {
                 if s.groups.contains_key(&name[..]) {

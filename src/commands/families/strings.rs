@@ -351,7 +351,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let persist = ttl.keep_or_drop;
     let changes_ttl = ttl.expire.is_some() || persist;
     if changes_ttl {
-        ctx.shared.fence.check_write(ctx.now_ms)?;
+        crate::commands::check_fences_of(ctx, args)?;
     }
     if persist {
         ctx.shared.fence.check_has_ttl()?;
