@@ -36,9 +36,9 @@ pub const RESTORE_LEAD: u64 = 1 << 32;
 ///
 /// The node cannot know how far its mark went after the copy was made, so the mark
 /// jumps past anything it can have reached. A token is one more than the highest mark
-/// of a quorum, so marks grow by one per lock acquisition (a Redlock round trip each,
-/// far fewer than one per microsecond), except where an earlier restore set them the
-/// same way: a mark set from the microsecond clock stays ahead of every mark handed
+/// of a quorum, so the highest mark grows by one per lock acquisition (a Redlock round
+/// trip each, far fewer than one per microsecond), except where an earlier restore set
+/// it the same way: a mark set from the microsecond clock stays ahead of every mark handed
 /// out before, as long as the wall clocks of the machines involved agree to within
 /// `RESTORE_LEAD`. Values a client committed beyond that (FENCING.COMMIT takes any
 /// token) are beyond any bound. Tokens only need to grow, so a jump costs nothing but
