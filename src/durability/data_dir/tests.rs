@@ -19,13 +19,14 @@ fn state_survives_reopen_and_a_torn_slot() {
         d.update(|s| s.token_reserved = 20).unwrap();
         d.state().node_id
     };
-    // Tear the newest slot (seq 3 lives in slot 1): the older one (10) is used.
-    let f = OpenOptions::new()
-        .write(true)
-        .open(p.join(STATE_FILE))
-        .unwrap();
-    f.write_all_at(&[0xff; 8], SLOT_LEN as u64 + 40).unwrap();
-    drop(f);
+    // Tear the newest slot (seq 3 lives in slot 1): the older one (10) is used. The
+    // file is put back as if this node had just written it: a real tear comes with a
+    // crash in the middle of the node's own write, whose ctime either did not reach
+    // the disk (the older slot's stands) or did (refused as changed: see
+    // `not_as_written`), and the time this test takes must not decide which.
+    let mut raw = std::fs::read(p.join(STATE_FILE)).unwrap();
+    raw[SLOT_LEN + 40..SLOT_LEN + 48].fill(0xff);
+    put_back_state_as_written(&p, &raw);
     let d = NodeDir::open(&p).unwrap();
     assert_eq!(d.state().node_id, id);
     assert_eq!(d.state().token_reserved, 10);
