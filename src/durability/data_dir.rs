@@ -480,9 +480,13 @@ impl StateFile {
                 break;
             }
             if tries == WRITE_TRIES {
-                tracing::warn!(
-                    "node.state's inode change time ({ctime} ns) does not follow the wall clock ({written_ns} ns when written) on this filesystem: this write is left unchecked, and a backup of it put back would not be recognised"
-                );
+                static WARNED: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
+                if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        "node.state's inode change time ({ctime} ns) does not follow the wall clock ({written_ns} ns when written) on this filesystem: such writes are left unchecked, and a backup of one put back would not be recognised (said once)"
+                    );
+                }
                 self.file
                     .write_all_at(&encode_slot(seq, &next, self.ino, UNCHECKED), at)?;
                 break;

@@ -6,8 +6,9 @@
 //! on the monotonic clock of the machine's current boot (its kernel boot id names the
 //! epoch; a time namespace's offset, as `unshare --time` or a container's
 //! checkpoint/restore sets, is taken off, so every process on the machine counts the
-//! same instant alike; a process whose offset cannot be read trusts no record), and the longest time any key could still have to live at any moment of this
-//! life (the longest TTL granted, or the fence the life started with). After a crash on
+//! same instant alike; a process whose offset cannot be read trusts no record), and
+//! the longest time any key could still have to live at any moment of this life (the
+//! longest TTL granted, or the fence the life started with). After a crash on
 //! the same boot the fence waits until that deadline; after a reboot (another boot id:
 //! CLOCK_MONOTONIC started again, and the downtime is unknown) it waits for the longest
 //! TTL, counted from the new boot. No wall clock is involved.
