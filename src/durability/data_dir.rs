@@ -10,10 +10,19 @@
 //!   what the restart fence after a crash waits for). Two fixed-size slots, each with a
 //!   sequence number and a CRC, are written in turn and fsynced: a write torn by a crash
 //!   leaves the other slot, which still covers everything that was ever handed out
-//!   (nothing beyond a reservation is handed out before its fsync returns). The file
-//!   also records its own inode number: a copy (a backup put back, a directory copied
-//!   from another machine) has another one and is refused until an operator accepts it
-//!   (`redlockd init --adopt`).
+//!   (nothing beyond a reservation is handed out before its fsync returns).
+//!
+//!   A `node.state` older than the node's last run (a backup put back) could move the
+//!   token mark back and make a stale snapshot look current, so the file records what
+//!   a copy cannot keep: its own inode number (a copy into a new file has another) and,
+//!   in every slot, the wall-clock time just before that slot was written, which must
+//!   match the time the kernel stamped on the file's inode at that write (its ctime).
+//!   Any later change of the file by anything else (`cp -a` or `cat` over it, rsync,
+//!   tar, a restore tool; also chmod, chown, touch) moves the ctime, which no tool can
+//!   set back. Such a file is refused until an operator accepts it
+//!   (`redlockd init --adopt`, which raises the token mark past anything the node can
+//!   have handed out, `tokens::after_restore`). A block-level rollback (a filesystem or
+//!   VM disk snapshot) restores the ctime too and is not detected.
 //! - `snapshot.rdl`: written only by a clean shutdown (see `durability::snapshot`).
 //!
 //! The directory is created 0700 and its files 0600: the snapshot holds every lock's
@@ -34,16 +43,32 @@ pub const SNAPSHOT_FILE: &str = "snapshot.rdl";
 const SNAPSHOT_TMP: &str = "snapshot.rdl.tmp";
 
 const SLOT_MAGIC: &[u8; 8] = b"RLKDSTAT";
-/// Version 1 (64-byte slots) had no history, no inode and no flags; it is read and
-/// rewritten as version 2 at the first start.
+/// Version 1 (64-byte slots) had no history, no inode and no flags; version 2 no write
+/// time. Both are read and rewritten as version 3 at the first start.
 const SLOT_V1: u32 = 1;
 const SLOT_V1_LEN: usize = 64;
 const SLOT_V1_BODY: usize = 8 + 4 + 8 + 16 + 8 + 8;
-const SLOT_VERSION: u32 = 2;
+const SLOT_V2: u32 = 2;
+const SLOT_V2_BODY: usize = 96;
+const SLOT_VERSION: u32 = 3;
 /// Bytes per slot: magic 8, version 4, seq 8, node id 16, generation 8, reservation 8,
-/// history epoch 16, reach 8, ttl 8, inode 8, flags 1, padding 3, crc 4, padding.
+/// history epoch 16, reach 8, ttl 8, inode 8, flags 1, padding 3, write time 8 (ns
+/// since the Unix epoch, or `UNCHECKED`), crc 4, padding.
 const SLOT_LEN: usize = 128;
-const SLOT_BODY: usize = 96;
+const SLOT_BODY: usize = 104;
+
+/// A slot's write time on a filesystem whose ctime did not follow the wall clock at
+/// that write (the write is not checked; logged when written).
+const UNCHECKED: i64 = i64::MIN;
+/// How far the ctime may lie before the recorded write time: filesystems that keep
+/// whole seconds (or two, FAT's) and the kernel's coarse clock.
+const CTIME_BEFORE_NS: i64 = 2_000_000_000;
+/// How far after: the time between reading the clock and the write reaching the inode
+/// (a descheduled thread). A write that took longer is written again (`write`). A
+/// restore within this long of the node's last write is not told from that write.
+const CTIME_AFTER_NS: i64 = 200_000_000;
+/// Writes of one slot before it is left unchecked.
+const WRITE_TRIES: u32 = 4;
 
 const FLAG_HISTORY: u8 = 1;
 const FLAG_DECLARED_NEW: u8 = 2;
@@ -101,6 +126,16 @@ struct StateFile {
     ino: u64,
 }
 
+/// A decoded slot: its sequence number, the state, the inode it was written for, and
+/// when it was written (`None`: version 2, which kept no time).
+#[derive(Clone)]
+struct Slot {
+    seq: u64,
+    state: NodeState,
+    ino: u64,
+    written_ns: Option<i64>,
+}
+
 impl std::fmt::Debug for NodeDir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "NodeDir({})", self.path.display())
@@ -125,8 +160,10 @@ impl NodeDir {
 
     /// `redlockd init --dir PATH`: declares a brand-new node (its first start serves at
     /// once), or with `adopt` accepts a `node.state` that was copied or restored: its
-    /// identity and token reservation are kept, its history and snapshot are not (the
-    /// next start raises the full fence). Returns what was done, for the operator.
+    /// identity is kept; its history and snapshot are not (the next start raises the
+    /// full fence), and its token reservation jumps past anything the node may have
+    /// handed out since the copy was taken (`tokens::after_restore`). Returns what was
+    /// done, for the operator.
     pub fn init(path: &Path, adopt: bool) -> io::Result<String> {
         let _lock = lock_dir(path)?;
         let state_path = path.join(STATE_FILE);
@@ -139,14 +176,17 @@ impl NodeDir {
                 ));
             }
             let (mut state, _) = StateFile::open(path, true)?;
+            let before = state.current.token_reserved;
             let mut next = state.current;
             next.history = None;
             next.declared_new = false;
+            next.token_reserved = crate::durability::tokens::after_restore(before, unix_ns());
             state.replace(path, next)?;
             remove_durably(path, SNAPSHOT_FILE)?;
             return Ok(format!(
-                "{shown}: node {} adopted with token reservation {}; its snapshot was removed and its next start raises the full restart fence",
+                "{shown}: node {} adopted; its token mark jumps from {} to {} (past anything it can have handed out since this copy was made); its snapshot was removed and its next start raises the full restart fence",
                 crate::protocol::numfmt::hex(&next.node_id),
+                before,
                 next.token_reserved
             ));
         }
@@ -337,8 +377,8 @@ fn sync_dir(path: &Path) -> io::Result<()> {
 
 impl StateFile {
     /// Reads `node.state`, or makes a new identity when there is none. `adopting`
-    /// accepts a file whose inode is not the one it records (see `NodeDir::init`).
-    /// Returns whether the file was made now.
+    /// accepts a file that was copied or changed by something else (see
+    /// `NodeDir::init`). Returns whether the file was made now.
     fn open(dir: &Path, adopting: bool) -> io::Result<(StateFile, bool)> {
         let path = dir.join(STATE_FILE);
         let file = private_file(&path, false)?;
@@ -347,25 +387,33 @@ impl StateFile {
         let mut raw = vec![0u8; 2 * SLOT_LEN];
         let n = (meta.len() as usize).min(raw.len());
         file.read_exact_at(&mut raw[..n], 0)?;
-        let v2 = [decode_slot(&raw[..SLOT_LEN]), decode_slot(&raw[SLOT_LEN..])];
-        if let Some((seq, current, recorded_ino)) =
-            v2.iter().flatten().max_by_key(|(seq, ..)| *seq).copied()
-        {
-            let state = StateFile {
+        let slots: Vec<Slot> = [decode_slot(&raw[..SLOT_LEN]), decode_slot(&raw[SLOT_LEN..])]
+            .into_iter()
+            .flatten()
+            .collect();
+        if let Some(latest) = slots.iter().max_by_key(|s| s.seq) {
+            if !adopting {
+                if let Some(why) = not_as_written(latest, &slots, ino, ctime_ns(&meta)) {
+                    return Err(io::Error::new(
+                        ErrorKind::InvalidData,
+                        format!(
+                            "{} {why}: a directory restored from a backup may hold a token mark below tokens this node already handed out, and a stale snapshot. Accept it with `redlockd init --dir {} --adopt` (its token mark then jumps past anything it can have handed out, and the next start raises the full restart fence); see the operations guide, \"Backups and restores\"",
+                            path.display(),
+                            dir.display()
+                        ),
+                    ));
+                }
+            }
+            let latest = latest.clone();
+            let mut state = StateFile {
                 file,
-                current,
-                seq,
+                current: latest.state,
+                seq: latest.seq,
                 ino,
             };
-            if recorded_ino != ino && !adopting {
-                return Err(io::Error::new(
-                    ErrorKind::InvalidData,
-                    format!(
-                        "{} is a copy (its inode is {ino}, it was written as {recorded_ino}): a directory restored from a backup may hold a token mark below tokens this node already handed out, and a stale snapshot. If this is a stopped node's directory moved as a whole, accept it with `redlockd init --dir {} --adopt` (the next start raises the full restart fence); see the operations guide, \"Backups and restores\"",
-                        path.display(),
-                        dir.display()
-                    ),
-                ));
+            if latest.written_ns.is_none() {
+                // A version 2 file (no write time): rewritten whole.
+                state.replace(dir, latest.state)?;
             }
             return Ok((state, false));
         }
@@ -414,11 +462,37 @@ impl StateFile {
         Ok((state, true))
     }
 
+    /// Writes `next` into the older slot and fsyncs it with the file's metadata (the
+    /// ctime must be as durable as the slot that names it). A write whose ctime is not
+    /// within `CTIME_AFTER_NS` of the time read before it is written again with a new
+    /// time; after `WRITE_TRIES` the slot is left unchecked (logged).
     fn write(&mut self, next: NodeState) -> io::Result<()> {
         let seq = self.seq + 1;
-        let slot = encode_slot(seq, &next, self.ino);
-        self.file.write_all_at(&slot, (seq % 2) * SLOT_LEN as u64)?;
-        self.file.sync_data()?;
+        let at = (seq % 2) * SLOT_LEN as u64;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let written_ns = unix_ns();
+            self.file
+                .write_all_at(&encode_slot(seq, &next, self.ino, written_ns), at)?;
+            let ctime = ctime_ns(&self.file.metadata()?);
+            if ctime_matches(written_ns, ctime) {
+                break;
+            }
+            if tries == WRITE_TRIES {
+                static WARNED: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
+                if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        "node.state's inode change time ({ctime} ns) does not follow the wall clock ({written_ns} ns when written) on this filesystem: such writes are left unchecked, and a backup of one put back would not be recognised (said once)"
+                    );
+                }
+                self.file
+                    .write_all_at(&encode_slot(seq, &next, self.ino, UNCHECKED), at)?;
+                break;
+            }
+        }
+        self.file.sync_all()?;
         self.seq = seq;
         self.current = next;
         Ok(())
@@ -426,12 +500,13 @@ impl StateFile {
 
     /// Writes `next` as a whole new file (temporary file, fsync, rename, directory
     /// fsync): for a change of format or of inode, where writing slots in place could
-    /// tear the only good copy.
+    /// tear the only good copy. The rename changes the new file's ctime, so `next` is
+    /// then written once more in place, stamped after it.
     fn replace(&mut self, dir: &Path, next: NodeState) -> io::Result<()> {
         let tmp = dir.join(STATE_TMP);
         let file = private_file(&tmp, true)?;
         let ino = file.metadata()?.ino();
-        let slot = encode_slot(1, &next, ino);
+        let slot = encode_slot(1, &next, ino, UNCHECKED);
         file.write_all_at(&slot, SLOT_LEN as u64)?;
         file.set_len(2 * SLOT_LEN as u64)?;
         file.sync_all()?;
@@ -441,11 +516,89 @@ impl StateFile {
         self.ino = ino;
         self.seq = 1;
         self.current = next;
-        Ok(())
+        self.write(next)
     }
 }
 
-fn encode_slot(seq: u64, s: &NodeState, ino: u64) -> [u8; SLOT_LEN] {
+/// Why the file whose newest slot is `latest` is not the one this node last wrote
+/// (`None`: it is): another inode (a copy into a new file), or an inode changed after
+/// the last write (a copy over it, or any other change by another program). The ctime
+/// may also be that of the other slot's write: a power loss after the newest slot
+/// reached the disk but before its inode change was made durable.
+fn not_as_written(latest: &Slot, slots: &[Slot], ino: u64, ctime: i64) -> Option<String> {
+    if latest.ino != ino {
+        return Some(format!(
+            "is a copy (its inode is {ino}, it was written as {})",
+            latest.ino
+        ));
+    }
+    let stamped = |s: &Slot| {
+        s.written_ns
+            .is_some_and(|w| w != UNCHECKED && ctime_matches(w, ctime))
+    };
+    match latest.written_ns {
+        // A version 2 slot, or a write this filesystem's ctime did not follow: nothing
+        // to check.
+        None | Some(UNCHECKED) => None,
+        Some(w) if !slots.iter().any(stamped) => Some(format!(
+            "was changed by something other than this node after its last write (a backup restored over it, a copy, a chmod or chown: its inode changed at {} but the node last wrote it at {})",
+            show_unix_ns(ctime),
+            show_unix_ns(w)
+        )),
+        _ => None,
+    }
+}
+
+/// Whether an inode change at `ctime` is the write stamped `written` (both ns since
+/// the Unix epoch).
+fn ctime_matches(written: i64, ctime: i64) -> bool {
+    let d = ctime.saturating_sub(written);
+    (-CTIME_BEFORE_NS..=CTIME_AFTER_NS).contains(&d)
+}
+
+/// The inode change time, ns since the Unix epoch.
+fn ctime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.ctime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.ctime_nsec())
+}
+
+/// The wall clock (the one the kernel stamps inodes with), ns since the Unix epoch.
+pub(crate) fn unix_ns() -> i64 {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Tests: writes `bytes` as `dir`'s `node.state`, in place, as if the node had just
+/// written them: each slot's write time is made now (and its checksum sealed again),
+/// so the file is not taken for a restored one. For tests that put an earlier state
+/// back to reach a case behind that check.
+#[cfg(test)]
+pub(crate) fn put_back_state_as_written(dir: &Path, bytes: &[u8]) {
+    let mut bytes = bytes.to_vec();
+    let now = unix_ns();
+    for slot in bytes.chunks_exact_mut(SLOT_LEN) {
+        if decode_slot(slot).is_some_and(|s| s.written_ns.is_some()) {
+            slot[96..104].copy_from_slice(&now.to_le_bytes());
+            let crc = crc32(&slot[..SLOT_BODY]);
+            slot[SLOT_BODY..SLOT_BODY + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+    std::fs::write(dir.join(STATE_FILE), bytes).unwrap();
+}
+
+/// `s.nnnnnnnnn` seconds since the Unix epoch, for the refusal message.
+fn show_unix_ns(ns: i64) -> String {
+    format!(
+        "{}.{:09} s (Unix time)",
+        ns.div_euclid(1_000_000_000),
+        ns.rem_euclid(1_000_000_000)
+    )
+}
+
+fn encode_slot(seq: u64, s: &NodeState, ino: u64, written_ns: i64) -> [u8; SLOT_LEN] {
     let mut out = [0u8; SLOT_LEN];
     out[..8].copy_from_slice(SLOT_MAGIC);
     out[8..12].copy_from_slice(&SLOT_VERSION.to_le_bytes());
@@ -465,19 +618,27 @@ fn encode_slot(seq: u64, s: &NodeState, ino: u64) -> [u8; SLOT_LEN] {
     }
     out[84..92].copy_from_slice(&ino.to_le_bytes());
     out[92] = flags;
+    out[96..104].copy_from_slice(&written_ns.to_le_bytes());
     let crc = crc32(&out[..SLOT_BODY]);
     out[SLOT_BODY..SLOT_BODY + 4].copy_from_slice(&crc.to_le_bytes());
     out
 }
 
-/// A slot: its sequence number, the state, and the inode it was written for.
-fn decode_slot(raw: &[u8]) -> Option<(u64, NodeState, u64)> {
+/// A version 3 slot, or a version 2 one (same layout without the write time, its
+/// checksum at 96).
+fn decode_slot(raw: &[u8]) -> Option<Slot> {
     let u64_at = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().expect("8 bytes"));
-    if &raw[..8] != SLOT_MAGIC || raw[8..12] != SLOT_VERSION.to_le_bytes() {
+    if &raw[..8] != SLOT_MAGIC {
         return None;
     }
-    let crc = u32::from_le_bytes(raw[SLOT_BODY..SLOT_BODY + 4].try_into().expect("4 bytes"));
-    if crc != crc32(&raw[..SLOT_BODY]) {
+    let version = u32::from_le_bytes(raw[8..12].try_into().expect("4 bytes"));
+    let body = match version {
+        SLOT_VERSION => SLOT_BODY,
+        SLOT_V2 => SLOT_V2_BODY,
+        _ => return None,
+    };
+    let crc = u32::from_le_bytes(raw[body..body + 4].try_into().expect("4 bytes"));
+    if crc != crc32(&raw[..body]) {
         return None;
     }
     let mut node_id = [0u8; 16];
@@ -492,17 +653,18 @@ fn decode_slot(raw: &[u8]) -> Option<(u64, NodeState, u64)> {
             ttl_ms: u64_at(76),
         }
     });
-    Some((
-        u64_at(12),
-        NodeState {
+    Some(Slot {
+        seq: u64_at(12),
+        state: NodeState {
             node_id,
             boot: u64_at(36),
             token_reserved: u64_at(44),
             history,
             declared_new: flags & FLAG_DECLARED_NEW != 0,
         },
-        u64_at(84),
-    ))
+        ino: u64_at(84),
+        written_ns: (version == SLOT_VERSION).then(|| u64_at(96) as i64),
+    })
 }
 
 fn decode_v1_slot(raw: &[u8]) -> Option<(u64, NodeState)> {

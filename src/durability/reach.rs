@@ -4,8 +4,11 @@
 //!
 //! Two numbers are kept (`data_dir::History`): the latest deadline any key may have,
 //! on the monotonic clock of the machine's current boot (its kernel boot id names the
-//! epoch), and the longest time any key could still have to live at any moment of this
-//! life (the longest TTL granted, or the fence the life started with). After a crash on
+//! epoch; a time namespace's offset, as `unshare --time` or a container's
+//! checkpoint/restore sets, is taken off, so every process on the machine counts the
+//! same instant alike; a process whose offset cannot be read trusts no record), and
+//! the longest time any key could still have to live at any moment of this life (the
+//! longest TTL granted, or the fence the life started with). After a crash on
 //! the same boot the fence waits until that deadline; after a reboot (another boot id:
 //! CLOCK_MONOTONIC started again, and the downtime is unknown) it waits for the longest
 //! TTL, counted from the new boot. No wall clock is involved.
@@ -33,11 +36,23 @@ pub const RESERVE_AHEAD_MS: u64 = 1000;
 pub const TTL_STEP_MS: u64 = 1000;
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// This process's time namespace's clock offsets (Linux 5.6+ with time namespaces).
+const TIMENS_OFFSETS: &str = "/proc/self/timens_offsets";
+/// Present when the kernel has time namespaces.
+const TIME_NS: &str = "/proc/self/ns/time";
+
+/// Mixed into the boot id to name the epoch: deadlines are recorded in the host's
+/// CLOCK_MONOTONIC (a time namespace's offset taken off). Records of versions that
+/// counted in the namespace's own clock name another epoch, so their first restart
+/// after an upgrade takes the reboot rule rather than misread them.
+const EPOCH_TAG: &[u8; 16] = b"host-monotonic/1";
 
 /// The clock epoch deadlines are recorded in: the kernel's boot id and the offset from
-/// the server clock's milliseconds to CLOCK_MONOTONIC's. A manual clock (tests) is an
-/// epoch of its own, made with the clock: nodes started on one manual clock share its
-/// boot; a new process (a new clock) is another.
+/// the server clock's milliseconds to the host's CLOCK_MONOTONIC (the clock of the
+/// initial time namespace, which every time namespace's CLOCK_MONOTONIC is offset
+/// from: `unshare --time`, a container's checkpoint/restore). A manual clock (tests)
+/// is an epoch of its own, made with the clock: nodes started on one manual clock
+/// share its boot; a new process (a new clock) is another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Epoch {
     pub id: [u8; 16],
@@ -53,17 +68,55 @@ impl Epoch {
                 offset_ms: 0,
             };
         }
-        let id = kernel_boot_id().unwrap_or_else(|| {
-            // Unknown boot id: a random one makes every start "after a reboot", which
-            // waits for the longest TTL: the safe side.
+        Epoch::of_host(
+            clock,
+            kernel_boot_id(),
+            std::fs::read_to_string(TIMENS_OFFSETS).ok().as_deref(),
+            std::path::Path::new(TIME_NS).exists(),
+        )
+    }
+
+    /// The real clock's epoch from what /proc said: the boot id, this process's time
+    /// namespace offsets (`timens_offsets`), and whether the kernel has time namespaces
+    /// at all. What cannot be read makes a random epoch: every start then counts as a
+    /// reboot, which waits for the longest TTL recorded, counted from now: the safe side.
+    fn of_host(
+        clock: &Clock,
+        boot_id: Option<[u8; 16]>,
+        timens_offsets: Option<&str>,
+        kernel_has_timens: bool,
+    ) -> Epoch {
+        let Some(boot_id) = boot_id else {
             tracing::warn!("cannot read {BOOT_ID}: every restart counts as a reboot");
-            rand::random()
-        });
-        let mono_ms = crate::clock::mono_ns() / 1_000_000;
+            return Epoch::unknown(clock);
+        };
+        let ns_offset_ms = match timens_offsets.map(monotonic_offset_ms) {
+            Some(Some(ms)) => ms,
+            None if !kernel_has_timens => 0,
+            _ => {
+                tracing::warn!(
+                    "cannot read this process's CLOCK_MONOTONIC offset from {TIMENS_OFFSETS}: every restart counts as a reboot"
+                );
+                return Epoch::unknown(clock);
+            }
+        };
+        let mut id = boot_id;
+        for (b, t) in id.iter_mut().zip(EPOCH_TAG) {
+            *b ^= t;
+        }
+        let host_mono_ms = (crate::clock::mono_ns() / 1_000_000) as i64 - ns_offset_ms;
         Epoch {
             id,
             // One millisecond of rounding, on the late side.
-            offset_ms: mono_ms as i64 - clock.now_ms() as i64 + 1,
+            offset_ms: host_mono_ms - clock.now_ms() as i64 + 1,
+        }
+    }
+
+    /// An epoch no record can name: a start in it takes the reboot rule.
+    fn unknown(clock: &Clock) -> Epoch {
+        Epoch {
+            id: rand::random(),
+            offset_ms: (crate::clock::mono_ns() / 1_000_000) as i64 - clock.now_ms() as i64 + 1,
         }
     }
 
@@ -74,6 +127,22 @@ impl Epoch {
     pub fn to_clock_ms(self, epoch_ms: u64) -> u64 {
         (epoch_ms as i64).saturating_sub(self.offset_ms).max(0) as u64
     }
+}
+
+/// The `monotonic` line of `/proc/self/timens_offsets` ("monotonic SECS NANOS"), in
+/// ms rounded toward minus infinity; None if it is missing or malformed.
+fn monotonic_offset_ms(text: &str) -> Option<i64> {
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("monotonic"))?;
+    let mut fields = line.split_whitespace().skip(1);
+    let secs: i64 = fields.next()?.parse().ok()?;
+    let nanos: i64 = fields.next()?.parse().ok()?;
+    if fields.next().is_some() || !(0..1_000_000_000).contains(&nanos) {
+        return None;
+    }
+    secs.checked_mul(1000)?
+        .checked_add(nanos.div_euclid(1_000_000))
 }
 
 /// The kernel's boot id (a UUID, new at every boot).
@@ -276,8 +345,60 @@ mod tests {
         }
     }
 
-    /// With the real clock, a deadline is recorded in CLOCK_MONOTONIC's milliseconds
-    /// (rounded late by at most a millisecond or two), and reads back exactly.
+    #[test]
+    fn the_monotonic_offset_is_read_from_timens_offsets() {
+        let text = "monotonic        3600         0\nboottime            0         0\n";
+        assert_eq!(monotonic_offset_ms(text), Some(3_600_000));
+        assert_eq!(
+            monotonic_offset_ms("boottime 0 0\nmonotonic -5 500000000\n"),
+            Some(-4_500)
+        );
+        assert_eq!(monotonic_offset_ms("monotonic 1 2 3\n"), None);
+        assert_eq!(monotonic_offset_ms("monotonic 1 1000000000\n"), None);
+        assert_eq!(monotonic_offset_ms("monotonic x 0\n"), None);
+        assert_eq!(monotonic_offset_ms("boottime 0 0\n"), None);
+    }
+
+    /// Deadlines are counted in the host's CLOCK_MONOTONIC: a process in a time
+    /// namespace 3600 s ahead counts the same instant as one outside it, and where the
+    /// offset cannot be read no record is trusted (a random epoch).
+    #[test]
+    fn a_time_namespaces_offset_is_taken_off_and_an_unknown_one_trusts_nothing() {
+        let clock = Clock::real();
+        let id = [7u8; 16];
+        let host = Epoch::of_host(
+            &clock,
+            Some(id),
+            Some("monotonic 0 0\nboottime 0 0\n"),
+            true,
+        );
+        let ahead = Epoch::of_host(
+            &clock,
+            Some(id),
+            Some("monotonic 3600 0\nboottime 0 0\n"),
+            true,
+        );
+        assert_eq!(host.id, ahead.id, "one boot");
+        assert_ne!(
+            host.id, id,
+            "not the bare boot id: older records named that"
+        );
+        let shift = host.offset_ms - ahead.offset_ms;
+        assert!((3_599_998..=3_600_002).contains(&shift), "{shift}");
+        let no_timens = Epoch::of_host(&clock, Some(id), None, false);
+        assert_eq!(no_timens.id, host.id, "a kernel without time namespaces");
+        for unsure in [
+            Epoch::of_host(&clock, Some(id), None, true),
+            Epoch::of_host(&clock, Some(id), Some("garbage"), true),
+            Epoch::of_host(&clock, None, Some("monotonic 0 0\n"), true),
+        ] {
+            assert_ne!(unsure.id, host.id);
+        }
+    }
+
+    /// With the real clock, a deadline is recorded in the host's CLOCK_MONOTONIC
+    /// milliseconds (this test runs outside any time namespace with an offset; rounded
+    /// late by at most a millisecond or two), and reads back exactly.
     #[test]
     fn the_real_clocks_epoch_is_clock_monotonic() {
         let clock = Clock::real();

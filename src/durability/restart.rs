@@ -395,7 +395,7 @@ mod hostile_dirs {
         let dir = temp_dir();
         let (state, good) = clean_directory(&dir);
         let restart = |snapshot: &[u8], require_ttl: bool| {
-            std::fs::write(dir.join("node.state"), &state).unwrap();
+            crate::durability::data_dir::put_back_state_as_written(&dir, &state);
             let shared = boot_with(&dir, snapshot, require_ttl).expect("starts");
             let boot = shared.last_boot.lock().name();
             (boot, shared.keyspace.db(0).len(), shared.fence.chosen().0)
@@ -436,7 +436,7 @@ mod hostile_dirs {
         let (state, good) = clean_directory(&dir);
         let mut rng = SmallRng::seed_from_u64(33);
         for round in 0..300 {
-            std::fs::write(dir.join("node.state"), &state).unwrap();
+            crate::durability::data_dir::put_back_state_as_written(&dir, &state);
             let mut bad = good.clone();
             match round % 4 {
                 0 => {

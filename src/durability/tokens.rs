@@ -25,6 +25,32 @@ pub const BLOCK: u64 = 10_000;
 /// The largest token: replies are Redis integers (i64).
 pub const MAX_TOKEN: u64 = i64::MAX as u64;
 
+/// How far past the microsecond clock a restored node's mark goes (`after_restore`):
+/// 2^32 us, about 71 minutes.
+pub const RESTORE_LEAD: u64 = 1 << 32;
+
+/// The reservation a node resumes at when its `node.state` was restored from a copy
+/// (`redlockd init --adopt`), given the copy's reservation and the wall clock (ns since
+/// the Unix epoch): the larger of the two, in microseconds for the clock, plus
+/// `RESTORE_LEAD`.
+///
+/// The node cannot know how far its mark went after the copy was made, so the mark
+/// jumps past anything it can have reached. A token is one more than the highest mark
+/// of a quorum, so the highest mark grows by one per lock acquisition (a Redlock round
+/// trip each, far fewer than one per microsecond), except where an earlier restore set
+/// it the same way: a mark set from the microsecond clock stays ahead of every mark handed
+/// out before, as long as the wall clocks of the machines involved agree to within
+/// `RESTORE_LEAD`. Values a client committed beyond that (FENCING.COMMIT takes any
+/// token) are beyond any bound. Tokens only need to grow, so a jump costs nothing but
+/// the numbers' size: at 2^63 - 1 this lasts until the year 292277.
+pub fn after_restore(reserved: u64, unix_ns: i64) -> u64 {
+    let clock_us = u64::try_from(unix_ns / 1000).unwrap_or(0);
+    reserved
+        .max(clock_us)
+        .saturating_add(RESTORE_LEAD)
+        .min(MAX_TOKEN)
+}
+
 pub struct TokenMark {
     /// The highest token committed here (or the reservation restored after a crash).
     mark: AtomicU64,
@@ -100,6 +126,19 @@ impl TokenMark {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restored_mark_jumps_past_the_microsecond_clock() {
+        let now_ns = 1_800_000_000_000_000_000i64; // 2027-01-15
+        let now_us = 1_800_000_000_000_000u64;
+        assert_eq!(after_restore(10_002, now_ns), now_us + RESTORE_LEAD);
+        // A reservation already past the clock (an earlier restore, a large commit).
+        let high = now_us + 5 * RESTORE_LEAD;
+        assert_eq!(after_restore(high, now_ns), high + RESTORE_LEAD);
+        assert_eq!(after_restore(MAX_TOKEN - 1, now_ns), MAX_TOKEN);
+        // A clock before 1970 still jumps.
+        assert_eq!(after_restore(7, -5), 7 + RESTORE_LEAD);
+    }
 
     #[test]
     fn one_fsync_per_block_and_the_mark_resumes_at_the_reservation() {

@@ -414,7 +414,8 @@ async fn a_snapshot_cannot_lower_the_token_mark() {
 }
 
 /// A data directory put back from a backup (a copy: node.state has another inode) is
-/// refused with what to do; `init --adopt` accepts it, fenced for max-ttl.
+/// refused with what to do; `init --adopt` accepts it, fenced for max-ttl, its token
+/// mark past the one the node reached after the backup.
 #[tokio::test]
 async fn a_restored_backup_is_refused_until_adopted() {
     let dir = data_dir("fencing-backup");
@@ -459,6 +460,14 @@ async fn a_restored_backup_is_refused_until_adopted() {
         Duration::from_secs(31),
         "max-ttl + margin"
     );
+    let mut c = Raw::to(&h).await;
+    let mark = c.cmd(&["FENCING.MARK"]).await;
+    let mark: u64 = mark.trim_start_matches(':').trim_end().parse().unwrap();
+    assert!(
+        mark > 10_002,
+        "the mark jumps past what was handed out: {mark}"
+    );
+    drop(c);
     h.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -390,7 +390,7 @@ fn an_undeclared_empty_directory_gets_the_full_fence() {
 }
 
 /// The first durable write of a start fails (an LD_PRELOAD shim makes the first
-/// fdatasync fail with EIO): the node refuses to start, and its snapshot is never
+/// fsync or fdatasync fail with EIO): the node refuses to start, and its snapshot is never
 /// trusted by a start that could not move the generation forward.
 #[test]
 fn a_failed_fsync_at_boot_stops_the_start() {
@@ -496,4 +496,214 @@ fn a_fresh_cluster_accepts_locks_at_once() {
     support::process::signal(&child, "-TERM");
     support::process::wait_bounded(&mut child);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs the node's binary on its port and directory, expecting it to refuse to start:
+/// its stderr. A start that serves instead is stopped and fails the test.
+fn refused_start(node: &Node) -> String {
+    let mut child = std::process::Command::new(support::process::BIN)
+        .args(["--port", &node.port.to_string(), "--log", "warn", "--dir"])
+        .arg(&node.dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run redlockd");
+    let deadline = std::time::Instant::now() + support::process::BOUND;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            assert!(!status.success(), "{stderr}");
+            return stderr;
+        }
+        if std::time::Instant::now() > deadline || call(node.port, &["PING"]).is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the node started (or hung) instead of refusing its directory");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The wall-clock time a file was last modified.
+fn mtime(path: &std::path::Path) -> std::time::SystemTime {
+    std::fs::metadata(path).unwrap().modified().unwrap()
+}
+
+/// A backup taken after a clean shutdown and put back by copying its files over the
+/// directory's own (`cp -a backup/. dir/`: node.state keeps its inode) after the node
+/// ran on, handed out token 10002 and granted a lock, then was killed: refused at
+/// start (it used to be trusted: the stale snapshot restored, no fence, the token mark
+/// back at 1 and the lock granted again). Adopted, it starts fenced for max-ttl + 1 s,
+/// without the snapshot's keys, and with a token mark past the 10002 it handed out.
+#[test]
+fn a_backup_copied_back_over_the_directory_is_refused_and_adopting_it_never_lowers_the_mark() {
+    let mut node = Node::new(
+        free_ports(1),
+        os_args(&["--max-ttl", "5s", "--log", "warn"]),
+    );
+    init(&node.dir);
+    node.start();
+    assert_eq!(
+        call(node.port, &["FENCING.GRANT", "t1", "v1", "PX", "5000"]).as_deref(),
+        Some(":0")
+    );
+    assert_eq!(
+        call(node.port, &["FENCING.COMMIT", "t1", "v1", "1"]).as_deref(),
+        Some(":1")
+    );
+    node.terminate();
+    let backup = support::process::data_dir("backup");
+    let cp = |from: &std::path::Path, to: &std::path::Path| {
+        std::fs::create_dir_all(to).unwrap();
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from.join("."))
+            .arg(to)
+            .status()
+            .expect("run cp");
+        assert!(status.success());
+    };
+    cp(&node.dir, &backup);
+    node.start();
+    assert_eq!(
+        call(node.port, &["FENCING.GRANT", "t2", "v2", "PX", "5000"]).as_deref(),
+        Some(":1")
+    );
+    assert_eq!(
+        call(node.port, &["FENCING.COMMIT", "t2", "v2", "10002"]).as_deref(),
+        Some(":1")
+    );
+    assert_eq!(
+        call(node.port, &["SET", "job", "B", "NX", "PX", "5000"]).as_deref(),
+        Some("+OK")
+    );
+    node.kill9();
+    // A restore comes long after the backup's last write; here at least the 200 ms
+    // (+ a coarse clock tick) within which a write is not told from a restore.
+    let written = mtime(&backup.join("node.state"));
+    let until = written + Duration::from_millis(250);
+    for _ in 0..1000 {
+        if std::time::SystemTime::now() > until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let ino = |dir: &std::path::Path| {
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(dir.join("node.state")).unwrap())
+    };
+    let before = ino(&node.dir);
+    cp(&backup, &node.dir);
+    assert_eq!(ino(&node.dir), before, "cp over a file keeps its inode");
+    let _ = std::fs::remove_dir_all(&backup);
+
+    let stderr = refused_start(&node);
+    assert!(
+        stderr.contains("node.state was changed by something other than this node"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--adopt"), "{stderr}");
+    let out = std::process::Command::new(support::process::BIN)
+        .args(["init", "--adopt", "--dir"])
+        .arg(&node.dir)
+        .output()
+        .expect("run redlockd init --adopt");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("token mark jumps from 1 to "), "{said}");
+    node.start();
+    assert_eq!(fence_rule(node.port), "no-history/6000");
+    let mark: u64 = call(node.port, &["FENCING.MARK"])
+        .unwrap()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap();
+    assert!(mark > 10_002 + (1 << 32), "the mark went back: {mark}");
+    assert_eq!(call(node.port, &["GET", "t1"]).as_deref(), Some("$-1"));
+    let reply = call(node.port, &["SET", "job", "C", "NX", "PX", "5000"]).unwrap();
+    assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
+}
+
+/// A node process under `unshare --time --monotonic SECS` (as a container's
+/// checkpoint/restore puts one), with `--kill-child` so stopping it stops the node;
+/// killed on drop.
+struct InTimeNamespace {
+    child: std::process::Child,
+}
+
+impl InTimeNamespace {
+    /// Starts `node`'s binary on its port and directory, `secs` ahead on
+    /// CLOCK_MONOTONIC, and waits for PING. Needs root and a kernel with time
+    /// namespaces (CI runs as root): anything else fails the test, saying so.
+    fn start(node: &Node, secs: u64) -> InTimeNamespace {
+        let offset = secs.to_string();
+        let unshare = ["--time", "--monotonic", &offset, "--fork", "--kill-child"];
+        let probe = std::process::Command::new("unshare")
+            .args(unshare)
+            .args(["cat", "/proc/self/timens_offsets"])
+            .output();
+        let shown = format!("{probe:?}");
+        assert!(
+            probe.is_ok_and(|o| {
+                o.status.success()
+                    && String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .any(|l| l.split_whitespace().take(2).eq(["monotonic", &offset]))
+            }),
+            "this test needs `unshare --time` (root, a kernel with time namespaces): {shown}"
+        );
+        let child = std::process::Command::new("unshare")
+            .args(unshare)
+            .arg(support::process::BIN)
+            .args(["--port", &node.port.to_string(), "--log", "warn", "--dir"])
+            .arg(&node.dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run unshare");
+        let started = InTimeNamespace { child };
+        support::process::wait_for_pong(node.port).unwrap();
+        started
+    }
+}
+
+impl Drop for InTimeNamespace {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A node killed while a 60 s lock is held there, restarted at once in a time
+/// namespace whose CLOCK_MONOTONIC is an hour ahead (same kernel boot id): the fence
+/// still lasts until that lock's deadline + margin. It used to read the recorded
+/// deadline on the shifted clock, find it an hour past, and serve at once.
+#[test]
+fn a_restart_in_a_time_namespace_ahead_keeps_the_fence() {
+    let mut node = Node::new(free_ports(1), os_args(&["--log", "warn"]));
+    init(&node.dir);
+    node.start();
+    assert_eq!(
+        call(node.port, &["SET", "job", "X", "NX", "PX", "60000"]).as_deref(),
+        Some("+OK")
+    );
+    let granted = std::time::Instant::now();
+    node.kill9();
+    let restarted = InTimeNamespace::start(&node, 3600);
+    let reply = call(node.port, &["SET", "job", "Y", "NX", "PX", "60000"]).unwrap();
+    assert!(reply.starts_with("-TRYAGAIN restart fence"), "{reply}");
+    let rule = fence_rule(node.port);
+    let len: u64 = rule
+        .strip_prefix("same-boot/")
+        .unwrap_or_else(|| panic!("{rule}"))
+        .parse()
+        .unwrap();
+    assert!(
+        Duration::from_millis(len) + granted.elapsed() >= Duration::from_millis(61_000),
+        "{rule}: the fence ends before the lock's deadline + margin"
+    );
+    drop(restarted);
 }

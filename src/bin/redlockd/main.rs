@@ -65,8 +65,9 @@ struct InitArgs {
     /// The new node's data directory (created 0700 if missing).
     #[arg(long, env = "REDLOCKD_DIR")]
     dir: PathBuf,
-    /// Accept a node.state copied or restored from elsewhere: identity and token
-    /// reservation kept, snapshot removed, the next start fenced for max-ttl.
+    /// Accept a node.state copied or restored from elsewhere: identity kept, token mark
+    /// raised past anything the node can have handed out, snapshot removed, the next
+    /// start fenced for max-ttl.
     #[arg(long)]
     adopt: bool,
 }

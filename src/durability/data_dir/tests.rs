@@ -19,13 +19,14 @@ fn state_survives_reopen_and_a_torn_slot() {
         d.update(|s| s.token_reserved = 20).unwrap();
         d.state().node_id
     };
-    // Tear the newest slot (seq 3 lives in slot 1): the older one (10) is used.
-    let f = OpenOptions::new()
-        .write(true)
-        .open(p.join(STATE_FILE))
-        .unwrap();
-    f.write_all_at(&[0xff; 8], SLOT_LEN as u64 + 40).unwrap();
-    drop(f);
+    // Tear the newest slot (seq 3 lives in slot 1): the older one (10) is used. The
+    // file is put back as if this node had just written it: a real tear comes with a
+    // crash in the middle of the node's own write, whose ctime either did not reach
+    // the disk (the older slot's stands) or did (refused as changed: see
+    // `not_as_written`), and the time this test takes must not decide which.
+    let mut raw = std::fs::read(p.join(STATE_FILE)).unwrap();
+    raw[SLOT_LEN + 40..SLOT_LEN + 48].fill(0xff);
+    put_back_state_as_written(&p, &raw);
     let d = NodeDir::open(&p).unwrap();
     assert_eq!(d.state().node_id, id);
     assert_eq!(d.state().token_reserved, 10);
@@ -135,9 +136,19 @@ fn init_declares_a_new_node_once_and_a_copy_needs_adopting() {
     let err = NodeDir::open(&p).unwrap_err();
     assert!(err.to_string().contains("is a copy"), "{err}");
     assert!(err.to_string().contains("--adopt"), "{err}");
-    assert!(NodeDir::init(&p, true).unwrap().contains("adopted"));
+    let said = NodeDir::init(&p, true).unwrap();
+    assert!(said.contains("adopted"), "{said}");
     let d = NodeDir::open(&p).unwrap();
-    assert_eq!(d.state().token_reserved, 20_000, "the reservation is kept");
+    let jumped = crate::durability::tokens::after_restore(20_000, unix_ns());
+    let reserved = d.state().token_reserved;
+    assert!(
+        reserved > 20_000 && reserved <= jumped && jumped - reserved < 1_000_000,
+        "the reservation jumps past the microsecond clock: {reserved}"
+    );
+    assert!(
+        said.contains(&format!("from 20000 to {reserved}")),
+        "{said}"
+    );
     assert_eq!(d.state().history, None, "the record is not trusted");
     assert!(
         !d.state().declared_new,
@@ -277,17 +288,19 @@ fn an_unreadable_snapshot_is_an_error() {
 /// one it knows, even with checksums valid at both known layouts' places.
 #[test]
 fn a_slot_of_an_unknown_version_is_refused() {
-    let p = temp_dir("v3");
+    let p = temp_dir("v4");
     std::fs::create_dir_all(&p).unwrap();
     let mut slot = [0u8; SLOT_LEN];
     slot[..8].copy_from_slice(SLOT_MAGIC);
-    slot[8..12].copy_from_slice(&3u32.to_le_bytes());
+    slot[8..12].copy_from_slice(&4u32.to_le_bytes());
     slot[12..20].copy_from_slice(&1u64.to_le_bytes());
     slot[20..36].copy_from_slice(&[4; 16]);
     let v1_crc = crc32(&slot[..SLOT_V1_BODY]);
     slot[SLOT_V1_BODY..SLOT_V1_BODY + 4].copy_from_slice(&v1_crc.to_le_bytes());
-    let v2_crc = crc32(&slot[..SLOT_BODY]);
-    slot[SLOT_BODY..SLOT_BODY + 4].copy_from_slice(&v2_crc.to_le_bytes());
+    let v2_crc = crc32(&slot[..SLOT_V2_BODY]);
+    slot[SLOT_V2_BODY..SLOT_V2_BODY + 4].copy_from_slice(&v2_crc.to_le_bytes());
+    let v3_crc = crc32(&slot[..SLOT_BODY]);
+    slot[SLOT_BODY..SLOT_BODY + 4].copy_from_slice(&v3_crc.to_le_bytes());
     let mut file = vec![0u8; 2 * SLOT_LEN];
     file[..SLOT_LEN].copy_from_slice(&slot);
     std::fs::write(p.join(STATE_FILE), file).unwrap();
@@ -297,5 +310,134 @@ fn a_slot_of_an_unknown_version_is_refused() {
             .contains("is corrupt (no slot passes its checksum)"),
         "{err}"
     );
+    std::fs::remove_dir_all(&p).unwrap();
+}
+
+/// The kernel stamps inodes from its coarse clock, up to a tick (1-10 ms) behind the
+/// wall clock read here: a test waits this much longer to be past a window.
+const COARSE_TICK_NS: i64 = 20_000_000;
+
+/// A backup put back over `node.state` in place (`cp -a backup/. dir/`, `cat >`: the
+/// inode is kept) is recognised by the inode change time the write left, whatever
+/// wrote it; so is a chmod. Adopting it jumps the token mark.
+#[test]
+fn a_state_rewritten_in_place_by_another_program_is_refused_until_adopted() {
+    let p = temp_dir("inplace");
+    NodeDir::init(&p, false).unwrap();
+    let backup = std::fs::read(p.join(STATE_FILE)).unwrap();
+    let d = NodeDir::open(&p).unwrap();
+    d.update(|s| s.token_reserved = 20_002).unwrap();
+    drop(d);
+    // The backup's last write is more than CTIME_AFTER_NS old when it is put back (a
+    // restore comes after the node ran on: far later than that in practice).
+    let written = [&backup[..SLOT_LEN], &backup[SLOT_LEN..]]
+        .into_iter()
+        .filter_map(|raw| decode_slot(raw)?.written_ns)
+        .max()
+        .unwrap();
+    while unix_ns() <= written + CTIME_AFTER_NS + COARSE_TICK_NS {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let ino = std::fs::metadata(p.join(STATE_FILE)).unwrap().ino();
+    std::fs::write(p.join(STATE_FILE), &backup).unwrap();
+    assert_eq!(std::fs::metadata(p.join(STATE_FILE)).unwrap().ino(), ino);
+    let err = NodeDir::open(&p).unwrap_err().to_string();
+    assert!(
+        err.contains("was changed by something other than this node after its last write"),
+        "{err}"
+    );
+    assert!(err.contains("--adopt"), "{err}");
+    NodeDir::init(&p, true).unwrap();
+    let d = NodeDir::open(&p).unwrap();
+    assert!(d.state().token_reserved > 20_002 + (1 << 32));
+    assert_eq!(d.state().history, None);
+    drop(d);
+
+    // A chmod moves the ctime too: refused the same way (the safe side).
+    let d = NodeDir::open(&p).unwrap();
+    d.update(|s| s.token_reserved += 1).unwrap();
+    drop(d);
+    assert!(NodeDir::open(&p).is_ok(), "untouched: accepted");
+    let written = unix_ns();
+    while unix_ns() <= written + CTIME_AFTER_NS + COARSE_TICK_NS {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::fs::set_permissions(
+        p.join(STATE_FILE),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let err = NodeDir::open(&p).unwrap_err().to_string();
+    assert!(err.contains("was changed by something other"), "{err}");
+    std::fs::remove_dir_all(&p).unwrap();
+}
+
+/// The check itself: the ctime may trail the recorded time (coarse clocks, whole
+/// seconds) and lead it by at most CTIME_AFTER_NS; the other slot's time counts too
+/// (a power loss between the newest slot reaching the disk and its ctime); a slot
+/// left unchecked or of version 2 is not checked.
+#[test]
+fn which_inode_change_times_match_a_write() {
+    let state = NodeState {
+        node_id: [1; 16],
+        boot: 1,
+        token_reserved: 0,
+        history: None,
+        declared_new: false,
+    };
+    let slot = |seq, written_ns| Slot {
+        seq,
+        state,
+        ino: 9,
+        written_ns,
+    };
+    let s = 1_000_000_000i64;
+    let latest = slot(2, Some(100 * s));
+    let older = slot(1, Some(50 * s));
+    let check =
+        |latest: &Slot, ctime| not_as_written(latest, &[latest.clone(), older.clone()], 9, ctime);
+    assert_eq!(check(&latest, 100 * s), None);
+    assert_eq!(check(&latest, 100 * s + CTIME_AFTER_NS), None);
+    assert_eq!(check(&latest, 98 * s), None);
+    assert!(check(&latest, 100 * s + CTIME_AFTER_NS + 1).is_some());
+    assert!(check(&latest, 98 * s - 1).is_some());
+    assert_eq!(check(&latest, 50 * s), None, "the older write's ctime");
+    assert!(check(&latest, 75 * s).is_some());
+    assert_eq!(check(&slot(2, Some(UNCHECKED)), 75 * s), None);
+    assert_eq!(check(&slot(2, None), 75 * s), None);
+    let moved = not_as_written(&latest, std::slice::from_ref(&latest), 10, 100 * s);
+    assert!(moved.unwrap().starts_with("is a copy"));
+}
+
+/// A version 2 file (no write times) is read, its inode checked, and rewritten as
+/// version 3, whose write time then matches its ctime.
+#[test]
+fn a_version_2_state_is_read_and_rewritten_with_write_times() {
+    let p = temp_dir("v2");
+    let d = NodeDir::open(&p).unwrap();
+    d.update(|s| s.token_reserved = 777).unwrap();
+    let ino = std::fs::metadata(p.join(STATE_FILE)).unwrap().ino();
+    drop(d);
+    let mut raw = std::fs::read(p.join(STATE_FILE)).unwrap();
+    for slot in raw.chunks_exact_mut(SLOT_LEN) {
+        slot[8..12].copy_from_slice(&SLOT_V2.to_le_bytes());
+        slot[96..SLOT_LEN].fill(0);
+        let crc = crc32(&slot[..SLOT_V2_BODY]);
+        slot[SLOT_V2_BODY..SLOT_V2_BODY + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+    std::fs::write(p.join(STATE_FILE), &raw).unwrap();
+    assert_eq!(std::fs::metadata(p.join(STATE_FILE)).unwrap().ino(), ino);
+    let d = NodeDir::open(&p).unwrap();
+    assert_eq!(d.state().token_reserved, 777);
+    drop(d);
+    let raw = std::fs::read(p.join(STATE_FILE)).unwrap();
+    let newest = [decode_slot(&raw[..SLOT_LEN]), decode_slot(&raw[SLOT_LEN..])]
+        .into_iter()
+        .flatten()
+        .max_by_key(|s| s.seq)
+        .unwrap();
+    let meta = std::fs::metadata(p.join(STATE_FILE)).unwrap();
+    assert!(ctime_matches(newest.written_ns.unwrap(), ctime_ns(&meta)));
+    assert_eq!(NodeDir::open(&p).unwrap().state().token_reserved, 777);
     std::fs::remove_dir_all(&p).unwrap();
 }
