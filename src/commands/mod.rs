@@ -144,6 +144,9 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         if let Err(e) = check_fences(ctx, spec, args) {
             return e;
         }
+        if let Err(e) = check_lock_delay(ctx, spec, args) {
+            return e;
+        }
     }
     ctx.client.info.touch(spec, ctx.now_ms);
     // A network command's duration starts at the clock reading its context already
@@ -198,6 +201,39 @@ pub fn check_fences(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply>
         .inspect_err(|_| {
             (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::Fence)
         })
+}
+
+/// The lock-delay (`store/lock.rs`): a FENCED command (one that could create a key or
+/// lengthen a TTL) naming a delayed lock is refused the way its client reads "held
+/// elsewhere": SET and FENCING.GRANT answer null, SETNX 0 (what they answer on a held
+/// key), anything else `-TRYAGAIN` with the milliseconds left (SET ... GET too, whose
+/// null would read as "set"). The EXPIRE family and PERSIST pass: they create nothing
+/// and answer 0 for the key, which reads as absent. The same check runs for the
+/// network, for EXEC's queued commands and for redis.call. Counted as lock-delay
+/// refusals.
+pub fn check_lock_delay(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply> {
+    if ctx.shared.keyspace.lock_delay().ms() == 0
+        || matches!(
+            spec.name,
+            "expire" | "pexpire" | "expireat" | "pexpireat" | "persist"
+        )
+    {
+        return Ok(());
+    }
+    let db = ctx.db();
+    let Some(left) = spec.keys(args).find_map(|k| db.lock_delay_left(k, ctx.now_ms)) else {
+        return Ok(());
+    };
+    (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::LockDelay);
+    let with_get = || args[3..].iter().any(|a| eq_ignore_case(a, "get"));
+    Err(match spec.name {
+        "set" if !with_get() => Reply::Null,
+        "fencing.grant" => Reply::Null,
+        "setnx" => Reply::Integer(0),
+        _ => Reply::error(format!(
+            "TRYAGAIN lock-delay: the lock at this key expired without being released; it is refused to new holders for another {left} ms"
+        )),
+    })
 }
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.

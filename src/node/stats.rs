@@ -95,6 +95,8 @@ pub enum Refusal {
     Oom,
     /// The user's ACL rules (NOPERM).
     Noperm,
+    /// A delayed lock (`store/lock.rs`): null, 0 or TRYAGAIN.
+    LockDelay,
 }
 
 /// What an operator of a lock service asks first (the metrics endpoint).
@@ -112,6 +114,8 @@ pub struct LockStats {
     pub oom: AtomicU64,
     /// Commands refused by the user's ACL rules (NOPERM).
     pub noperm: AtomicU64,
+    /// Writes refused because their key is a delayed lock (`--lock-delay`).
+    pub lock_delayed: AtomicU64,
 }
 
 /// One command's counters (in one shard of them, see `Stats::by_thread`). Its calls
@@ -201,6 +205,7 @@ impl Stats {
             Refusal::Fence => &self.locks.fenced,
             Refusal::Oom => &self.locks.oom,
             Refusal::Noperm => &self.locks.noperm,
+            Refusal::LockDelay => &self.locks.lock_delayed,
         };
         reason.fetch_add(1, Ordering::Relaxed);
         self.per_command[index]

@@ -42,10 +42,12 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             // Read while the key's shard is locked: no commit on this key can slip
             // between the grant and the read (a commit needs this key's value).
             let mark = ctx.shared.tokens.get();
-            v.insert(Entry {
+            let entry = Entry {
                 value: Value::Str(args[2].clone()),
                 deadline_ms: Some(deadline),
-            });
+            };
+            // A lock (`store/lock.rs`).
+            v.insert_marked(entry, true);
             Ok(Reply::Integer(mark as i64))
         }
     }

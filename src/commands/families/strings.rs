@@ -238,6 +238,8 @@ fn set_generic(
     if o.nx {
         ctx.shared.stats.locks.grants.fetch_add(1, Relaxed);
     }
+    // A lock (`store/lock.rs`): written with a TTL under a condition, or by a script.
+    let lock = o.nx || o.cond.is_some() || ctx.in_script;
     match slot {
         Slot::Occupied(mut e) => {
             let keep = if o.ttl.keep_or_drop {
@@ -254,6 +256,7 @@ fn set_generic(
             } else {
                 e.set_str(value);
                 e.set_deadline(deadline);
+                e.set_lock(lock && deadline.is_some());
             }
         }
         Slot::Vacant(v) => {
@@ -261,10 +264,11 @@ fn set_generic(
                 fence.check_has_ttl()?;
             }
             if !matches!(deadline, Some(d) if d <= now) {
-                v.insert(Entry {
+                let entry = Entry {
                     value: Value::Str(value.clone()),
                     deadline_ms: deadline,
-                });
+                };
+                v.insert_marked(entry, lock && deadline.is_some());
             }
         }
     }
