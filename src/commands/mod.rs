@@ -221,7 +221,10 @@ pub fn check_lock_delay(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Re
         return Ok(());
     }
     let db = ctx.db();
-    let Some(left) = spec.keys(args).find_map(|k| db.lock_delay_left(k, ctx.now_ms)) else {
+    let Some(left) = spec
+        .keys(args)
+        .find_map(|k| db.lock_delay_left(k, ctx.now_ms))
+    else {
         return Ok(());
     };
     (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::LockDelay);

@@ -11,7 +11,8 @@ async fn delayed() -> TestServer {
     start_with(|c| c.lock_delay = Duration::from_secs(5)).await
 }
 
-const REDLOCK_ACQUIRE: &str = "for _, key in ipairs(KEYS) do if redis.call('exists', key) == 1 then return 0 end end \
+const REDLOCK_ACQUIRE: &str =
+    "for _, key in ipairs(KEYS) do if redis.call('exists', key) == 1 then return 0 end end \
      for _, key in ipairs(KEYS) do redis.call('set', key, ARGV[1], 'PX', ARGV[2]) end return #KEYS";
 
 /// Redisson's RLock acquire script (tryLockInnerAsync).
@@ -47,19 +48,31 @@ async fn an_expired_lock_is_refused_for_the_delay_then_granted() {
     assert_eq!(c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await, NIL);
     assert_eq!(c.cmd(&["SET", "lock", "b"]).await, NIL);
     assert_eq!(c.cmd(&["SETNX", "lock", "b"]).await, int(0));
-    assert_eq!(c.cmd(&["FENCING.GRANT", "lock", "b", "PX", "1000"]).await, NIL);
+    assert_eq!(
+        c.cmd(&["FENCING.GRANT", "lock", "b", "PX", "1000"]).await,
+        NIL
+    );
     let tryagain = c.cmd(&["HSET", "lock", "f", "1"]).await;
     assert!(tryagain.starts_with("-TRYAGAIN lock-delay: "), "{tryagain}");
     assert!(tryagain.contains("another 5000 ms"), "{tryagain}");
-    assert!(c.cmd(&["INCR", "lock"]).await.starts_with("-TRYAGAIN lock-delay"));
-    assert!(c.cmd(&["SET", "lock", "b", "GET"]).await.starts_with("-TRYAGAIN lock-delay"));
+    assert!(c
+        .cmd(&["INCR", "lock"])
+        .await
+        .starts_with("-TRYAGAIN lock-delay"));
+    assert!(c
+        .cmd(&["SET", "lock", "b", "GET"])
+        .await
+        .starts_with("-TRYAGAIN lock-delay"));
     // Commands that create nothing answer for an absent key.
     assert_eq!(c.cmd(&["PEXPIRE", "lock", "1000"]).await, int(0));
     assert_eq!(c.cmd(&["SET", "lock", "b", "XX"]).await, NIL);
     // The old holder's own release does not end the delay (it no longer holds it).
     assert_eq!(c.cmd(&["DELIFEQ", "lock", "a"]).await, int(0));
     assert_eq!(c.cmd(&["DELEX", "lock", "IFEQ", "a"]).await, int(0));
-    assert_eq!(c.cmd(&["EVAL", COMPARE_AND_DELETE, "1", "lock", "a"]).await, int(0));
+    assert_eq!(
+        c.cmd(&["EVAL", COMPARE_AND_DELETE, "1", "lock", "a"]).await,
+        int(0)
+    );
     // The delay ends 5 s after the deadline: the last refused millisecond, then granted.
     h.advance(Duration::from_millis(4999));
     assert_eq!(c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await, NIL);
@@ -90,7 +103,11 @@ async fn a_released_lock_is_granted_at_once() {
     }
     // SET IFEQ overwrites: the new holder's lock, still a lock.
     assert_eq!(c.cmd(&take).await, OK);
-    assert_eq!(c.cmd(&["SET", "lock", "b", "IFEQ", "a", "PX", "1000"]).await, OK);
+    assert_eq!(
+        c.cmd(&["SET", "lock", "b", "IFEQ", "a", "PX", "1000"])
+            .await,
+        OK
+    );
     h.advance(Duration::from_millis(1001));
     assert_eq!(c.cmd(&retake).await, NIL);
     // DEL ends a delay (an operator's way to free a lock at once); it answers 0: the
@@ -108,9 +125,15 @@ async fn keys_that_are_not_locks_are_never_delayed() {
     assert_eq!(c.cmd(&["INCR", "rate"]).await, int(1));
     assert_eq!(c.cmd(&["EXPIRE", "rate", "1"]).await, int(1));
     // A lock rewritten unconditionally is no longer one; PERSIST unmarks too.
-    assert_eq!(c.cmd(&["SET", "rewritten", "a", "NX", "PX", "1000"]).await, OK);
+    assert_eq!(
+        c.cmd(&["SET", "rewritten", "a", "NX", "PX", "1000"]).await,
+        OK
+    );
     assert_eq!(c.cmd(&["SET", "rewritten", "b", "PX", "1000"]).await, OK);
-    assert_eq!(c.cmd(&["SET", "persisted", "a", "NX", "PX", "1000"]).await, OK);
+    assert_eq!(
+        c.cmd(&["SET", "persisted", "a", "NX", "PX", "1000"]).await,
+        OK
+    );
     assert_eq!(c.cmd(&["PERSIST", "persisted"]).await, int(1));
     assert_eq!(c.cmd(&["PEXPIRE", "persisted", "1000"]).await, int(1));
     // SET NX without a TTL makes no lock.
@@ -118,7 +141,11 @@ async fn keys_that_are_not_locks_are_never_delayed() {
     assert_eq!(c.cmd(&["PEXPIRE", "nottl", "1000"]).await, int(1));
     h.advance(Duration::from_millis(1001));
     for key in ["cache", "rate", "rewritten", "persisted", "nottl"] {
-        assert_eq!(c.cmd(&["SET", key, "x", "NX", "PX", "1000"]).await, OK, "{key}");
+        assert_eq!(
+            c.cmd(&["SET", key, "x", "NX", "PX", "1000"]).await,
+            OK,
+            "{key}"
+        );
     }
     assert_eq!(c.cmd(&["INCR", "rate2"]).await, int(1));
 }
@@ -127,12 +154,23 @@ async fn keys_that_are_not_locks_are_never_delayed() {
 async fn with_the_delay_off_an_expired_lock_is_granted_at_once() {
     let h = start().await;
     let mut c = Raw::to(&h).await;
-    assert_eq!(c.cmd(&["CONFIG", "GET", "lock-delay"]).await, "*2\r\n$10\r\nlock-delay\r\n$1\r\n0\r\n");
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "lock-delay"]).await,
+        "*2\r\n$10\r\nlock-delay\r\n$1\r\n0\r\n"
+    );
     assert_eq!(c.cmd(&["SET", "lock", "a", "NX", "PX", "1000"]).await, OK);
-    assert_eq!(c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "a", "1000"]).await, int(1));
+    assert_eq!(
+        c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "a", "1000"])
+            .await,
+        int(1)
+    );
     h.advance(Duration::from_millis(1001));
     assert_eq!(c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await, OK);
-    assert_eq!(c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "b", "1000"]).await, int(1));
+    assert_eq!(
+        c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "b", "1000"])
+            .await,
+        int(1)
+    );
     let info = c.cmd(&["INFO", "fence"]).await;
     assert_eq!(info_field(&info, "lock_delay_ms"), "0");
     assert_eq!(info_field(&info, "lock_delayed_refusals"), "0");
@@ -143,18 +181,31 @@ async fn scripts_see_a_delayed_lock_as_held_and_multi_as_absent() {
     let h = delayed().await;
     let mut c = Raw::to(&h).await;
     // node-redlock's acquire: EXISTS then SET PX, in a script (a lock).
-    assert_eq!(c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "a", "1000"]).await, int(1));
+    assert_eq!(
+        c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "a", "1000"])
+            .await,
+        int(1)
+    );
     // Redisson's: HINCRBY + PEXPIRE in a script (a lock).
     let redisson = ["EVAL", REDISSON_ACQUIRE, "1", "rl", "1000", "client-a:1"];
     assert_eq!(c.cmd(&redisson).await, NIL);
     h.advance(Duration::from_millis(1001));
-    assert_eq!(c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "b", "1000"]).await, int(0));
+    assert_eq!(
+        c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "b", "1000"])
+            .await,
+        int(0)
+    );
     // Redisson waits the PTTL it is answered: the delay left.
     let other = ["EVAL", REDISSON_ACQUIRE, "1", "rl", "1000", "client-b:1"];
     assert_eq!(c.cmd(&other).await, int(5000));
     // A script's write that could take it raises.
     let raised = c
-        .cmd(&["EVAL", "return redis.call('hincrby', KEYS[1], 'f', 1)", "1", "rl"])
+        .cmd(&[
+            "EVAL",
+            "return redis.call('hincrby', KEYS[1], 'f', 1)",
+            "1",
+            "rl",
+        ])
         .await;
     assert!(raised.starts_with("-TRYAGAIN lock-delay"), "{raised}");
     let set_nx = "return redis.call('set', KEYS[1], 'b', 'NX', 'PX', 1000)";
@@ -162,11 +213,21 @@ async fn scripts_see_a_delayed_lock_as_held_and_multi_as_absent() {
     // MULTI/EXEC: as the network sees it.
     assert_eq!(c.cmd(&["MULTI"]).await, OK);
     assert_eq!(c.cmd(&["EXISTS", "nr"]).await, "+QUEUED\r\n");
-    assert_eq!(c.cmd(&["SET", "nr", "b", "NX", "PX", "1000"]).await, "+QUEUED\r\n");
-    assert_eq!(c.cmd(&["SET", "fresh", "b", "NX", "PX", "1000"]).await, "+QUEUED\r\n");
+    assert_eq!(
+        c.cmd(&["SET", "nr", "b", "NX", "PX", "1000"]).await,
+        "+QUEUED\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["SET", "fresh", "b", "NX", "PX", "1000"]).await,
+        "+QUEUED\r\n"
+    );
     assert_eq!(c.cmd(&["EXEC"]).await, "*3\r\n:0\r\n$-1\r\n+OK\r\n");
     h.advance(Duration::from_millis(5000));
-    assert_eq!(c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "b", "1000"]).await, int(1));
+    assert_eq!(
+        c.cmd(&["EVAL", REDLOCK_ACQUIRE, "1", "nr", "b", "1000"])
+            .await,
+        int(1)
+    );
     assert_eq!(c.cmd(&other).await, NIL);
 }
 
@@ -182,11 +243,21 @@ async fn only_keys_under_a_prefix_are_delayed_when_prefixes_are_set() {
         assert_eq!(c.cmd(&["SET", key, "v", "NX", "PX", "1000"]).await, OK);
     }
     h.advance(Duration::from_millis(1001));
-    assert_eq!(c.cmd(&["SET", "lock:a", "w", "NX", "PX", "1000"]).await, NIL);
-    assert_eq!(c.cmd(&["SET", "mutex:b", "w", "NX", "PX", "1000"]).await, NIL);
+    assert_eq!(
+        c.cmd(&["SET", "lock:a", "w", "NX", "PX", "1000"]).await,
+        NIL
+    );
+    assert_eq!(
+        c.cmd(&["SET", "mutex:b", "w", "NX", "PX", "1000"]).await,
+        NIL
+    );
     assert_eq!(c.cmd(&["SET", "other", "w", "NX", "PX", "1000"]).await, OK);
     // Changed live: the prefixes apply to every lock from then on.
-    assert_eq!(c.cmd(&["CONFIG", "SET", "lock-delay-prefix", "other"]).await, OK);
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "lock-delay-prefix", "other"])
+            .await,
+        OK
+    );
     assert_eq!(
         c.cmd(&["CONFIG", "GET", "lock-delay-prefix"]).await,
         "*2\r\n$17\r\nlock-delay-prefix\r\n$5\r\nother\r\n"
@@ -208,7 +279,10 @@ async fn config_set_turns_the_delay_on_and_off_within_max_ttl() {
     let bad = c.cmd(&["CONFIG", "SET", "lock-delay", "soon"]).await;
     assert!(bad.starts_with("-ERR CONFIG SET failed"), "{bad}");
     assert_eq!(c.cmd(&["CONFIG", "SET", "lock-delay", "2s"]).await, OK);
-    assert_eq!(c.cmd(&["CONFIG", "GET", "lock-delay"]).await, "*2\r\n$10\r\nlock-delay\r\n$4\r\n2000\r\n");
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "lock-delay"]).await,
+        "*2\r\n$10\r\nlock-delay\r\n$4\r\n2000\r\n"
+    );
     assert_eq!(c.cmd(&["SET", "lock", "a", "NX", "PX", "1000"]).await, OK);
     h.advance(Duration::from_millis(1001));
     assert_eq!(c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await, NIL);
@@ -229,7 +303,10 @@ async fn info_counts_delayed_locks_and_refusals_and_the_sweeper_reclaims_them() 
     // stored keys, as Redis counts expired keys not yet reclaimed).
     assert_eq!(c.cmd(&["DBSIZE"]).await, int(3));
     assert_eq!(c.cmd(&["SET", "a", "w", "NX", "PX", "1000"]).await, NIL);
-    assert!(c.cmd(&["HSET", "b", "f", "v"]).await.starts_with("-TRYAGAIN"));
+    assert!(c
+        .cmd(&["HSET", "b", "f", "v"])
+        .await
+        .starts_with("-TRYAGAIN"));
     let info = c.cmd(&["INFO", "fence"]).await;
     assert_eq!(info_field(&info, "lock_delay_ms"), "5000");
     assert_eq!(info_field(&info, "lock_delay_active"), "3");
@@ -247,5 +324,8 @@ async fn a_lock_delay_above_max_ttl_is_refused_at_start() {
         ..redlockd::Config::for_tests()
     };
     let e = config.validate().expect_err("lock-delay above max-ttl");
-    assert_eq!(e.to_string(), "lock-delay (31000 ms) is longer than max-ttl (30000 ms)");
+    assert_eq!(
+        e.to_string(),
+        "lock-delay (31000 ms) is longer than max-ttl (30000 ms)"
+    );
 }

@@ -129,7 +129,10 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// The lock-delay's prefixes as CONFIG GET shows them: a comma list.
 fn lock_delay_prefixes(ctx: &Ctx) -> String {
     let prefixes = ctx.shared.keyspace.lock_delay().prefixes();
-    let names: Vec<_> = prefixes.iter().map(|p| String::from_utf8_lossy(p)).collect();
+    let names: Vec<_> = prefixes
+        .iter()
+        .map(|p| String::from_utf8_lossy(p))
+        .collect();
     names.join(",")
 }
 

@@ -158,7 +158,8 @@ impl Vacant<'_, '_> {
         let db = self.db;
         let (h, old) = match self.delayed {
             Some(old) => {
-                let (h, left) = (self.guard).replace(self.hash, old, entry.value, entry.deadline_ms);
+                let (h, left) =
+                    (self.guard).replace(self.hash, old, entry.value, entry.deadline_ms);
                 (h, Some(left))
             }
             None => (

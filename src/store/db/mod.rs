@@ -136,7 +136,9 @@ impl Db {
         let gone = {
             let mut table = self.shard(hash).write();
             table
-                .find(hash, |p| p.key() == key && self.delay.reclaimable(p, now_ms))
+                .find(hash, |p| {
+                    p.key() == key && self.delay.reclaimable(p, now_ms)
+                })
                 .map(|h| table.delete(hash, h))
         };
         if gone.is_some() {
