@@ -33,7 +33,8 @@ pub struct Config {
     /// Every TTL must be at most this.
     pub max_ttl: Duration,
     /// The restart fence when the data directory has no usable record of what the node
-    /// granted; `None` means max_ttl + RESTART_MARGIN, zero disables the fence.
+    /// granted; `None` means max_ttl + lock_delay + RESTART_MARGIN, zero disables the
+    /// fence.
     pub restart_delay: Option<Duration>,
     /// Whether the fence may be up at first boot. Off declares the node new, as
     /// `redlockd init` does: only where no client can hold a lock from before this
@@ -135,7 +136,7 @@ impl Config {
 
     /// The restart delay in effect.
     pub fn effective_restart_delay(&self) -> Duration {
-        self.restart_delay.unwrap_or(self.max_ttl + RESTART_MARGIN)
+        (self.restart_delay).unwrap_or(self.max_ttl + self.lock_delay + RESTART_MARGIN)
     }
 
     /// Checks the settings that can be wrong.

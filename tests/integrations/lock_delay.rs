@@ -329,3 +329,45 @@ async fn a_lock_delay_above_max_ttl_is_refused_at_start() {
         "lock-delay (31000 ms) is longer than max-ttl (30000 ms)"
     );
 }
+
+/// The restart fence and the delay compose: a node that crashed while a lock was
+/// delayed keeps refusing it until the delay would have ended (the reach it records
+/// covers each deadline plus the delay), then grants it.
+#[tokio::test]
+async fn after_a_crash_the_fence_outlasts_a_delay_the_node_forgot() {
+    let h = start_with(|c| {
+        c.restart_delay = None;
+        c.fence_at_boot = false;
+        c.lock_delay = Duration::from_secs(5);
+    })
+    .await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "lock", "a", "NX", "PX", "1000"]).await, OK);
+    h.advance(Duration::from_millis(1001));
+    assert_eq!(c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await, NIL);
+    h.crash_restart();
+    let mut c = Raw::to(&h).await;
+    // The delay would end 4999 ms from now; the fence lasts at least that.
+    let refused = c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await;
+    assert!(refused.starts_with("-TRYAGAIN restart fence"), "{refused}");
+    h.advance(Duration::from_millis(4999));
+    let refused = c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await;
+    assert!(refused.starts_with("-TRYAGAIN restart fence"), "{refused}");
+    h.advance(h.fence_remaining());
+    assert_eq!(c.cmd(&["SET", "lock", "b", "NX", "PX", "1000"]).await, OK);
+    h.shutdown().await;
+}
+
+/// Without a record the fence is max-ttl + the lock-delay + 1 s.
+#[tokio::test]
+async fn the_default_fence_without_a_record_adds_the_delay() {
+    let h = start_with(|c| {
+        c.restart_delay = None;
+        c.lock_delay = Duration::from_secs(5);
+    })
+    .await;
+    let mut c = Raw::to(&h).await;
+    let info = c.cmd(&["INFO", "fence"]).await;
+    assert_eq!(info_field(&info, "fence_length_ms"), "36000");
+    h.shutdown().await;
+}

@@ -98,7 +98,7 @@ fn expire_generic(
         return Ok(Reply::Integer(1));
     }
     ctx.shared.fence.check_ttl(ttl_ms)?;
-    ctx.shared.reach.cover(now, new_deadline as u64)?;
+    ctx.cover(new_deadline as u64)?;
     entry.set_deadline(Some(new_deadline as u64));
     // A key a script gives a TTL is a lock (`store/lock.rs`: Redisson's HINCRBY +
     // PEXPIRE); outside a script the mark is left as it is.
