@@ -292,7 +292,11 @@ async fn config_set_turns_the_delay_on_and_off_within_max_ttl() {
 
 #[tokio::test]
 async fn info_counts_delayed_locks_and_refusals_and_the_sweeper_reclaims_them() {
-    let h = delayed().await;
+    let h = start_with(|c| {
+        c.lock_delay = Duration::from_secs(5);
+        c.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
     let mut c = Raw::to(&h).await;
     for key in ["a", "b", "c"] {
         assert_eq!(c.cmd(&["SET", key, "v", "NX", "PX", "1000"]).await, OK);
@@ -311,6 +315,11 @@ async fn info_counts_delayed_locks_and_refusals_and_the_sweeper_reclaims_them() 
     assert_eq!(info_field(&info, "lock_delay_ms"), "5000");
     assert_eq!(info_field(&info, "lock_delay_active"), "3");
     assert_eq!(info_field(&info, "lock_delayed_refusals"), "2");
+    let body = scrape(h.metrics_addr().expect("metrics bound")).await;
+    assert!(
+        body.contains("redlockd_lock_refusals_total{reason=\"lock_delay\"} 2\n"),
+        "{body}"
+    );
     h.advance(Duration::from_millis(5000));
     assert_eq!(c.cmd(&["DBSIZE"]).await, int(0));
     let info = c.cmd(&["INFO", "fence"]).await;
