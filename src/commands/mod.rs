@@ -205,17 +205,24 @@ pub fn check_fences(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply>
 
 /// The lock-delay (`store/lock.rs`): a FENCED command (one that could create a key or
 /// lengthen a TTL) naming a delayed lock is refused the way its client reads "held
-/// elsewhere": SET and FENCING.GRANT answer null, SETNX 0 (what they answer on a held
-/// key), anything else `-TRYAGAIN` with the milliseconds left (SET ... GET too, whose
-/// null would read as "set"). The EXPIRE family and PERSIST pass: they create nothing
-/// and answer 0 for the key, which reads as absent. The same check runs for the
-/// network, for EXEC's queued commands and for redis.call. Counted as lock-delay
-/// refusals.
+/// elsewhere": `-TRYAGAIN` with the milliseconds left (`lock_delay_refused`). The same
+/// check runs for the network, for EXEC's queued commands and for redis.call. Passed
+/// over: the EXPIRE family and PERSIST (they create nothing and answer 0 for the key,
+/// which reads as absent), and the grants, SET, SETNX and FENCING.GRANT, which check
+/// the slot they look up anyway (no second lookup on the hand-over path) and answer
+/// null or 0, as on a held key. Counted as lock-delay refusals.
 pub fn check_lock_delay(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply> {
     if ctx.shared.keyspace.lock_delay().ms() == 0
         || matches!(
             spec.name,
-            "expire" | "pexpire" | "expireat" | "pexpireat" | "persist"
+            "set"
+                | "setnx"
+                | "fencing.grant"
+                | "expire"
+                | "pexpire"
+                | "expireat"
+                | "pexpireat"
+                | "persist"
         )
     {
         return Ok(());
@@ -227,16 +234,24 @@ pub fn check_lock_delay(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Re
     else {
         return Ok(());
     };
-    (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::LockDelay);
-    let with_get = || args[3..].iter().any(|a| eq_ignore_case(a, "get"));
-    Err(match spec.name {
-        "set" if !with_get() => Reply::Null,
-        "fencing.grant" => Reply::Null,
-        "setnx" => Reply::Integer(0),
-        _ => Reply::error(format!(
-            "TRYAGAIN lock-delay: the lock at this key expired without being released; it is refused to new holders for another {left} ms"
-        )),
-    })
+    let stats = &ctx.shared.stats;
+    stats.per_command_rejected(spec.index);
+    Err(lock_delay_refused(ctx, left))
+}
+
+/// Counts a write refused by the lock-delay (INFO's `lock_delayed_refusals`).
+pub fn note_lock_delay_refusal(ctx: &Ctx) {
+    let refusals = &ctx.shared.stats.locks.lock_delayed;
+    refusals.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A write refused by the lock-delay, `left_ms` before it ends: counted, and its
+/// `-TRYAGAIN` error.
+pub fn lock_delay_refused(ctx: &Ctx, left_ms: u64) -> Reply {
+    note_lock_delay_refusal(ctx);
+    Reply::error(format!(
+        "TRYAGAIN lock-delay: the lock at this key expired without being released; it is refused to new holders for another {left_ms} ms"
+    ))
 }
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.

@@ -95,8 +95,6 @@ pub enum Refusal {
     Oom,
     /// The user's ACL rules (NOPERM).
     Noperm,
-    /// A delayed lock (`store/lock.rs`): null, 0 or TRYAGAIN.
-    LockDelay,
 }
 
 /// What an operator of a lock service asks first (the metrics endpoint).
@@ -205,9 +203,14 @@ impl Stats {
             Refusal::Fence => &self.locks.fenced,
             Refusal::Oom => &self.locks.oom,
             Refusal::Noperm => &self.locks.noperm,
-            Refusal::LockDelay => &self.locks.lock_delayed,
         };
         reason.fetch_add(1, Ordering::Relaxed);
+        self.per_command_rejected(index);
+    }
+
+    /// Counts a refused call of command `index` (commandstats' rejected_calls); the
+    /// reason is counted by the caller.
+    pub fn per_command_rejected(&self, index: usize) {
         self.per_command[index]
             .rejected
             .fetch_add(1, Ordering::Relaxed);

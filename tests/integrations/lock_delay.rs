@@ -63,6 +63,18 @@ async fn an_expired_lock_is_refused_for_the_delay_then_granted() {
         .cmd(&["SET", "lock", "b", "GET"])
         .await
         .starts_with("-TRYAGAIN lock-delay"));
+    for write in [
+        &["SETEX", "lock", "1", "b"][..],
+        &["GETSET", "lock", "b"],
+        &["MSET", "lock", "b"],
+    ] {
+        let reply = c.cmd(write).await;
+        assert!(
+            reply.starts_with("-TRYAGAIN lock-delay"),
+            "{write:?}: {reply}"
+        );
+    }
+    assert_eq!(c.cmd(&["SET", "lock", "b", "IFNE", "x"]).await, NIL);
     // Commands that create nothing answer for an absent key.
     assert_eq!(c.cmd(&["PEXPIRE", "lock", "1000"]).await, int(0));
     assert_eq!(c.cmd(&["SET", "lock", "b", "XX"]).await, NIL);

@@ -204,6 +204,18 @@ fn set_generic(
     }
     let fence = &ctx.shared.fence;
     let slot = ctx.db().entry(key, now);
+    // A delayed lock (`store/lock.rs`): held elsewhere. SET ... GET gets TRYAGAIN (its
+    // null would read as "set"); SETEX, PSETEX and GETSET were refused before they ran
+    // (`commands::check_lock_delay`).
+    if let Slot::Vacant(v) = &slot {
+        if let Some(left) = v.lock_delay_left(now) {
+            if o.get {
+                return Err(crate::commands::lock_delay_refused(ctx, left));
+            }
+            crate::commands::note_lock_delay_refusal(ctx);
+            return Ok(Reply::Null);
+        }
+    }
     let old = match &slot {
         Slot::Occupied(e) => Some(e.value()),
         Slot::Vacant(_) => None,

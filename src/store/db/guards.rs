@@ -147,6 +147,15 @@ pub struct Vacant<'a, 'k> {
 }
 
 impl Vacant<'_, '_> {
+    /// The milliseconds left of the lock-delay of the delayed lock at the key (at
+    /// least 1), if there is one (`store/lock.rs`): what `Db::lock_delay_left` says,
+    /// without a second lookup.
+    pub fn lock_delay_left(&self, now_ms: u64) -> Option<u64> {
+        let p = self.guard.view(self.delayed?);
+        let end = self.db.delay.ends_at(&p)?;
+        (now_ms <= end).then(|| end - now_ms + 1)
+    }
+
     /// Stores `entry` at the key (its bytes copied into the entry's slot).
     pub fn insert(self, entry: Entry) {
         self.insert_marked(entry, false);
