@@ -33,7 +33,8 @@ pub struct Config {
     /// Every TTL must be at most this.
     pub max_ttl: Duration,
     /// The restart fence when the data directory has no usable record of what the node
-    /// granted; `None` means max_ttl + RESTART_MARGIN, zero disables the fence.
+    /// granted; `None` means max_ttl + lock_delay + RESTART_MARGIN, zero disables the
+    /// fence.
     pub restart_delay: Option<Duration>,
     /// Whether the fence may be up at first boot. Off declares the node new, as
     /// `redlockd init` does: only where no client can hold a lock from before this
@@ -42,6 +43,11 @@ pub struct Config {
     pub fence_at_boot: bool,
     /// Refuse writes that would leave a key without a TTL.
     pub require_ttl: bool,
+    /// How long a lock that expired (instead of being released) is refused to new
+    /// holders (`store/lock.rs`); zero is off. At most max_ttl.
+    pub lock_delay: Duration,
+    /// The key prefixes the lock-delay applies to; empty: every lock.
+    pub lock_delay_prefixes: Vec<String>,
     pub requirepass: Option<String>,
     /// Redis's `protected-mode`: while the default user has no password, clients
     /// from anywhere but the loopback address get `-DENIED` and are disconnected.
@@ -91,6 +97,8 @@ impl Default for Config {
             restart_delay: None,
             fence_at_boot: true,
             require_ttl: false,
+            lock_delay: Duration::ZERO,
+            lock_delay_prefixes: Vec::new(),
             requirepass: None,
             protected_mode: true,
             aclfile: None,
@@ -128,7 +136,7 @@ impl Config {
 
     /// The restart delay in effect.
     pub fn effective_restart_delay(&self) -> Duration {
-        self.restart_delay.unwrap_or(self.max_ttl + RESTART_MARGIN)
+        (self.restart_delay).unwrap_or(self.max_ttl + self.lock_delay + RESTART_MARGIN)
     }
 
     /// Checks the settings that can be wrong.
@@ -143,6 +151,12 @@ impl Config {
                     max_ttl: self.max_ttl,
                 });
             }
+        }
+        if self.lock_delay > self.max_ttl {
+            return Err(ConfigError::LockDelayAboveMaxTtl {
+                lock_delay: self.lock_delay,
+                max_ttl: self.max_ttl,
+            });
         }
         if self.databases == 0 {
             return Err(ConfigError::NoDatabases);
@@ -238,6 +252,11 @@ pub enum ConfigError {
         restart_delay: Duration,
         max_ttl: Duration,
     },
+    /// A lock-delay longer than max-ttl (it would outlast any lock's TTL).
+    LockDelayAboveMaxTtl {
+        lock_delay: Duration,
+        max_ttl: Duration,
+    },
     NoDatabases,
     NoClients,
     /// Plain TCP is off and there is no TLS port: the node would listen nowhere.
@@ -265,6 +284,15 @@ impl std::fmt::Display for ConfigError {
                 f,
                 "restart-delay ({} ms) is shorter than max-ttl ({} ms): a restarted node could grant a lock another node still holds; use at least max-ttl, or 0 to disable the fence",
                 restart_delay.as_millis(),
+                max_ttl.as_millis()
+            ),
+            ConfigError::LockDelayAboveMaxTtl {
+                lock_delay,
+                max_ttl,
+            } => write!(
+                f,
+                "lock-delay ({} ms) is longer than max-ttl ({} ms)",
+                lock_delay.as_millis(),
                 max_ttl.as_millis()
             ),
             ConfigError::NoDatabases => f.write_str("databases must be at least 1"),

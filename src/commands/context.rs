@@ -59,7 +59,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// The monotonic deadline for a TTL of `ttl_ms` from now, after the max-ttl check,
-    /// recorded durably (`durability::reach`) before any key can get it.
+    /// recorded durably (`durability::reach`, with the lock-delay on top: a restarted
+    /// node's fence then outlasts a delay it forgot) before any key can get it.
     pub fn deadline_after(&self, ttl_ms: i64) -> Result<u64, Reply> {
         if let Err(e) = self.shared.fence.check_ttl(ttl_ms) {
             self.shared
@@ -70,8 +71,15 @@ impl<'a> Ctx<'a> {
             return Err(e);
         }
         let deadline = (self.now_ms as i64).saturating_add(ttl_ms).max(0) as u64;
-        self.shared.reach.cover(self.now_ms, deadline)?;
+        self.cover(deadline)?;
         Ok(deadline)
+    }
+
+    /// Records durably that a key may be held until `deadline`, plus the lock-delay
+    /// after it (`store/lock.rs`).
+    pub fn cover(&self, deadline: u64) -> Result<(), Reply> {
+        let delay = self.shared.keyspace.lock_delay().ms();
+        (self.shared.reach).cover(self.now_ms, deadline.saturating_add(delay))
     }
 
     /// The monotonic deadline for a Unix-ms instant, after the max-ttl check. An

@@ -148,6 +148,9 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         if let Err(e) = check_fences(ctx, spec, args) {
             return e;
         }
+        if let Err(e) = check_lock_delay(ctx, spec, args) {
+            return e;
+        }
     }
     ctx.client.info.touch(spec, ctx.now_ms);
     // A network command's duration starts at the clock reading its context already
@@ -205,12 +208,65 @@ pub fn check_fences(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply>
         })
 }
 
-/// The same fences, for a handler that finds only as it runs that this call creates a
-/// key (XGROUP CREATE ... MKSTREAM of a stream that does not exist): `args` is the
-/// handler's own call, its name first.
+/// The same fences and the lock-delay, for a handler that finds only as it runs that
+/// this call creates a key (XGROUP CREATE ... MKSTREAM of a stream that does not exist,
+/// SORT ... STORE, BITFIELD SET): `args` is the handler's own call, its name first.
 pub fn check_fences_of(ctx: &Ctx, args: &[Bytes]) -> Result<(), Reply> {
     let spec = lookup(&args[0]).expect("a handler's own command is in the table");
-    check_fences(ctx, spec, args)
+    check_fences(ctx, spec, args)?;
+    check_lock_delay(ctx, spec, args)
+}
+
+/// The lock-delay (`store/lock.rs`): a FENCED command (one that could create a key or
+/// lengthen a TTL) naming a delayed lock is refused the way its client reads "held
+/// elsewhere": `-TRYAGAIN` with the milliseconds left (`lock_delay_refused`). The same
+/// check runs for the network, for EXEC's queued commands and for redis.call. Passed
+/// over: the EXPIRE family, PERSIST and GETEX (they create nothing and answer 0 for the key,
+/// which reads as absent), and the grants, SET, SETNX and FENCING.GRANT, which check
+/// the slot they look up anyway (no second lookup on the hand-over path) and answer
+/// null or 0, as on a held key. Counted as lock-delay refusals.
+pub fn check_lock_delay(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply> {
+    if ctx.shared.keyspace.lock_delay().ms() == 0
+        || matches!(
+            spec.name,
+            "set"
+                | "setnx"
+                | "fencing.grant"
+                | "expire"
+                | "pexpire"
+                | "expireat"
+                | "pexpireat"
+                | "persist"
+                | "getex"
+        )
+    {
+        return Ok(());
+    }
+    let db = ctx.db();
+    let Some(left) = spec
+        .keys(args)
+        .find_map(|k| db.lock_delay_left(k, ctx.now_ms))
+    else {
+        return Ok(());
+    };
+    let stats = &ctx.shared.stats;
+    stats.per_command_rejected(spec.index);
+    Err(lock_delay_refused(ctx, left))
+}
+
+/// Counts a write refused by the lock-delay (INFO's `lock_delayed_refusals`).
+pub fn note_lock_delay_refusal(ctx: &Ctx) {
+    let refusals = &ctx.shared.stats.locks.lock_delayed;
+    refusals.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A write refused by the lock-delay, `left_ms` before it ends: counted, and its
+/// `-TRYAGAIN` error.
+pub fn lock_delay_refused(ctx: &Ctx, left_ms: u64) -> Reply {
+    note_lock_delay_refusal(ctx);
+    Reply::error(format!(
+        "TRYAGAIN lock-delay: the lock at this key expired without being released; it is refused to new holders for another {left_ms} ms"
+    ))
 }
 
 /// Case-insensitive comparison of an argument with an ASCII keyword.

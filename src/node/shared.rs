@@ -137,9 +137,16 @@ impl Shared {
             config.port,
             (config.max_ttl + crate::config::RESTART_MARGIN).as_millis() as u64,
         );
+        let keyspace = Keyspace::new(config.databases, seed);
+        keyspace.lock_delay().set(
+            config.lock_delay.as_millis() as u64,
+            (config.lock_delay_prefixes.iter())
+                .map(|p| bytes::Bytes::copy_from_slice(p.as_bytes()))
+                .collect(),
+        );
         Shared {
             cluster,
-            keyspace: Keyspace::new(config.databases, seed),
+            keyspace,
             fence,
             clients: DashMap::new(),
             connections: AtomicUsize::new(0),

@@ -112,6 +112,8 @@ pub struct LockStats {
     pub oom: AtomicU64,
     /// Commands refused by the user's ACL rules (NOPERM).
     pub noperm: AtomicU64,
+    /// Writes refused because their key is a delayed lock (`--lock-delay`).
+    pub lock_delayed: AtomicU64,
 }
 
 /// One command's counters (in one shard of them, see `Stats::by_thread`). Its calls
@@ -203,6 +205,12 @@ impl Stats {
             Refusal::Noperm => &self.locks.noperm,
         };
         reason.fetch_add(1, Ordering::Relaxed);
+        self.per_command_rejected(index);
+    }
+
+    /// Counts a refused call of command `index` (commandstats' rejected_calls); the
+    /// reason is counted by the caller.
+    pub fn per_command_rejected(&self, index: usize) {
         self.per_command[index]
             .rejected
             .fetch_add(1, Ordering::Relaxed);

@@ -237,13 +237,14 @@ pub(crate) fn render(shared: &Shared) -> String {
     out.family(
         refusals,
         "counter",
-        "Lock requests refused, by reason: held (SET NX on a taken key), fence (restart fence), max_ttl (TTL above --max-ttl), oom (used memory above --maxmemory), noperm (the user's ACL rules).",
+        "Lock requests refused, by reason: held (SET NX on a taken key), fence (restart fence), max_ttl (TTL above --max-ttl), oom (used memory above --maxmemory), noperm (the user's ACL rules), lock_delay (the key is a lock that expired less than --lock-delay ago).",
     )
     .sample(refusals, "reason=\"held\"", locks.held.load(Relaxed))
     .sample(refusals, "reason=\"fence\"", locks.fenced.load(Relaxed))
     .sample(refusals, "reason=\"max_ttl\"", locks.above_max_ttl.load(Relaxed))
     .sample(refusals, "reason=\"oom\"", locks.oom.load(Relaxed))
-    .sample(refusals, "reason=\"noperm\"", locks.noperm.load(Relaxed));
+    .sample(refusals, "reason=\"noperm\"", locks.noperm.load(Relaxed))
+    .sample(refusals, "reason=\"lock_delay\"", locks.lock_delayed.load(Relaxed));
     out.family(
         "redlockd_keys",
         "gauge",

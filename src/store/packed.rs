@@ -7,7 +7,8 @@
 //!
 //! Slot layout (native little-endian, fields unaligned but the first word):
 //! - `[0..4)` an `AtomicU32`: the tag in its low byte (the value's kind in the low 3
-//!   bits, `SHORT`, `OUTLINE`, `HAS_DEADLINE`), the access clock in its high 24 bits
+//!   bits, `SHORT`, `OUTLINE`, `LOCK` (see `store/lock.rs`), `HAS_DEADLINE`), the
+//!   access clock in its high 24 bits
 //!   (seconds, for OBJECT IDLETIME: written under the shard's read lock, hence atomic;
 //!   every access to the word is atomic)
 //! - `SHORT` (a string whose key and value are at most 255 bytes each and whose
@@ -42,6 +43,9 @@ const B_COLL_KEY: usize = 12;
 const KIND_MASK: u8 = 0x7;
 const SHORT: u8 = 0x08;
 const OUTLINE: u8 = 0x10;
+/// The entry is a lock (`store/lock.rs` defines which keys are): a spare bit of the
+/// tag, so marking costs no byte.
+const LOCK: u8 = 0x20;
 const HAS_DEADLINE: u8 = 0x80;
 const SHORT_DEADLINE_MAX: u64 = (1 << 48) - 1;
 /// The access clock's range: 24 bits of seconds, as Redis's LRU clock.
@@ -270,6 +274,17 @@ impl Packed {
                 u64::from_le(ptr::read_unaligned(at.cast::<u64>()))
             }
         })
+    }
+
+    /// Whether the entry is a lock, as `store/lock.rs` defines it.
+    pub fn is_lock(&self) -> bool {
+        self.tag() & LOCK != 0
+    }
+
+    /// Marks the entry as a lock or not (under the write lock).
+    pub(super) fn set_lock(&mut self, on: bool) {
+        let t = self.tag() & !LOCK;
+        self.set_tag(if on { t | LOCK } else { t });
     }
 
     /// As Redis: a key expires when now is past its deadline.
@@ -583,6 +598,7 @@ pub(super) unsafe fn resize_str(
     let keep = if is_str { p.vlen().min(len) } else { 0 };
     let from = if is_str { p.str_ptr() } else { ptr::null_mut() };
     let clock = p.access_clock();
+    let lock = p.is_lock();
     // SAFETY: the old entry stays live (and `key` / `from` valid) until released
     // below; the new slot is another one.
     unsafe {
@@ -590,7 +606,9 @@ pub(super) unsafe fn resize_str(
         if keep > 0 {
             ptr::copy_nonoverlapping(from, at, keep);
         }
-        Packed::at(slab, h).touch(clock);
+        let mut moved = Packed::at(slab, h);
+        moved.touch(clock);
+        moved.set_lock(lock);
         if let Some(d) = deadline_ms {
             slab.lower_min(h, d);
         }

@@ -39,6 +39,7 @@ mod list_moves;
 mod lists;
 mod lock_command;
 mod lock_command_inprocess;
+mod lock_delay;
 mod lua_libs;
 mod multi;
 mod mutual_exclusion;

@@ -1,7 +1,9 @@
 //! A Jepsen-style mutual-exclusion checker: Redlock clients (this crate's client)
 //! contend for one resource on a 5-node TestCluster while a seeded schedule injects
 //! crash-restarts, pauses, partitions and wall-clock jumps. Every grant is recorded with
-//! its validity window on the cluster's manual clock; no two windows may overlap.
+//! its validity window on the cluster's manual clock; no two windows may overlap. A
+//! second workload pauses each holder past its TTL (`paused_holder_schedule`): the
+//! lock-delay must keep the others out until it is done.
 //!
 //! Everything runs in one task, one step at a time, so the same seed gives the same
 //! history. Time only moves when the schedule says so: no sleeps.
@@ -279,4 +281,119 @@ async fn with_the_fence_a_restarted_node_refuses_until_the_lock_expired() {
     let (first_valid, second_granted) = crash_of_a_majority_member(true).await;
     assert!(first_valid);
     assert!(!second_granted, "the fenced node must refuse with TRYAGAIN");
+}
+
+/// The lock-delay of the paused-holder runs.
+const LOCK_DELAY: Duration = Duration::from_secs(5);
+
+/// The paused-holder workload: in each round one client takes the resource, then stalls
+/// (a GC pause, SIGSTOP) past its TTL by up to 2.5 s; the others keep trying in the
+/// meantime. It resumes unaware, works on for up to 1.5 s as the owner, and releases.
+/// Its hold is from the grant to the start of its release, past its validity: what a
+/// pause does to a client that checked its validity just before. The others hold from
+/// their grant to their validity's end or their release. With `lock_delay` the nodes
+/// refuse an expired lock for that long (pause overrun + work < 4 s < the delay), so no
+/// one is granted before the paused holder is done.
+async fn paused_holder_schedule(seed: u64, rounds: usize, lock_delay: Duration) -> Outcome {
+    let cluster = checker_cluster(NODES, TTL, false).await;
+    let delay_ms = lock_delay.as_millis().to_string();
+    let set: Vec<String> =
+        support::nodes::on_every_node(&cluster, &["CONFIG", "SET", "lock-delay", &delay_ms]).await;
+    assert!(set.iter().all(|r| r == "OK"), "{set:?}");
+    let redlocks = checker_clients(&cluster, CLIENTS, false, CHECKER_NODE_TIMEOUT_MS);
+    let clock = cluster.clock().clone();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut held: Vec<Option<(Lock, usize)>> = vec![None; CLIENTS];
+    let mut grants: Vec<Grant> = Vec::new();
+    let mut history = Vec::new();
+    for round in 0..rounds {
+        let holder = rng.random_range(0..CLIENTS);
+        let now = clock.now_ms();
+        let event = attempt(&redlocks[holder], holder, now, &mut held, &mut grants).await;
+        history.push(format!("{round:3} t={now} {event}"));
+        let Some((lock, g)) = held[holder].take() else {
+            clock.advance(TTL + lock_delay);
+            continue;
+        };
+        // Stalled, then working: the others try at random moments all along.
+        let resume_ms = now + TTL.as_millis() as u64 + rng.random_range(100..2_500);
+        let done_ms = resume_ms + rng.random_range(100..1_500);
+        while clock.now_ms() < done_ms {
+            let step = rng.random_range(100..1_000).min(done_ms - clock.now_ms());
+            clock.advance(Duration::from_millis(step));
+            let c = (holder + rng.random_range(1..CLIENTS)) % CLIENTS;
+            let now = clock.now_ms();
+            let event = attempt(&redlocks[c], c, now, &mut held, &mut grants).await;
+            history.push(format!("{round:3} t={now} {event}"));
+        }
+        // Its hold ends when its release starts.
+        grants[g].until_ms = clock.now_ms();
+        let n = redlocks[holder].release(&lock).await;
+        history.push(format!(
+            "{round:3} t={} client {holder} resumed, released on {n} nodes",
+            clock.now_ms()
+        ));
+        // The others let go before the next round.
+        for c in 0..CLIENTS {
+            if let Some((lock, g)) = held[c].take() {
+                grants[g].until_ms = grants[g].until_ms.min(clock.now_ms());
+                redlocks[c].release(&lock).await;
+            }
+        }
+        clock.advance(TTL + lock_delay);
+    }
+    cluster.shutdown().await;
+    let violations = overlaps(&grants);
+    Outcome {
+        history,
+        grants,
+        violations,
+    }
+}
+
+const PAUSED_ROUNDS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_is_not_overlapped_with_the_lock_delay() {
+    let runs = futures_util::future::join_all(
+        SEEDS.map(|seed| paused_holder_schedule(seed, PAUSED_ROUNDS, LOCK_DELAY)),
+    )
+    .await;
+    let mut paused_grants = 0;
+    for (seed, out) in SEEDS.into_iter().zip(runs) {
+        assert!(
+            out.violations.is_empty(),
+            "seed {seed}: overlapping grants with the lock-delay on: {:?}\n{}",
+            out.violations,
+            out.history.join("\n")
+        );
+        paused_grants += out.history.iter().filter(|l| l.contains("resumed")).count();
+    }
+    assert!(
+        paused_grants >= SEEDS.len() * PAUSED_ROUNDS / 2,
+        "only {paused_grants} paused holders"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_is_overlapped_without_the_lock_delay() {
+    let runs = futures_util::future::join_all(
+        SEEDS.map(|seed| paused_holder_schedule(seed, PAUSED_ROUNDS, Duration::ZERO)),
+    )
+    .await;
+    let mut found = 0;
+    for (seed, out) in SEEDS.into_iter().zip(runs) {
+        if let Some((a, b)) = out.violations.first() {
+            eprintln!("seed {seed}: {a:?} overlaps {b:?}");
+        }
+        found += out.violations.len();
+    }
+    eprintln!(
+        "lock-delay off: {found} overlapping pairs over {} seeds",
+        SEEDS.len()
+    );
+    assert!(
+        found > 0,
+        "no overlap with the lock-delay off: the workload is blind"
+    );
 }

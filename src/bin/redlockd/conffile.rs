@@ -21,6 +21,8 @@ const VALUED: &[&str] = &[
     "port",
     "max-ttl",
     "restart-delay",
+    "lock-delay",
+    "lock-delay-prefix",
     "requirepass",
     "protected-mode",
     "aclfile",

@@ -141,6 +141,15 @@ struct ServerArgs {
     /// Refuse writes that would leave a key without a TTL.
     #[arg(long, env = "REDLOCKD_REQUIRE_TTL")]
     require_ttl: bool,
+    /// How long a lock whose TTL ran out (instead of being released) is refused to new
+    /// holders, as Chubby's lock-delay; at most max-ttl. 0 (the default) is off. A lock
+    /// is a key written with a TTL by SET NX / SET IFEQ / FENCING.GRANT or by a script.
+    #[arg(long, default_value = "0", value_parser = parse_duration, env = "REDLOCKD_LOCK_DELAY")]
+    lock_delay: Duration,
+    /// Only locks whose key starts with one of these prefixes get the lock-delay
+    /// (repeatable, or a comma list); none: every lock.
+    #[arg(long, value_delimiter = ',', env = "REDLOCKD_LOCK_DELAY_PREFIX")]
+    lock_delay_prefix: Vec<String>,
     /// Password for the default user (AUTH / HELLO AUTH).
     #[arg(long, env = "REDLOCKD_REQUIREPASS", hide_env_values = true)]
     requirepass: Option<String>,
@@ -292,6 +301,8 @@ impl ServerArgs {
             max_ttl: self.max_ttl,
             restart_delay: self.restart_delay,
             require_ttl: self.require_ttl,
+            lock_delay: self.lock_delay,
+            lock_delay_prefixes: self.lock_delay_prefix.clone(),
             requirepass: self.requirepass.clone(),
             protected_mode: self.protected_mode,
             aclfile: self.aclfile.clone(),

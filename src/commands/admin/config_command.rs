@@ -81,6 +81,11 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                     "require-ttl",
                     if c.require_ttl { "yes" } else { "no" }.to_string(),
                 ),
+                (
+                    "lock-delay",
+                    ctx.shared.keyspace.lock_delay().ms().to_string(),
+                ),
+                ("lock-delay-prefix", lock_delay_prefixes(ctx)),
                 ("appendonly", "no".to_string()),
                 ("save", String::new()),
                 ("maxmemory", ctx.shared.maxmemory().to_string()),
@@ -119,6 +124,16 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         _ => Err(errors::unknown_subcommand("config", &args[1])),
     }
+}
+
+/// The lock-delay's prefixes as CONFIG GET shows them: a comma list.
+fn lock_delay_prefixes(ctx: &Ctx) -> String {
+    let prefixes = ctx.shared.keyspace.lock_delay().prefixes();
+    let names: Vec<_> = prefixes
+        .iter()
+        .map(|p| String::from_utf8_lossy(p))
+        .collect();
+    names.join(",")
 }
 
 /// A TLS file setting as CONFIG GET shows it (empty when unset, as in Redis).
@@ -215,8 +230,37 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
         ))
     };
     let mut changes: Vec<(&str, i64)> = Vec::new();
+    let mut prefixes: Option<Vec<Bytes>> = None;
     for pair in pairs.chunks(2) {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        if name == "lock-delay-prefix" {
+            if prefixes.is_some() {
+                return Err(failed(&name, "duplicate parameter"));
+            }
+            let list = (pair[1].split(|&b| b == b','))
+                .filter(|p| !p.is_empty())
+                .map(Bytes::copy_from_slice);
+            prefixes = Some(list.collect());
+            continue;
+        }
+        if name == "lock-delay" {
+            if changes.iter().any(|(n, _)| *n == "lock-delay") {
+                return Err(failed(&name, "duplicate parameter"));
+            }
+            let text = String::from_utf8_lossy(&pair[1]);
+            let ms = crate::config::parse_duration(&text)
+                .map_err(|_| failed(&name, "argument must be a duration (1500, 1500ms, 5s, 2m)"))?
+                .as_millis();
+            let max = ctx.shared.fence.max_ttl_ms();
+            if ms > max as u128 {
+                return Err(failed(
+                    &name,
+                    &format!("argument must be at most max-ttl ({max} ms)"),
+                ));
+            }
+            changes.push(("lock-delay", ms as i64));
+            continue;
+        }
         if name == "protected-mode" {
             if changes.iter().any(|(n, _)| *n == "protected-mode") {
                 return Err(failed("protected-mode", "duplicate parameter"));
@@ -263,8 +307,12 @@ fn config_set(ctx: &mut Ctx, pairs: &[Bytes]) -> CmdResult {
         changes.push((known, value));
     }
     let stats = &ctx.shared.stats;
+    if let Some(p) = prefixes {
+        ctx.shared.keyspace.lock_delay().set_prefixes(p);
+    }
     for (name, value) in changes {
         match name {
+            "lock-delay" => ctx.shared.keyspace.lock_delay().set_ms(value as u64),
             "maxclients" => ctx.shared.set_maxclients(value as usize),
             "maxmemory" => ctx.shared.set_maxmemory(value as u64),
             "maxmemory-policy" => {}

@@ -191,6 +191,26 @@ fn info_fence(ctx: &Ctx, out: &mut String) {
         ctx.shared.clock.mono_to_wall(fence.until_ms())
     };
     let (rule, length) = fence.chosen();
+    let delay = ctx.shared.keyspace.lock_delay();
+    let prefixes: Vec<String> = delay
+        .prefixes()
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    let delayed: usize = ctx
+        .shared
+        .keyspace
+        .dbs()
+        .iter()
+        .map(|db| db.count_delayed(now))
+        .sum();
+    let _ = write!(
+        out,
+        "lock_delay_ms:{}\r\nlock_delay_prefixes:{}\r\nlock_delay_active:{delayed}\r\nlock_delayed_refusals:{}\r\n",
+        delay.ms(),
+        prefixes.join(","),
+        ctx.shared.stats.locks.lock_delayed.load(std::sync::atomic::Ordering::Relaxed),
+    );
     let _ = write!(
         out,
         "fence_active:{}\r\nfence_remaining_ms:{left}\r\nfence_until_unix_ms:{until_unix}\r\nfence_rule:{}\r\nfence_length_ms:{length}\r\nmax_ttl_ms:{}\r\nrestart_delay_ms:{}\r\nrequire_ttl:{}\r\n",

@@ -79,13 +79,16 @@ pub fn digest_cmd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// Deletes `key` when `cond` holds (any type when there is no condition; a condition
 /// needs a string). 1 when deleted, else 0.
 fn delete_if(ctx: &Ctx, key: &[u8], cond: Option<Cond>) -> CmdResult {
+    let Some(cond) = cond else {
+        // As DEL (which also ends a lock's delay, `store/lock.rs`).
+        return Ok(Reply::Integer(ctx.db().remove(key, ctx.now_ms) as i64));
+    };
     let Slot::Occupied(e) = ctx.db().entry(key, ctx.now_ms) else {
         return Ok(Reply::Integer(0));
     };
-    let delete = match (cond, e.value()) {
-        (None, _) => true,
-        (Some(c), ValueRef::Str(s)) => c.holds(s),
-        (Some(_), _) => return Err(errors::wrongtype()),
+    let delete = match e.value() {
+        ValueRef::Str(s) => cond.holds(s),
+        _ => return Err(errors::wrongtype()),
     };
     if delete {
         e.remove();

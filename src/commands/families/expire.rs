@@ -98,8 +98,13 @@ fn expire_generic(
         return Ok(Reply::Integer(1));
     }
     ctx.shared.fence.check_ttl(ttl_ms)?;
-    ctx.shared.reach.cover(now, new_deadline as u64)?;
+    ctx.cover(new_deadline as u64)?;
     entry.set_deadline(Some(new_deadline as u64));
+    // A key a script gives a TTL is a lock (`store/lock.rs`: Redisson's HINCRBY +
+    // PEXPIRE); outside a script the mark is left as it is.
+    if ctx.in_script {
+        entry.set_lock(true);
+    }
     Ok(Reply::Integer(1))
 }
 
@@ -120,9 +125,15 @@ pub fn pexpireat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// Remaining TTL in ms: -2 for no key, -1 for no TTL. Not an access of the key (as
-/// Redis's TTL family, which leaves OBJECT IDLETIME alone).
+/// Redis's TTL family, which leaves OBJECT IDLETIME alone). Inside a script a delayed
+/// lock (`store/lock.rs`) is held: its TTL is the delay left (Redisson's acquire
+/// script answers it as the time to wait).
 fn remaining_ms(ctx: &Ctx, key: &[u8]) -> i64 {
     match ctx.db().peek(key, ctx.now_ms) {
+        None if ctx.in_script => ctx
+            .db()
+            .lock_delay_left(key, ctx.now_ms)
+            .map_or(-2, |left| left as i64),
         None => -2,
         Some(e) => match e.deadline_ms() {
             None => -1,
@@ -173,5 +184,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     ctx.shared.fence.check_has_ttl()?;
     e.set_deadline(None);
+    // A key without a TTL is no lock (`store/lock.rs`).
+    e.set_lock(false);
     Ok(Reply::Integer(1))
 }

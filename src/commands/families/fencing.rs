@@ -39,13 +39,20 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     match ctx.db().entry(&args[1], now) {
         Slot::Occupied(_) => Ok(Reply::Null),
         Slot::Vacant(v) => {
+            // A delayed lock (`store/lock.rs`): held elsewhere.
+            if v.lock_delay_left(now).is_some() {
+                crate::commands::note_lock_delay_refusal(ctx);
+                return Ok(Reply::Null);
+            }
             // Read while the key's shard is locked: no commit on this key can slip
             // between the grant and the read (a commit needs this key's value).
             let mark = ctx.shared.tokens.get();
-            v.insert(Entry {
+            let entry = Entry {
                 value: Value::Str(args[2].clone()),
                 deadline_ms: Some(deadline),
-            });
+            };
+            // A lock (`store/lock.rs`).
+            v.insert_marked(entry, true);
             Ok(Reply::Integer(mark as i64))
         }
     }

@@ -30,9 +30,14 @@ pub fn touch(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// EXISTS key...: counts a key once per mention, as Redis does; not an access.
 pub fn exists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let db = ctx.db();
+    // Inside a script a delayed lock (`store/lock.rs`) exists: the acquire scripts of
+    // lock libraries (node-redlock, Redisson) test EXISTS before they write.
     let n = args[1..]
         .iter()
-        .filter(|k| db.contains(k, ctx.now_ms))
+        .filter(|k| {
+            db.contains(k, ctx.now_ms)
+                || (ctx.in_script && db.lock_delay_left(k, ctx.now_ms).is_some())
+        })
         .count();
     Ok(Reply::Integer(n as i64))
 }

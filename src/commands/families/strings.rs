@@ -204,6 +204,18 @@ fn set_generic(
     }
     let fence = &ctx.shared.fence;
     let slot = ctx.db().entry(key, now);
+    // A delayed lock (`store/lock.rs`): held elsewhere. SET ... GET gets TRYAGAIN (its
+    // null would read as "set"); SETEX, PSETEX and GETSET were refused before they ran
+    // (`commands::check_lock_delay`).
+    if let Slot::Vacant(v) = &slot {
+        if let Some(left) = v.lock_delay_left(now) {
+            if o.get {
+                return Err(crate::commands::lock_delay_refused(ctx, left));
+            }
+            crate::commands::note_lock_delay_refusal(ctx);
+            return Ok(Reply::Null);
+        }
+    }
     let old = match &slot {
         Slot::Occupied(e) => Some(e.value()),
         Slot::Vacant(_) => None,
@@ -238,6 +250,8 @@ fn set_generic(
     if o.nx {
         ctx.shared.stats.locks.grants.fetch_add(1, Relaxed);
     }
+    // A lock (`store/lock.rs`): written with a TTL under a condition, or by a script.
+    let lock = o.nx || o.cond.is_some() || ctx.in_script;
     match slot {
         Slot::Occupied(mut e) => {
             let keep = if o.ttl.keep_or_drop {
@@ -254,6 +268,7 @@ fn set_generic(
             } else {
                 e.set_str(value);
                 e.set_deadline(deadline);
+                e.set_lock(lock && deadline.is_some());
             }
         }
         Slot::Vacant(v) => {
@@ -261,10 +276,11 @@ fn set_generic(
                 fence.check_has_ttl()?;
             }
             if !matches!(deadline, Some(d) if d <= now) {
-                v.insert(Entry {
+                let entry = Entry {
                     value: Value::Str(value.clone()),
                     deadline_ms: deadline,
-                });
+                };
+                v.insert_marked(entry, lock && deadline.is_some());
             }
         }
     }

@@ -127,6 +127,11 @@ impl RefMut<'_> {
         let h = self.guard.set_deadline(self.hash, self.handle, deadline_ms);
         self.moved(h);
     }
+
+    /// Marks the key as a lock or not (`store/lock.rs` says which writes do).
+    pub fn set_lock(&mut self, on: bool) {
+        self.entry.set_lock(on);
+    }
 }
 
 /// A missing key's place, its shard write-locked.
@@ -137,19 +142,49 @@ pub struct Vacant<'a, 'k> {
     pub(super) db: &'a Db,
     /// The access clock the new entry starts with.
     pub(super) clock: u32,
+    /// A delayed lock stored at the key (`store/lock.rs`), which an insert replaces.
+    pub(super) delayed: Option<u32>,
 }
 
 impl Vacant<'_, '_> {
+    /// The milliseconds left of the lock-delay of the delayed lock at the key (at
+    /// least 1), if there is one (`store/lock.rs`): what `Db::lock_delay_left` says,
+    /// without a second lookup.
+    pub fn lock_delay_left(&self, now_ms: u64) -> Option<u64> {
+        let p = self.guard.view(self.delayed?);
+        let end = self.db.delay.ends_at(&p)?;
+        (now_ms <= end).then(|| end - now_ms + 1)
+    }
+
     /// Stores `entry` at the key (its bytes copied into the entry's slot).
-    pub fn insert(mut self, entry: Entry) {
+    pub fn insert(self, entry: Entry) {
+        self.insert_marked(entry, false);
+    }
+
+    /// `insert`, marking the new entry as a lock when `lock` (`store/lock.rs`).
+    pub fn insert_marked(mut self, entry: Entry, lock: bool) {
         self.db.tracked.changed(self.key);
         let db = self.db;
-        let h = self
-            .guard
-            .insert_new(self.hash, self.key, entry.value, entry.deadline_ms, |k| {
-                db.hash(k)
-            });
-        self.guard.view(h).touch(self.clock);
+        let (h, old) = match self.delayed {
+            Some(old) => {
+                let (h, left) =
+                    (self.guard).replace(self.hash, old, entry.value, entry.deadline_ms);
+                (h, Some(left))
+            }
+            None => (
+                self.guard
+                    .insert_new(self.hash, self.key, entry.value, entry.deadline_ms, |k| {
+                        db.hash(k)
+                    }),
+                None,
+            ),
+        };
+        // SAFETY: the write guard is held while the view is used, and dropped after.
+        let mut p = unsafe { self.guard.view_unbound(h) };
+        p.touch(self.clock);
+        p.set_lock(lock);
+        drop(self.guard);
+        drop(old);
     }
 }
 

@@ -1,3 +1,4 @@
+use super::lock::LockDelay;
 use super::packed::{access_clock, Leftover};
 use super::shard_table::{Table, View};
 use super::siphash::siphash;
@@ -84,18 +85,29 @@ pub struct Db {
     tracked: Arc<TrackedKeys>,
     /// The access clock of the latest lookup: what `insert`, given no time, stamps.
     clock: AtomicU32,
+    /// The lock-delay (`store/lock.rs`), shared by every database.
+    delay: Arc<LockDelay>,
+}
+
+/// What a write lookup found at a key.
+enum Found {
+    Live(u32),
+    /// A delayed lock (`store/lock.rs`): reads as absent, but stays.
+    Delayed(u32),
+    Absent,
 }
 
 impl Db {
     #[cfg(test)]
     pub fn new(seed: u64) -> Db {
-        Db::with_tracking(seed, Arc::default())
+        Db::with_tracking(seed, Arc::default(), Arc::default())
     }
 
-    /// A database reporting its key changes to `tracked`.
-    pub fn with_tracking(seed: u64, tracked: Arc<TrackedKeys>) -> Db {
+    /// A database reporting its key changes to `tracked`, under the lock-delay `delay`.
+    pub fn with_tracking(seed: u64, tracked: Arc<TrackedKeys>, delay: Arc<LockDelay>) -> Db {
         Db {
             tracked,
+            delay,
             hasher: KeyHash::new(seed),
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
@@ -118,12 +130,15 @@ impl Db {
         &self.shards[self.shard_of(hash)].0
     }
 
-    /// Removes `key` if it is expired (lazy expiry), touching it if it was.
+    /// Removes `key` if it is expired (lazy expiry) and not a delayed lock, touching it
+    /// if it was.
     fn expire_now(&self, key: &[u8], hash: u64, now_ms: u64) {
         let gone = {
             let mut table = self.shard(hash).write();
             table
-                .find(hash, |p| p.key() == key && p.is_expired(now_ms))
+                .find(hash, |p| {
+                    p.key() == key && self.delay.reclaimable(p, now_ms)
+                })
                 .map(|h| table.delete(hash, h))
         };
         if gone.is_some() {
@@ -163,6 +178,9 @@ impl Db {
                 _guard: table,
             });
         }
+        if self.delay.holds(&table.view(h), now_ms) {
+            return None;
+        }
         drop(table);
         self.expire_now(key, hash, now_ms);
         None
@@ -196,7 +214,9 @@ impl Db {
     /// Like `get`, for changing the entry in place (so the key counts as touched).
     pub fn get_mut(&self, key: &[u8], now_ms: u64) -> Option<RefMut<'_>> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
-        let handle = found?;
+        let Found::Live(handle) = found else {
+            return None;
+        };
         self.watched.touch(key, true);
         table.view(handle).touch(self.stamp(now_ms));
         Some(RefMut {
@@ -212,41 +232,42 @@ impl Db {
     }
 
     /// Write-locks `key`'s shard and finds its entry; an expired one is removed
-    /// (touched) and reads as absent.
-    fn find_live_mut(
-        &self,
-        key: &[u8],
-        now_ms: u64,
-    ) -> (RwLockWriteGuard<'_, Table>, u64, Option<u32>) {
+    /// (touched) and reads as absent, unless it is a delayed lock, which stays.
+    fn find_live_mut(&self, key: &[u8], now_ms: u64) -> (RwLockWriteGuard<'_, Table>, u64, Found) {
         let hash = self.hash(key);
         let mut table = self.shard(hash).write();
         let found = match table.find(hash, |p| p.key() == key) {
             Some(h) if table.view(h).is_expired(now_ms) => {
+                if self.delay.holds(&table.view(h), now_ms) {
+                    return (table, hash, Found::Delayed(h));
+                }
                 // Dropped under the lock: an expired entry here is rare (the sweeper
                 // reclaims them), and a write lock is held either way.
                 drop(table.delete(hash, h));
                 self.watched.touch(key, false);
                 self.tracked.changed(key);
-                None
+                Found::Absent
             }
-            found => found,
+            Some(h) => Found::Live(h),
+            None => Found::Absent,
         };
         (table, hash, found)
     }
 
     /// The slot for `key`, holding its shard's write lock: occupied only by a live
-    /// entry (an expired one is removed first). Nothing is copied unless the caller
-    /// inserts. Taking the slot counts as touching the key (the caller may write
-    /// through it).
+    /// entry (an expired one is removed first; a delayed lock is vacant, and an insert
+    /// replaces it: `commands::check_lock_delay` keeps the writes that could take it
+    /// from getting here). Nothing is copied unless the caller inserts. Taking the
+    /// slot counts as touching the key (the caller may write through it).
     pub fn entry<'k>(&self, key: &'k [u8], now_ms: u64) -> Slot<'_, 'k> {
         let (table, hash, found) = self.find_live_mut(key, now_ms);
         self.watched.touch(key, true);
         let clock = self.stamp(now_ms);
-        if let Some(h) = found {
+        if let Found::Live(h) = found {
             table.view(h).touch(clock);
         }
         match found {
-            Some(handle) => Slot::Occupied(RefMut {
+            Found::Live(handle) => Slot::Occupied(RefMut {
                 // SAFETY: as in `get_mut`.
                 entry: unsafe { table.view_unbound(handle) },
                 guard: table,
@@ -255,17 +276,26 @@ impl Db {
                 db: self,
                 changed: false,
             }),
-            None => Slot::Vacant(Vacant {
+            Found::Delayed(h) => Slot::Vacant(Vacant {
                 guard: table,
                 hash,
                 key,
                 db: self,
                 clock,
+                delayed: Some(h),
+            }),
+            Found::Absent => Slot::Vacant(Vacant {
+                guard: table,
+                hash,
+                key,
+                db: self,
+                clock,
+                delayed: None,
             }),
         }
     }
 
-    /// Removes `key`; whether it was live.
+    /// Removes `key`; whether it was live. Removing a delayed lock ends its delay.
     pub fn remove(&self, key: &[u8], now_ms: u64) -> bool {
         let hash = self.hash(key);
         let (live, gone) = {
@@ -282,12 +312,16 @@ impl Db {
         live
     }
 
-    /// Removes `key`, returning its entry if it was live (RENAME, MOVE).
+    /// Removes `key`, returning its entry if it was live (RENAME, MOVE). A delayed lock
+    /// stays.
     pub fn take(&self, key: &[u8], now_ms: u64) -> Option<Entry> {
         let hash = self.hash(key);
         let entry = {
             let mut table = self.shard(hash).write();
             let h = table.find(hash, |p| p.key() == key)?;
+            if self.delay.holds(&table.view(h), now_ms) {
+                return None;
+            }
             if table.view(h).is_expired(now_ms) {
                 drop(table.delete(hash, h));
                 None
@@ -322,6 +356,37 @@ impl Db {
         drop(old);
         self.watched.touch(key, true);
         self.tracked.changed(key);
+    }
+
+    /// The milliseconds left of `key`'s lock-delay (at least 1), if it is a delayed lock
+    /// now (`store/lock.rs`).
+    pub fn lock_delay_left(&self, key: &[u8], now_ms: u64) -> Option<u64> {
+        let hash = self.hash(key);
+        let table = self.shard(hash).read();
+        let h = table.find(hash, |p| p.key() == key)?;
+        let p = table.view(h);
+        if !self.delay.holds(&p, now_ms) {
+            return None;
+        }
+        self.delay.ends_at(&p).map(|end| end - now_ms + 1)
+    }
+
+    /// Delayed locks stored now (INFO's `lock_delay_active`): reads every entry, as
+    /// `count_expiring` does, unless the delay is off.
+    pub fn count_delayed(&self, now_ms: u64) -> usize {
+        if self.delay.ms() == 0 {
+            return 0;
+        }
+        self.shards
+            .iter()
+            .map(|s| {
+                let table = s.0.read();
+                table
+                    .iter()
+                    .filter(|(_, p)| self.delay.holds(p, now_ms))
+                    .count()
+            })
+            .sum()
     }
 
     /// WATCH: registers `flag` to be dirtied when `key` changes. A key already expired
@@ -507,17 +572,25 @@ impl Db {
 pub struct Keyspace {
     dbs: Vec<Db>,
     tracked: Arc<TrackedKeys>,
+    delay: Arc<LockDelay>,
 }
 
 impl Keyspace {
     pub fn new(databases: usize, seed: u64) -> Keyspace {
         let tracked = Arc::new(TrackedKeys::default());
+        let delay = Arc::new(LockDelay::default());
         Keyspace {
             dbs: (0..databases)
-                .map(|_| Db::with_tracking(seed, tracked.clone()))
+                .map(|_| Db::with_tracking(seed, tracked.clone(), delay.clone()))
                 .collect(),
             tracked,
+            delay,
         }
+    }
+
+    /// The lock-delay every database follows (`store/lock.rs`).
+    pub fn lock_delay(&self) -> &LockDelay {
+        &self.delay
     }
 
     pub fn db(&self, index: usize) -> &Db {

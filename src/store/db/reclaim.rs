@@ -101,6 +101,11 @@ impl Db {
                 let p = table.view(h);
                 match p.deadline_ms() {
                     Some(d) if now_ms > d => {
+                        // A delayed lock stays until its delay ends (`store/lock.rs`).
+                        if let Some(end) = self.delay.ends_at(&p).filter(|&e| now_ms <= e) {
+                            left_min = left_min.min(end);
+                            continue;
+                        }
                         if gone.len() == limit {
                             // The page's minimum stays due: the next hold starts here.
                             table.set_sweep_cursor(pi);

@@ -216,3 +216,71 @@ fn scan_returns_every_key_once() {
     }
     assert_eq!(seen.len(), 500);
 }
+
+/// Inserts `key` as a lock (`store/lock.rs`) expiring at `deadline`.
+fn insert_lock(db: &Db, key: &[u8], deadline: u64) {
+    let Slot::Vacant(v) = db.entry(key, 0) else {
+        panic!("a new key");
+    };
+    v.insert_marked(entry_with_deadline(Some(deadline)), true);
+}
+
+#[test]
+fn a_delayed_lock_reads_as_absent_stays_until_its_delay_ends_and_is_swept_then() {
+    let db = Db::new(1);
+    db.delay.set(50, Vec::new());
+    insert_lock(&db, b"lock", 100);
+    db.insert(b"plain", entry_with_deadline(Some(100)));
+    assert!(db.get(b"lock", 101).is_none());
+    assert!(db.get_mut(b"lock", 101).is_none());
+    assert!(db.take(b"lock", 101).is_none());
+    assert_eq!(db.lock_delay_left(b"lock", 101), Some(50));
+    assert_eq!(db.lock_delay_left(b"plain", 101), None);
+    assert_eq!(db.sweep(101), 1, "the plain key only");
+    assert_eq!(db.count_delayed(101), 1);
+    assert_eq!(db.lock_delay_left(b"lock", 150), Some(1));
+    assert_eq!(db.sweep(150), 0);
+    assert_eq!(db.lock_delay_left(b"lock", 151), None);
+    assert_eq!(db.sweep(151), 1);
+    assert_eq!(db.len(), 0);
+}
+
+#[test]
+fn an_insert_replaces_a_delayed_lock_and_remove_ends_its_delay() {
+    let db = Db::new(1);
+    db.delay.set(50, Vec::new());
+    insert_lock(&db, b"a", 100);
+    insert_lock(&db, b"b", 100);
+    let Slot::Vacant(v) = db.entry(b"a", 101) else {
+        panic!("a delayed lock is vacant");
+    };
+    v.insert(entry_with_deadline(Some(500)));
+    assert_eq!(db.len(), 2);
+    assert_eq!(db.get(b"a", 101).map(|e| e.is_lock()), Some(false));
+    assert!(!db.remove(b"b", 101), "a delayed lock is not live");
+    assert_eq!(db.lock_delay_left(b"b", 101), None);
+    assert_eq!(db.len(), 1);
+}
+
+#[test]
+fn the_lock_mark_survives_a_move_and_prefixes_pick_the_delayed_keys() {
+    let db = Db::new(1);
+    db.delay.set(50, vec![Bytes::from("lock:")]);
+    insert_lock(&db, b"lock:a", 100);
+    insert_lock(&db, b"other", 100);
+    // A longer value moves the entry to a bigger slot; a far deadline to the long form.
+    if let Slot::Occupied(mut e) = db.entry(b"lock:a", 0) {
+        e.set_str(&[b'x'; 200]);
+        e.set_deadline(Some(1 << 50));
+        e.set_deadline(Some(100));
+    }
+    assert_eq!(db.get(b"lock:a", 0).map(|e| e.is_lock()), Some(true));
+    assert_eq!(db.lock_delay_left(b"lock:a", 101), Some(50));
+    assert_eq!(db.lock_delay_left(b"other", 101), None);
+    assert!(db.get(b"other", 101).is_none());
+    assert_eq!(
+        db.len(),
+        1,
+        "the lock outside the prefixes expired as usual"
+    );
+}

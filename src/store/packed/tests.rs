@@ -152,3 +152,34 @@ fn the_access_clock_keeps_the_tag() {
     // SAFETY: live; not used after.
     drop(unsafe { release(&mut slab, h) });
 }
+
+#[test]
+fn the_lock_mark_costs_no_byte_and_leaves_the_entry_as_it_was() {
+    let mut slab = Slab::default();
+    let h = create(
+        &mut slab,
+        b"lock:1234567",
+        Value::Str(Bytes::from("0123456789abcdefghijkl")),
+        Some(7),
+    );
+    let mut p = view(&slab, h);
+    assert!(!p.is_lock());
+    p.touch(123);
+    p.set_lock(true);
+    assert!(p.is_lock());
+    assert_eq!(p.footprint(), (48, 0), "still a 48-byte slot");
+    assert_eq!(p.key(), b"lock:1234567");
+    assert!(matches!(
+        p.value(),
+        ValueRef::Str(b"0123456789abcdefghijkl")
+    ));
+    assert_eq!(p.deadline_ms(), Some(7));
+    assert_eq!(p.access_clock(), 123);
+    p.write_deadline(None);
+    assert!(p.is_lock(), "a deadline change keeps the mark");
+    p.set_lock(false);
+    assert!(!p.is_lock());
+    assert_eq!(p.deadline_ms(), None);
+    // SAFETY: live, and not used after.
+    drop(unsafe { release(&mut slab, h) });
+}
