@@ -36,9 +36,15 @@ const HIDDEN: &[&str] = &[
     "loading-process-events-interval-bytes",
 ];
 
-/// A CONFIG GET reply as name -> value.
+/// A CONFIG GET reply as name -> value (Redis's order is its hash table's).
 async fn config_get(c: &mut Raw, pattern: &str) -> BTreeMap<String, String> {
-    let reply = c.cmd_bytes(&[b"CONFIG", b"GET", pattern.as_bytes()]).await;
+    config_get_all(c, &[pattern]).await
+}
+
+async fn config_get_all(c: &mut Raw, patterns: &[&str]) -> BTreeMap<String, String> {
+    let mut args: Vec<&[u8]> = vec![b"CONFIG", b"GET"];
+    args.extend(patterns.iter().map(|p| p.as_bytes()));
+    let reply = c.cmd_bytes(&args).await;
     let redis::Value::Array(items) = redis::parse_redis_value(&reply).unwrap() else {
         panic!("CONFIG GET is an array")
     };
@@ -84,8 +90,9 @@ async fn config_get_names_every_setting_and_alias_redis_has() {
     }
     // An exact name is answered under the name as written, once.
     for pattern in ["MaxMemory", "slave-read-only", "no-such-setting"] {
-        let reply = ["CONFIG", "GET", pattern, "maxmemory"];
-        assert_eq!(o.cmd(&reply).await, r.cmd(&reply).await, "{pattern}");
+        let get = [pattern, "maxmemory"];
+        let theirs = config_get_all(&mut r, &get).await;
+        assert_eq!(config_get_all(&mut o, &get).await, theirs, "{pattern}");
     }
     ours.shutdown().await;
 }
@@ -228,6 +235,24 @@ async fn config_set_applies_what_redlockd_has_and_refuses_what_it_cannot_keep() 
     assert_eq!(
         c.cmd(&["CONFIG", "SET", "max-ttl", "1"]).await,
         err("ERR CONFIG SET failed (possibly related to argument 'max-ttl') - can't set immutable config")
+    );
+    // TLS settings are read at start (a cipher list stored but not used would mislead).
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "tls-ciphers", "DEFAULT"]).await,
+        err("ERR CONFIG SET failed (possibly related to argument 'tls-ciphers') - can't set immutable config")
+    );
+    // masteruser is a secret, as in Redis: the slow log hides it.
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"])
+            .await,
+        OK
+    );
+    assert_eq!(c.cmd(&["SLOWLOG", "RESET"]).await, OK);
+    assert_eq!(c.cmd(&["CONFIG", "SET", "masteruser", "hunter2"]).await, OK);
+    let log = c.cmd(&["SLOWLOG", "GET", "1"]).await;
+    assert!(
+        log.contains("(redacted)") && !log.contains("hunter2"),
+        "{log}"
     );
     // Stored per node: another node keeps Redis's default.
     assert_eq!(

@@ -33,10 +33,13 @@ pub fn config(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
 }
 
+/// Reads a setting's value from the node, in CONFIG GET's form.
+type Get = fn(&Shared) -> String;
+
 /// A Redis setting that redlockd applies: where its value lives on the node.
 struct Applied {
     name: &'static str,
-    get: fn(&Shared) -> String,
+    get: Get,
     /// How CONFIG SET changes it (the value in CONFIG GET's form, checked by Redis's
     /// rules); `None`: fixed when the node starts (its flag), refused as immutable.
     set: Option<fn(&Shared, &str)>,
@@ -50,7 +53,7 @@ fn takes_all(_: &str) -> Option<&'static str> {
 }
 
 /// A setting read from the node that CONFIG SET cannot change.
-const fn fixed(name: &'static str, get: fn(&Shared) -> String) -> Applied {
+const fn fixed(name: &'static str, get: Get) -> Applied {
     Applied {
         name,
         get,
@@ -60,7 +63,7 @@ const fn fixed(name: &'static str, get: fn(&Shared) -> String) -> Applied {
 }
 
 /// A setting CONFIG SET changes on the running node.
-const fn live(name: &'static str, get: fn(&Shared) -> String, set: fn(&Shared, &str)) -> Applied {
+const fn live(name: &'static str, get: Get, set: fn(&Shared, &str)) -> Applied {
     Applied {
         name,
         get,
@@ -207,7 +210,7 @@ const APPLIED: &[Applied] = &[
 pub const OWN_DEFAULTS: &[(&str, &str)] = &[("save", "")];
 
 /// redlockd's own settings (its flags), reported by CONFIG GET and fixed at start.
-const OWN: &[(&str, fn(&Shared) -> String)] = &[
+const OWN: &[(&str, Get)] = &[
     ("max-ttl", |s| s.config.max_ttl.as_millis().to_string()),
     ("restart-delay", |s| {
         s.config.effective_restart_delay().as_millis().to_string()
@@ -217,6 +220,13 @@ const OWN: &[(&str, fn(&Shared) -> String)] = &[
 
 fn applied(s: &Setting) -> Option<&'static Applied> {
     APPLIED.iter().find(|a| a.name == s.name)
+}
+
+/// Whether CONFIG SET is refused here though Redis takes it: a setting redlockd reads
+/// from a flag at start, and every TLS setting (the certificates are loaded at start,
+/// and a cipher or protocol setting stored but not applied would mislead).
+fn fixed_here(s: &Setting) -> bool {
+    applied(s).is_some_and(|a| a.set.is_none()) || s.name.starts_with("tls-")
 }
 
 /// What CONFIG GET shows for a Redis setting on this node.
@@ -312,12 +322,11 @@ fn config_set(shared: &Shared, pairs: &[Bytes]) -> CmdResult {
                 "ERR Unknown option or number of arguments for CONFIG SET - '{given}'"
             )));
         };
-        // Redis's refusals first; then the settings redlockd fixes at start (its flags).
-        let fixed_here = applied(f.setting).is_some_and(|a| a.set.is_none());
+        // Redis's refusals first; then the settings redlockd fixes at start.
         match f.setting.access {
             Access::Immutable => return Err(failed(&given, "can't set immutable config")),
             Access::Protected => return Err(failed(&given, "can't set protected config")),
-            Access::Modifiable if fixed_here => {
+            Access::Modifiable if fixed_here(f.setting) => {
                 return Err(failed(&given, "can't set immutable config"))
             }
             Access::Modifiable => {}

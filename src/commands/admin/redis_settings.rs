@@ -663,7 +663,7 @@ fn parse_special(special: Special, text: &str, current: &[u8]) -> Result<String,
         Special::Save => {
             let args: &[&str] = if args == [""] { &[] } else { &args };
             let bad = || "Invalid save parameters".to_string();
-            if args.len() % 2 == 1 {
+            if !args.len().is_multiple_of(2) {
                 return Err(bad());
             }
             let mut out = Vec::new();
@@ -675,7 +675,7 @@ fn parse_special(special: Special, text: &str, current: &[u8]) -> Result<String,
             Ok(out.join(" "))
         }
         Special::ClientOutputBufferLimit => {
-            if args.len() % 4 != 0 {
+            if !args.len().is_multiple_of(4) {
                 return Err("Wrong number of arguments in buffer limit configuration.".into());
             }
             let now = String::from_utf8_lossy(current);
