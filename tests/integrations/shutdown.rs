@@ -166,3 +166,32 @@ fn a_single_node_closes_the_connection_without_a_reply_as_redis_server_does() {
         assert!(node.wait_exit().success());
     }
 }
+
+/// A script past its time limit: SHUTDOWN without NOSAVE gets BUSY (a snapshot would
+/// record half of the script), SHUTDOWN NOSAVE stops the node, as in Redis 7.0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_script_lets_only_shutdown_nosave_through() {
+    let mut node = support::start().await;
+    let mut looping = support::Raw::to(&node).await;
+    looping
+        .send(&resp(&["EVAL", "while true do end", "0"]))
+        .await;
+    support::wait_until("script starts", BOUND, || node.script_running()).await;
+    node.clock().advance(Duration::from_secs(6));
+    let mut admin = support::Raw::to(&node).await;
+    assert_eq!(
+        admin.cmd(&["SHUTDOWN"]).await,
+        support::err(
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+        )
+    );
+    assert_eq!(
+        admin.cmd(&["SHUTDOWN", "SAVE"]).await,
+        admin.cmd(&["SHUTDOWN", "NOW"]).await
+    );
+    admin.send(&resp(&["SHUTDOWN", "NOSAVE"])).await;
+    assert_eq!(admin.read_to_close().await, b"");
+    tokio::time::timeout(BOUND, node.stopped())
+        .await
+        .expect("the node stops");
+}
