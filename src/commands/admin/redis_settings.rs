@@ -839,3 +839,65 @@ fn notify_text(flags: u32) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_aliases_are_unique_and_lowercase() {
+        let mut all: Vec<&str> = SETTINGS
+            .iter()
+            .flat_map(|s| std::iter::once(s.name).chain(s.alias))
+            .collect();
+        assert_eq!(SETTINGS.len(), 178);
+        assert_eq!(all.len(), 197, "178 names and 19 aliases");
+        assert!(all.iter().all(|n| *n == n.to_ascii_lowercase()));
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 197);
+        assert_eq!(visible_names().count(), 192, "what CONFIG GET * lists");
+    }
+
+    /// Each row's default is a value of its own type, shown as CONFIG GET shows it.
+    #[test]
+    fn every_default_parses_back_to_itself() {
+        for s in SETTINGS {
+            if s.access != Access::Modifiable || matches!(s.kind, Kind::Special(Special::Dir)) {
+                continue;
+            }
+            assert_eq!(
+                parse(s, s.default.as_bytes(), s.default.as_bytes()).as_deref(),
+                Ok(s.default.as_bytes()),
+                "{}",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn values_are_shown_in_redis_forms() {
+        let get = |name: &str, v: &str| {
+            let s = lookup(name.as_bytes()).unwrap().setting;
+            parse(s, v.as_bytes(), s.default.as_bytes()).map(|v| String::from_utf8(v).unwrap())
+        };
+        assert_eq!(get("maxmemory", "1gb").unwrap(), "1073741824");
+        assert_eq!(get("maxmemory-clients", "10%").unwrap(), "10%");
+        assert_eq!(get("notify-keyspace-events", "EKgA").unwrap(), "AKE");
+        assert_eq!(get("oom-score-adj", "RELATIVE").unwrap(), "yes");
+        assert_eq!(get("shutdown-on-sigint", "now save").unwrap(), "save now");
+        assert_eq!(get("hz", "100000").unwrap(), "500");
+        assert_eq!(
+            get("client-output-buffer-limit", "replica 1kb 2 3").unwrap(),
+            "normal 0 0 0 slave 1024 2 3 pubsub 33554432 8388608 60"
+        );
+        assert_eq!(
+            get("set-max-intset-entries", "-1").unwrap_err(),
+            "argument must be between 0 and 9223372036854775807 inclusive"
+        );
+        assert_eq!(
+            get("maxmemory", "18446744073709551615").unwrap(),
+            "18446744073709551615"
+        );
+    }
+}
