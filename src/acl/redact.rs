@@ -13,6 +13,7 @@ pub const REDACTED: &[u8] = b"(redacted)";
 const SENSITIVE_CONFIGS: &[&[u8]] = &[
     b"requirepass",
     b"masterauth",
+    b"masteruser",
     b"tls-key-file-pass",
     b"tls-client-key-file-pass",
 ];

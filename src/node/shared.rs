@@ -72,6 +72,8 @@ pub struct Shared {
     pub acl: crate::acl::Acl,
     /// Redis Cluster's protocol: the slot map and the routing check (`cluster`).
     pub cluster: crate::cluster::Cluster,
+    /// The Redis settings CONFIG SET stores without applying them.
+    pub redis_settings: crate::commands::admin::redis_settings::Stored,
 }
 
 impl Shared {
@@ -146,6 +148,7 @@ impl Shared {
         );
         Shared {
             cluster,
+            redis_settings: Default::default(),
             keyspace,
             fence,
             clients: DashMap::new(),

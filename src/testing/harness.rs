@@ -300,6 +300,7 @@ impl Harness {
 
     /// kill, pause, resume, isolate, heal: each from the one state it makes sense in.
     async fn fault(&mut self, op: &str, i: usize) -> Result<(), String> {
+        self.refuse_if_shut_down(op, i)?;
         let state = self.states[i];
         let node = self.cluster.node(i);
         let refuse = |hint: &str| {
@@ -347,6 +348,7 @@ impl Harness {
     }
 
     async fn restart(&mut self, i: usize, mode: RestartMode) -> Result<BootKind, String> {
+        self.refuse_if_shut_down("restart", i)?;
         let node = self.cluster.node(i);
         let killed = self.states[i] == NodeState::Killed;
         match (mode, killed) {
@@ -374,12 +376,34 @@ impl Harness {
         Ok(boot)
     }
 
+    /// Whether a client's SHUTDOWN stopped node `i` (its port refuses connections).
+    fn shut_down(&self, i: usize) -> bool {
+        let shared = self.cluster.node(i).shared();
+        shared.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// A node that SHUTDOWN stopped takes no more ops: its accept loop has ended, as a
+    /// redis-server process that exited.
+    fn refuse_if_shut_down(&self, op: &str, i: usize) -> Result<(), String> {
+        if self.shut_down(i) {
+            return Err(format!(
+                "{op}: node {i} is shut_down (a client sent SHUTDOWN); the harness does not start it again"
+            ));
+        }
+        Ok(())
+    }
+
     fn node_status(&self, i: usize) -> Value {
         let node = self.cluster.node(i);
+        let state = if self.shut_down(i) {
+            "shut_down"
+        } else {
+            self.states[i].name()
+        };
         json!({
             "index": i,
             "port": node.addr().port(),
-            "state": self.states[i].name(),
+            "state": state,
             "fence_ms": node.fence_remaining().as_millis() as u64,
             "wall_ms": node.clock().wall_ms(),
         })

@@ -383,3 +383,38 @@ fn a_given_dir_is_kept_without_a_snapshot() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A client's SHUTDOWN stops that node alone: the harness reports it `shut_down`,
+/// refuses ops on it with a clear error, and the other nodes keep serving.
+#[tokio::test]
+async fn a_node_stopped_by_shutdown_is_reported_and_the_others_serve() {
+    let mut h = harness(3).await;
+    let addr = h.cluster().node(1).addr();
+    let mut c = Raw::connect(addr).await;
+    c.send(&support::resp(&["SHUTDOWN", "NOSAVE"])).await;
+    assert_eq!(c.read_to_close().await, b"", "no reply, as redis-server");
+    let deadline = Instant::now() + STEP;
+    while TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "node 1 still accepts");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let nodes = ask(&mut h, r#"{"op":"nodes"}"#).await;
+    let states: Vec<&str> = nodes["ok"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["up", "shut_down", "up"]);
+    for op in ["kill", "restart", "pause"] {
+        assert_eq!(
+            error_of(&mut h, &format!(r#"{{"op":"{op}","node":1}}"#)).await,
+            format!("{op}: node 1 is shut_down (a client sent SHUTDOWN); the harness does not start it again")
+        );
+    }
+    for i in [0, 2] {
+        let mut c = Raw::to(h.cluster().node(i)).await;
+        assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
+    }
+    h.shutdown().await;
+}

@@ -392,3 +392,32 @@ async fn the_default_fence_without_a_record_adds_the_delay() {
     assert_eq!(info_field(&info, "fence_length_ms"), "36000");
     h.shutdown().await;
 }
+
+/// The writes that find only as they run that they create a key (SORT ... STORE,
+/// BITFIELD SET, GEORADIUS ... STORE, XGROUP CREATE ... MKSTREAM) cannot replace a
+/// delayed lock either; GETEX, which creates nothing, reads it as absent.
+#[tokio::test]
+async fn conditional_writers_cannot_take_a_delayed_lock() {
+    let h = delayed().await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "lock", "a", "NX", "PX", "1000"]).await, OK);
+    assert_eq!(c.cmd(&["RPUSH", "src", "3", "1", "2"]).await, int(3));
+    assert_eq!(c.cmd(&["GEOADD", "geo", "0", "0", "m"]).await, int(1));
+    h.advance(Duration::from_millis(1001));
+    for cmd in [
+        &["SORT", "src", "STORE", "lock"][..],
+        &["BITFIELD", "lock", "SET", "u8", "0", "1"],
+        &["GEORADIUS", "geo", "0", "0", "1", "km", "STORE", "lock"],
+        &["XGROUP", "CREATE", "lock", "g", "$", "MKSTREAM"],
+    ] {
+        let reply = c.cmd(cmd).await;
+        assert!(
+            reply.starts_with("-TRYAGAIN lock-delay: "),
+            "{cmd:?}: {reply}"
+        );
+    }
+    assert_eq!(c.cmd(&["GETEX", "lock", "PX", "100"]).await, NIL);
+    assert_eq!(c.cmd(&["EXISTS", "lock"]).await, int(0));
+    h.advance(Duration::from_millis(5000));
+    assert_eq!(c.cmd(&["SORT", "src", "STORE", "lock"]).await, int(3));
+}

@@ -14,7 +14,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 BIN="${1:-$ROOT/target/release/redlockd}"
 shift || true
-# unit, and whether it needs LENIENT=1 (CONFIG SET of encoding thresholds, DEBUG RELOAD)
+# unit, and whether it needs LENIENT=1 (encodings asserted after CONFIG SET of encoding
+# thresholds, which redlockd stores but OBJECT ENCODING does not follow; DEBUG RELOAD)
 UNITS=(
   "unit/multi 0"
   "unit/expire 0"
@@ -27,7 +28,7 @@ UNITS=(
   "unit/type/zset 1"
   "unit/type/stream 0"
   "unit/type/stream-cgroups 0"
-  "unit/sort 1"
+  "unit/sort 0"
   "unit/dump 0"
   "unit/bitops 0"
   "unit/bitfield 0"

@@ -1,5 +1,6 @@
 //! Running nodes in this process: start them, give a local cluster its slot maps,
-//! print where they are, and stop them all on a signal or SHUTDOWN.
+//! print where they are, and stop them all on a signal; SHUTDOWN stops the node it is
+//! sent to, and the process ends with its last node.
 
 use redlockd::{Clock, Server, ServerHandle};
 use std::net::IpAddr;
@@ -7,7 +8,8 @@ use std::time::Duration;
 
 use crate::{ServerArgs, StartError};
 
-/// Starts one node per port and runs until a signal or SHUTDOWN stops them. `groups`:
+/// Starts one node per port and runs until a signal stops them all or SHUTDOWN has
+/// stopped each. `groups`:
 /// (K, M), the nodes form K clusters of M nodes, each given its slot map.
 pub(crate) async fn run_nodes(
     args: &ServerArgs,
@@ -50,16 +52,16 @@ pub(crate) async fn run_nodes(
     if ports.len() > 1 {
         print_cluster_summary(&handles, groups.map(|(_, m)| m));
     }
-    let mut stopped = Box::pin(async {
-        // Any node stopping (SHUTDOWN) stops the process, like a crash would.
-        let waits = handles.iter_mut().map(|h| Box::pin(h.stopped()));
-        futures_select_all(waits).await;
+    // SHUTDOWN stops the node it is sent to, as it stops one redis-server; the others
+    // keep serving, and the process ends with its last node (or on a signal).
+    let mut all_stopped = Box::pin(async {
+        futures_join_all(handles.iter_mut().map(|h| Box::pin(h.stopped()))).await;
     });
     tokio::select! {
         _ = signals.recv() => tracing::info!("signal received, shutting down"),
-        _ = &mut stopped => {}
+        _ = &mut all_stopped => {}
     }
-    drop(stopped);
+    drop(all_stopped);
     // Bounded: a client stuck in a script that ignores the kill (a long C call such as
     // a backtracking string.find) must not keep the process alive.
     let all = futures_join_all(handles.into_iter().map(|h| Box::pin(h.shutdown())));
@@ -166,7 +168,10 @@ fn print_cluster_summary(handles: &[ServerHandle], per_cluster: Option<u16>) {
             let seeds: Vec<String> = group.iter().map(|h| h.addr().to_string()).collect();
             let _ = writeln!(text, "  cluster {c} (seed addresses): {}", seeds.join(","));
         }
-        let _ = writeln!(text, "Ctrl-C stops all nodes.");
+        let _ = writeln!(
+            text,
+            "Ctrl-C stops all nodes; SHUTDOWN stops the node it is sent to."
+        );
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
@@ -195,7 +200,10 @@ fn print_cluster_summary(handles: &[ServerHandle], per_cluster: Option<u16>) {
             "restart fence: writes get TRYAGAIN for the first {fence} ms (what these nodes may have granted before; INFO fence says why)"
         );
     }
-    let _ = writeln!(text, "Ctrl-C stops all nodes.");
+    let _ = writeln!(
+        text,
+        "Ctrl-C stops all nodes; SHUTDOWN stops the node it is sent to."
+    );
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
@@ -225,22 +233,6 @@ async fn futures_join_all<F: std::future::Future<Output = ()> + Unpin>(
         } else {
             std::task::Poll::Ready(())
         }
-    })
-    .await;
-}
-
-/// Waits for the first of several futures.
-async fn futures_select_all<F: std::future::Future<Output = ()> + Unpin>(
-    futs: impl Iterator<Item = F>,
-) {
-    let mut futs: Vec<F> = futs.collect();
-    std::future::poll_fn(|cx| {
-        for f in futs.iter_mut() {
-            if std::pin::Pin::new(f).poll(cx).is_ready() {
-                return std::task::Poll::Ready(());
-            }
-        }
-        std::task::Poll::Pending
     })
     .await;
 }

@@ -9,6 +9,7 @@ pub mod debug;
 pub mod info;
 pub mod memory;
 pub mod ops;
+pub mod redis_settings;
 pub mod server;
 pub mod session;
 pub mod tracking;

@@ -40,25 +40,48 @@ pub fn time(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     ]))
 }
 
+/// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] | SHUTDOWN ABORT: stops this node alone, as
+/// Redis 7.0 stops its one server. On success nothing is replied: the connection
+/// closes, as redis-server's does when it exits (redis-cli then prints nothing). The
+/// node's clean-shutdown snapshot (`server::accept_loop`'s end) is written unless
+/// NOSAVE; SAVE asks for it, which is the default here. NOW and FORCE change nothing:
+/// there are no replicas to wait for, and a failed snapshot never stops the shutdown
+/// (the next boot raises the restart fence instead). Other nodes of the process keep
+/// serving.
 pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let (mut nosave, mut save, mut abort, mut other) = (false, false, false, false);
     for a in &args[1..] {
-        if !["nosave", "save", "now", "force", "abort"]
-            .iter()
-            .any(|w| eq_ignore_case(a, w))
-        {
+        if eq_ignore_case(a, "nosave") {
+            nosave = true;
+        } else if eq_ignore_case(a, "save") {
+            save = true;
+        } else if eq_ignore_case(a, "now") || eq_ignore_case(a, "force") {
+            other = true;
+        } else if eq_ignore_case(a, "abort") {
+            abort = true;
+        } else {
             return Err(errors::syntax());
         }
-        if eq_ignore_case(a, "abort") {
-            return Err(Reply::error("ERR No shutdown in progress."));
-        }
+    }
+    if (abort && (nosave || save || other)) || (nosave && save) {
+        return Err(errors::syntax());
+    }
+    if abort {
+        // A shutdown here never waits (no replicas to catch up), so none is pending.
+        return Err(Reply::error("ERR No shutdown in progress."));
+    }
+    // A script past its time limit: only SHUTDOWN NOSAVE stops the node, as in Redis
+    // (a snapshot taken under a running script would record half of it).
+    if !nosave && ctx.shared.scripts.is_busy(ctx.now_ms) {
+        return Err(ctx.shared.scripts.busy_reply());
     }
     // NOSAVE: no snapshot, so the next boot raises the restart fence.
-    let nosave = args[1..].iter().any(|a| eq_ignore_case(a, "nosave"));
     ctx.shared.save_on_shutdown.store(!nosave, Ordering::SeqCst);
     tracing::info!("SHUTDOWN requested by client {}", ctx.client.id());
     ctx.shared.request_shutdown();
     ctx.client.close_after_reply = true;
-    Ok(Reply::Ok)
+    // No frame at all: the client sees the connection close.
+    Ok(Reply::Multi(Vec::new()))
 }
 
 /// COMMAND INFO's 10-element entry for a command: name, arity, flags, first key,
