@@ -215,11 +215,14 @@ struct Own {
     get: Get,
     /// How CONFIG SET checks a value (the reason it is refused) and applies it;
     /// `None`: fixed when the node starts, refused as immutable.
-    set: Option<(OwnCheck, fn(&Shared, &[u8]))>,
+    set: Option<(OwnCheck, OwnApply)>,
 }
 
 /// Why CONFIG SET refuses a value of one of redlockd's own settings.
 type OwnCheck = fn(&Shared, &[u8]) -> Result<(), String>;
+
+/// How CONFIG SET applies a checked value of one of redlockd's own settings.
+type OwnApply = fn(&Shared, &[u8]);
 
 /// redlockd's own settings: `--max-ttl`, `--restart-delay` and `--require-ttl` are
 /// fixed at start; the lock-delay is live.
