@@ -636,4 +636,39 @@ mod tests {
         assert!(vm.used_memory() > before);
         assert_eq!(vm.used_memory(), vm.lua.used_memory());
     }
+
+    /// An allocation past the limit outside any protected call: Lua would call
+    /// `exit(1)`; the VM's panic function makes it a Rust panic carrying Lua's text.
+    #[test]
+    fn an_unprotected_lua_error_is_a_caught_panic_not_an_exit() {
+        let vm = Vm::new(Some(1)).unwrap();
+        vm.lua.set_memory_limit(vm.used_memory()).unwrap();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: the main state, no run in progress; 1,000 array slots are more
+            // than the limit leaves (none).
+            unsafe { ffi::lua_createtable(vm.state, 1000, 0) }
+        }));
+        let panic = caught.expect_err("the allocation past the limit must raise");
+        let lua = panic.downcast_ref::<LuaPanic>().expect("a LuaPanic");
+        assert_eq!(lua.message, "not enough memory");
+        drop(vm);
+    }
+
+    /// The write `take_result` makes outside any protected call allocates nothing, on
+    /// a new VM (after SCRIPT FLUSH) with no room left under the limit.
+    #[test]
+    fn the_stage_takes_a_result_without_allocating() {
+        let vm = Vm::new(Some(1)).unwrap();
+        let before = vm.used_memory();
+        // SAFETY: the main state, no run in progress, a free stack slot.
+        unsafe {
+            ffi::lua_rawgeti_(vm.state, ffi::LUA_REGISTRYINDEX, vm.stage_ref);
+            for slot in 1..=2 {
+                ffi::lua_pushboolean(vm.state, 1);
+                ffi::lua_rawseti_(vm.state, -2, slot);
+            }
+            ffi::lua_settop(vm.state, -2);
+        }
+        assert_eq!(vm.used_memory(), before);
+    }
 }

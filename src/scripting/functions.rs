@@ -612,8 +612,10 @@ impl Scripts {
             command: args.to_vec(),
         };
         let reply = self.execute_in(ctx, &mut registry.vm, Some(&bound), &name, call, Some(run));
-        if reply.is_error() {
-            // What a failed function left behind (its VM holds the libraries: kept).
+        // What a failed or large function left behind (its VM holds the libraries:
+        // kept). A function that stopped the collector (collectgarbage('stop')) would
+        // otherwise keep every later run's garbage until one fails at the limit.
+        if reply.is_error() || registry.vm.used_memory() > super::RECLAIM_ABOVE {
             registry.vm.collect_garbage();
         }
         reply

@@ -51,6 +51,7 @@ mod redlock_clusters;
 mod redlock_inprocess;
 mod rslock_interop;
 mod scripting;
+mod scripting_survival;
 mod security;
 mod sort_dump;
 mod sorted_sets;
