@@ -314,7 +314,10 @@ fn table(t: &Table, resp3: bool, depth: usize, budget: &mut usize) -> Result<Rep
         let mut pairs = Vec::new();
         for pair in m.pairs::<Value, Value>() {
             let Ok((k, v)) = pair else { continue };
-            pairs.push((value(&k, resp3, depth, budget)?, value(&v, resp3, depth, budget)?));
+            pairs.push((
+                value(&k, resp3, depth, budget)?,
+                value(&v, resp3, depth, budget)?,
+            ));
         }
         return Ok(Reply::Map(pairs));
     }

@@ -444,7 +444,9 @@ impl Scripts {
                 *slot = Some(fresh);
             }
             Ok(Err(e)) => {
-                tracing::error!("reloading the function libraries into a new VM failed, they are dropped: {e}")
+                tracing::error!(
+                    "reloading the function libraries into a new VM failed, they are dropped: {e}"
+                )
             }
             Err(_) => tracing::error!(
                 "reloading the function libraries into a new VM panicked, they are dropped"

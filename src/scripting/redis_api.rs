@@ -216,7 +216,8 @@ unsafe fn script_args(
 }
 
 /// One redis.call's arguments would copy more than `limit::BUILD_LIMIT` bytes.
-const ARGS_TOO_BIG: &str = "ERR not enough memory: the command's arguments are larger than the script's memory limit";
+const ARGS_TOO_BIG: &str =
+    "ERR not enough memory: the command's arguments are larger than the script's memory limit";
 
 /// A Lua number as a command argument: `%.17g`, as Redis's luaArgsToRedisArgv, so
 /// 15000 is "15000", 0.1 is "0.10000000000000001" and 1e17 is "1e+17". Integers
