@@ -183,6 +183,10 @@ fn sha1hex(body: &str) -> String {
     sha1_smol::Sha1::from(body.as_bytes()).digest().to_string()
 }
 
+/// A library FUNCTION LOAD would load (refused while a script is busy).
+const OTHER_LIBRARY: &str =
+    "#!lua name=other\nredis.register_function('other', function() return 1 end)";
+
 const SPIN_LIBRARY: &str =
     "#!lua name=spin\nredis.register_function('spin', function() local i = 0 while true do i = i + 1 end end)";
 const HOG_LIBRARY: &str =
@@ -269,6 +273,18 @@ async fn random_loads_flushes_kills_and_memory_limits_leave_the_server_serving()
     let mut s = Survivor::start().await;
     let mut a = s.connect().await;
     let mut b = s.connect().await;
+    let mut c = s.connect().await;
+    // A looping script turns busy at once, so that the kill steps can show that a
+    // flush or a load is refused while it runs (Redis answers BUSY).
+    let reply = s
+        .ask(
+            &mut b,
+            PING_BOUND,
+            &["CONFIG", "SET", "busy-reply-threshold", "20"],
+            "set up",
+        )
+        .await;
+    assert_eq!(reply, "+OK\r\n");
     let set = s
         .ask(
             &mut b,
@@ -391,7 +407,24 @@ async fn random_loads_flushes_kills_and_memory_limits_leave_the_server_serving()
                 };
                 let at = format!("{at}: {run:?} stopped by {kill:?}");
                 a.send_cmd(&run).await;
+                // Once it is busy, what would reset or change a VM is refused.
                 let deadline = Instant::now() + PING_BOUND;
+                while s.ask(&mut c, PING_BOUND, &["PING"], &at).await == "+PONG\r\n" {
+                    assert!(Instant::now() < deadline, "{at}: never busy");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                let refused: &[&str] = [
+                    &["SCRIPT", "FLUSH"][..],
+                    &["FUNCTION", "FLUSH"],
+                    &["SCRIPT", "LOAD", "return 1"],
+                    &["FUNCTION", "LOAD", OTHER_LIBRARY],
+                    &["EVAL", "return 1", "0"],
+                ][rng.random_range(0..5)];
+                let reply = s.ask(&mut c, PING_BOUND, refused, &at).await;
+                assert!(
+                    reply.starts_with("-BUSY"),
+                    "{at}: {refused:?} while busy: {reply}"
+                );
                 loop {
                     let reply = s.ask(&mut b, PING_BOUND, &kill, &at).await;
                     if reply == "+OK\r\n" {
