@@ -652,6 +652,14 @@ mod tests {
         let lua = panic.downcast_ref::<LuaPanic>().expect("a LuaPanic");
         assert_eq!(lua.message, "not enough memory");
         drop(vm);
+        // What the script's caller gets: the engine's error with Lua's text.
+        assert_eq!(
+            super::super::panic_reply(&panic),
+            Reply::error(format!(
+                "{}: not enough memory",
+                crate::protocol::errors::INTERNAL_SCRIPT_PANIC
+            ))
+        );
     }
 
     /// The write `take_result` makes outside any protected call allocates nothing, on

@@ -634,3 +634,43 @@ pub enum RestorePolicy {
     /// Replace libraries that exist.
     Replace,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic inside the functions' VM (here, in FUNCTION LOAD's closure; in real
+    /// life a command run by a function, or a Lua error outside a protected call) is
+    /// an error reply; the VM is replaced and every library loaded again, so the
+    /// functions are still there and run.
+    #[test]
+    fn a_panic_in_the_functions_vm_keeps_the_libraries() {
+        let scripts = Scripts::new(5000, Some(1));
+        let code = Bytes::from_static(
+            b"#!lua name=keep\nredis.register_function('kept', function() return 7 end)",
+        );
+        assert_eq!(scripts.function_load(&code, false), Reply::bulk("keep"));
+        struct OldVm;
+        if let Some(r) = scripts.functions.lock().as_ref() {
+            r.vm.lua().set_app_data(OldVm);
+        }
+        let reply = scripts
+            .with_registry(|_| panic!("a command panicked"))
+            .expect_err("the panic is an error reply");
+        assert_eq!(
+            reply,
+            Reply::error(crate::protocol::errors::INTERNAL_SCRIPT_PANIC)
+        );
+        let slot = scripts.functions.lock();
+        let registry = slot.as_ref().expect("a new registry");
+        assert!(
+            registry.vm.lua().app_data_ref::<OldVm>().is_none(),
+            "a new VM"
+        );
+        assert!(
+            registry.find(b"kept").is_some(),
+            "the library was loaded again"
+        );
+        assert_eq!(scripts.function_counts(), (1, 1));
+    }
+}
