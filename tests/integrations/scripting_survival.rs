@@ -156,6 +156,31 @@ async fn a_script_at_the_memory_limit_of_a_flushed_vm_gets_an_error_and_the_serv
     assert_eq!(one, ":1\r\n");
 }
 
+/// A pattern whose quantifiers nest one C call each: 200,000 of them overflowed the
+/// C stack and the process died (Redis 7.0.15 dies the same way). As Lua 5.2 and later
+/// do, the matcher now refuses to nest past 200.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pattern_nested_past_the_c_stack_gets_an_error_and_the_server_runs_on() {
+    let mut s = Survivor::start().await;
+    let mut c = s.connect().await;
+    let deep = "local n = 200000 return string.find(string.rep('a', n), string.rep('a?', n) .. string.rep('a', n))";
+    let reply = s
+        .ask(&mut c, SCRIPT_BOUND, &["EVAL", deep, "0"], "deep pattern")
+        .await;
+    assert!(
+        reply.starts_with("-ERR user_script:1: pattern too complex script: "),
+        "{reply}"
+    );
+    s.still_serves("after the deep pattern").await;
+    // 150 nested quantifiers still match, as they did.
+    let ok =
+        "return string.find(string.rep('a', 300), string.rep('a?', 150) .. string.rep('a', 150))";
+    let reply = s
+        .ask(&mut c, PING_BOUND, &["EVAL", ok, "0"], "150 quantifiers")
+        .await;
+    assert_eq!(reply, ":1\r\n");
+}
+
 /// Steps the property test runs at most, and for how long (most take milliseconds).
 const MAX_STEPS: usize = 150;
 const TIME_BUDGET: Duration = Duration::from_secs(10);
@@ -228,7 +253,8 @@ const ENDINGS_AT_THE_LIMIT: &[&str] = &[
 
 /// Script errors, raised or returned, from redis.call / pcall and the libraries, with
 /// the start of the reply each gets (redis-server 7.0.15 gives the same, except for
-/// the last: it has no memory limit, and the doubling string crashed it).
+/// the last two: Lua 5.1 has no bound on the matcher's nesting, nor Redis a memory
+/// limit, and the doubling string crashed it).
 const CALL_ERRORS: &[(&str, &str)] = &[
     (
         "return redis.call('nosuchcommand')",
@@ -250,6 +276,10 @@ const CALL_ERRORS: &[(&str, &str)] = &[
     (
         "return struct.pack('i33', 1)",
         "-ERR user_script:1: integral size 33 is larger than limit of 32 script: ",
+    ),
+    (
+        "return string.find(string.rep('a', 300), string.rep('a?', 250))",
+        "-ERR user_script:1: pattern too complex script: ",
     ),
     (
         "local ok, e = pcall(function() local s = 'x' for i = 1, 40 do s = s .. s end end) return e",
