@@ -11,6 +11,7 @@
 
 use super::args::{arg_error, check_integer};
 use super::cjson_decode;
+use super::limit::{build_too_big, BUILD_LIMIT};
 use super::lua_errors::raise_lua;
 use super::lua_numfmt;
 use mlua::{Function, LightUserData, Lua, MultiValue, Table, Value};
@@ -300,6 +301,9 @@ fn encode(lua: &Lua, cfg: &Config, root: &Value, out: &mut Vec<u8>) -> mlua::Res
     let mut next = Some(root.clone());
     let lua_next: Function = lua.globals().raw_get("next")?;
     loop {
+        if out.len() > BUILD_LIMIT {
+            return Err(build_too_big());
+        }
         if let Some(v) = next.take() {
             match &v {
                 Value::Table(t) => {

@@ -13,6 +13,7 @@
 //! - uint 64 unpacks through a signed 64-bit integer, int 64 through a double.
 
 use super::args::{arg_error, check_bytes, check_integer, opt_integer};
+use super::limit::{build_too_big, BUILD_LIMIT};
 use super::lua_errors::raise_lua;
 use mlua::{Lua, MultiValue, Table, Value};
 
@@ -68,6 +69,9 @@ fn pack(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::String> {
 }
 
 fn encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
+    if out.len() > BUILD_LIMIT {
+        return Err(build_too_big());
+    }
     match v {
         Value::String(s) => encode_bytes(&s.as_bytes(), out),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),

@@ -7,6 +7,7 @@
 //! `{map=}`, `{set=}`, `{double=}` become RESP3 types (the encoder downgrades them for
 //! RESP2 callers).
 
+use super::limit::BUILD_LIMIT;
 use super::lua_numfmt;
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -191,12 +192,27 @@ fn c_len(n: usize) -> c_int {
     c_int::try_from(n).unwrap_or(0)
 }
 
-/// A script's return value as the reply its caller gets.
+/// A script's return value as the reply its caller gets. A reply that would copy more
+/// than `BUILD_LIMIT` bytes out of the VM (the same string referenced many times) is
+/// refused with `REPLY_TOO_BIG`.
 pub fn lua_to_reply(v: &Value, resp3: bool) -> Reply {
-    match value(v, resp3, 0) {
+    let mut budget = BUILD_LIMIT;
+    match value(v, resp3, 0, &mut budget) {
         Ok(r) => r,
         Err(e) => e,
     }
+}
+
+pub const REPLY_TOO_BIG: &str =
+    "ERR not enough memory: the script's reply is larger than its memory limit";
+
+/// Takes `bytes` (a string copied out of the VM) plus a reply's own size off `budget`.
+fn spend(budget: &mut usize, bytes: usize) -> Result<(), Reply> {
+    let cost = bytes.saturating_add(std::mem::size_of::<Reply>());
+    *budget = budget
+        .checked_sub(cost)
+        .ok_or_else(|| Reply::error(REPLY_TOO_BIG))?;
+    Ok(())
 }
 
 /// Status and error text stay on one line, as Redis maps \r and \n to spaces.
@@ -208,14 +224,19 @@ fn one_line(b: &[u8]) -> Bytes {
     )
 }
 
-fn value(v: &Value, resp3: bool, depth: usize) -> Result<Reply, Reply> {
+fn value(v: &Value, resp3: bool, depth: usize, budget: &mut usize) -> Result<Reply, Reply> {
+    spend(budget, 0)?;
     Ok(match v {
         Value::Nil => scalar(Scalar::Nil, resp3),
         Value::Boolean(b) => scalar(Scalar::Bool(*b), resp3),
         Value::Integer(i) => Reply::Integer(*i),
         Value::Number(n) => scalar(Scalar::Number(*n), resp3),
-        Value::String(s) => scalar(Scalar::Str(&s.as_bytes()), resp3),
-        Value::Table(t) => table(t, resp3, depth + 1)?,
+        Value::String(s) => {
+            let s = s.as_bytes();
+            spend(budget, s.len())?;
+            scalar(Scalar::Str(&s), resp3)
+        }
+        Value::Table(t) => table(t, resp3, depth + 1, budget)?,
         _ => Reply::Null,
     })
 }
@@ -271,7 +292,7 @@ fn field(t: &Table, key: &str) -> Value {
     t.raw_get(key).unwrap_or(Value::Nil)
 }
 
-fn table(t: &Table, resp3: bool, depth: usize) -> Result<Reply, Reply> {
+fn table(t: &Table, resp3: bool, depth: usize, budget: &mut usize) -> Result<Reply, Reply> {
     if depth > MAX_DEPTH {
         return Err(Reply::error(STACK_LIMIT));
     }
@@ -293,7 +314,10 @@ fn table(t: &Table, resp3: bool, depth: usize) -> Result<Reply, Reply> {
         let mut pairs = Vec::new();
         for pair in m.pairs::<Value, Value>() {
             let Ok((k, v)) = pair else { continue };
-            pairs.push((value(&k, resp3, depth)?, value(&v, resp3, depth)?));
+            pairs.push((
+                value(&k, resp3, depth, budget)?,
+                value(&v, resp3, depth, budget)?,
+            ));
         }
         return Ok(Reply::Map(pairs));
     }
@@ -301,7 +325,7 @@ fn table(t: &Table, resp3: bool, depth: usize) -> Result<Reply, Reply> {
         let mut items = Vec::new();
         for pair in s.pairs::<Value, Value>() {
             let Ok((k, _)) = pair else { continue };
-            items.push(value(&k, resp3, depth)?);
+            items.push(value(&k, resp3, depth, budget)?);
         }
         return Ok(Reply::Set(items));
     }
@@ -323,7 +347,7 @@ fn table(t: &Table, resp3: bool, depth: usize) -> Result<Reply, Reply> {
         if v.is_nil() {
             break;
         }
-        items.push(value(&v, resp3, depth)?);
+        items.push(value(&v, resp3, depth, budget)?);
     }
     Ok(Reply::Array(items))
 }

@@ -257,7 +257,10 @@ impl Vm {
                 Ok(VmState::Continue)
             },
         )?;
-        let stage = lua.create_table()?;
+        // Two array slots from the start: `take_result` writes slot 2 on the raw stack,
+        // outside any protected call, so the write must never allocate (see
+        // `unprotected_error` for what an allocation failing there did).
+        let stage = lua.create_table_with_capacity(2, 0)?;
         let xpcall: Function = lua.globals().raw_get("xpcall")?;
         let handler: Function = imp.raw_get("handler")?;
         let mut state = std::ptr::null_mut();
@@ -274,6 +277,9 @@ impl Vm {
             })?;
         }
         let [globals_ref, stage_ref, xpcall_ref, handler_ref, keys_ref, argv_ref] = refs;
+        // SAFETY: the main state of `lua`, no call running; sets the state's panic
+        // function, which Lua calls only for an error raised outside any protected call.
+        unsafe { ffi::lua_atpanic(state, unprotected_error) };
         RAW_LIMIT.get_or_init(|| raw_limit_checks(&lua, state));
         Ok(Vm {
             state,
@@ -528,10 +534,15 @@ impl Vm {
                 return reply;
             }
         }
-        // stage[2] = the value, then the stack as it was: mlua reads it from there.
-        ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, self.stage_ref);
-        ffi::lua_insert(state, -2);
-        ffi::lua_rawseti_(state, -2, 2);
+        // stage[2] = the value, then the stack as it was: mlua reads it from there. The
+        // stage has had slot 2 since it was made (`Vm::new`), so this allocates nothing:
+        // it runs outside any protected call, right after a script may have left the
+        // VM at its memory limit. The limit is lifted all the same.
+        unlimited_raw(state, &self.lua, || {
+            ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, self.stage_ref);
+            ffi::lua_insert(state, -2);
+            ffi::lua_rawseti_(state, -2, 2);
+        });
         ffi::lua_settop(state, top);
         let lua = &self.lua;
         let value = unlimited(lua, || {
@@ -551,6 +562,50 @@ impl Vm {
             (false, e) => script_error(&e, sha, killed),
         }
     }
+}
+
+/// What a Lua error raised outside any protected call becomes: a Rust panic carrying
+/// this, caught where the VM's caller catches panics (`Scripts::run`, `Scripts::load`,
+/// the FUNCTION commands), which log it, drop the VM and answer an error.
+#[derive(Debug)]
+pub(super) struct LuaPanic {
+    /// The error's text ("not enough memory" for an allocation past the limit).
+    pub(super) message: String,
+}
+
+/// The panic function of every VM (`lua_atpanic`): Lua calls it for an error raised
+/// where no `lua_pcall` protects the state, then calls `exit(EXIT_FAILURE)` if it
+/// returns.
+///
+/// Why (issue 40): the process exited with status 1 and no log line after
+/// `SCRIPT FLUSH` and a script that ran out of memory. SCRIPT FLUSH builds a new VM,
+/// whose stage table had only slot 1; a script ending in an error (or returning a
+/// table) has its result stored in slot 2 by `take_result`, on the raw stack outside
+/// any protected call. The stage then grew its array part, an allocation, while the
+/// failed script's garbage still held the VM at its memory limit: mlua's allocator
+/// refused it, Lua raised `not enough memory` with no protected call to catch it, and,
+/// as a state made by `lua_newstate` has no panic function, Lua called `exit(1)`.
+/// Without the flush, an earlier table or error result had already grown the stage,
+/// which is why the same script usually got its error reply. The stage now has both
+/// slots from the start, and this function turns any unprotected error left (an
+/// allocation the machine itself refuses, a raw API call added later) into a logged,
+/// caught panic instead of an exit. Unwinding from here through Lua's C frames is
+/// sound: they are C (no destructors; x86-64 and aarch64 builds carry unwind tables),
+/// the state has no protected call (`errorJmp`) below this frame, and Lua has reset
+/// the state's stack before calling this. The VM is never used again.
+unsafe extern "C-unwind" fn unprotected_error(state: *mut ffi::lua_State) -> c_int {
+    let message = if ffi::lua_type(state, -1) == ffi::LUA_TSTRING {
+        let mut len = 0;
+        let p = ffi::lua_tolstring(state, -1, &mut len);
+        String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned()
+    } else {
+        "error object is not a string".to_string()
+    };
+    tracing::error!(
+        error = %message,
+        "a Lua error was raised outside any protected call; the Lua VM is dropped and the script gets an error"
+    );
+    std::panic::panic_any(LuaPanic { message })
 }
 
 /// "7.2.4" -> 0x070204, as redis.REDIS_VERSION_NUM.
@@ -580,5 +635,48 @@ mod tests {
         let _t = vm.lua.create_table().unwrap();
         assert!(vm.used_memory() > before);
         assert_eq!(vm.used_memory(), vm.lua.used_memory());
+    }
+
+    /// An allocation past the limit outside any protected call: Lua would call
+    /// `exit(1)`; the VM's panic function makes it a Rust panic carrying Lua's text.
+    #[test]
+    fn an_unprotected_lua_error_is_a_caught_panic_not_an_exit() {
+        let vm = Vm::new(Some(1)).unwrap();
+        vm.lua.set_memory_limit(vm.used_memory()).unwrap();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: the main state, no run in progress; 1,000 array slots are more
+            // than the limit leaves (none).
+            unsafe { ffi::lua_createtable(vm.state, 1000, 0) }
+        }));
+        let panic = caught.expect_err("the allocation past the limit must raise");
+        let lua = panic.downcast_ref::<LuaPanic>().expect("a LuaPanic");
+        assert_eq!(lua.message, "not enough memory");
+        drop(vm);
+        // What the script's caller gets: the engine's error with Lua's text.
+        assert_eq!(
+            super::super::panic_reply(&panic),
+            Reply::error(format!(
+                "{}: not enough memory",
+                crate::protocol::errors::INTERNAL_SCRIPT_PANIC
+            ))
+        );
+    }
+
+    /// The write `take_result` makes outside any protected call allocates nothing, on
+    /// a new VM (after SCRIPT FLUSH) with no room left under the limit.
+    #[test]
+    fn the_stage_takes_a_result_without_allocating() {
+        let vm = Vm::new(Some(1)).unwrap();
+        let before = vm.used_memory();
+        // SAFETY: the main state, no run in progress, a free stack slot.
+        unsafe {
+            ffi::lua_rawgeti_(vm.state, ffi::LUA_REGISTRYINDEX, vm.stage_ref);
+            for slot in 1..=2 {
+                ffi::lua_pushboolean(vm.state, 1);
+                ffi::lua_rawseti_(vm.state, -2, slot);
+            }
+            ffi::lua_settop(vm.state, -2);
+        }
+        assert_eq!(vm.used_memory(), before);
     }
 }

@@ -23,6 +23,7 @@ use bytes::Bytes;
 use mlua::{ChunkMode, Function, Lua, MultiValue, Table, Value};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -399,12 +400,60 @@ impl Scripts {
         let registry = slot
             .as_mut()
             .ok_or_else(|| Reply::error("ERR Lua VM unavailable"))?;
-        let out = f(registry);
-        self.function_counts.store(
-            (registry.libraries.len() << 32 | registry.function_count()) as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        Ok(out)
+        let out = catch_unwind(AssertUnwindSafe(|| f(registry)));
+        let out = out.map_err(|panic| self.functions_panicked(&mut slot, &panic));
+        self.store_counts(slot.as_ref());
+        out
+    }
+
+    /// FUNCTION STATS' counts, kept readable while a function runs.
+    fn store_counts(&self, registry: Option<&Registry>) {
+        let counts = registry.map_or(0, |r| r.libraries.len() << 32 | r.function_count());
+        self.function_counts
+            .store(counts as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// After a panic inside the functions' VM (a command run by a function, our Rust
+    /// code, or a Lua error raised outside a protected call, `engine::LuaPanic`): the
+    /// VM is not used again. A new one loads every library again from its code, so
+    /// FCALL keeps finding the functions; the caller gets an error and the panic is
+    /// logged.
+    fn functions_panicked(
+        &self,
+        slot: &mut Option<Registry>,
+        panic: &Box<dyn std::any::Any + Send>,
+    ) -> Reply {
+        let reply = super::panic_reply(panic);
+        let codes: Vec<Bytes> = slot
+            .take()
+            .map(|old| old.libraries.values().map(|l| l.code.clone()).collect())
+            .unwrap_or_default();
+        let rebuilt = catch_unwind(AssertUnwindSafe(|| -> Result<Registry, String> {
+            let mut fresh = Registry::new(self.seed).map_err(|e| e.to_string())?;
+            for code in &codes {
+                fresh.load(code, false)?;
+            }
+            Ok(fresh)
+        }));
+        match rebuilt {
+            Ok(Ok(fresh)) => {
+                tracing::warn!(
+                    libraries = codes.len(),
+                    "the functions' Lua VM was rebuilt and its libraries loaded again"
+                );
+                *slot = Some(fresh);
+            }
+            Ok(Err(e)) => {
+                tracing::error!(
+                    "reloading the function libraries into a new VM failed, they are dropped: {e}"
+                )
+            }
+            Err(_) => tracing::error!(
+                "reloading the function libraries into a new VM panicked, they are dropped"
+            ),
+        }
+        self.store_counts(slot.as_ref());
+        reply
     }
 
     /// FUNCTION LOAD [REPLACE] code.
@@ -424,11 +473,8 @@ impl Scripts {
             Some(r) => f(&mut r.libraries),
             None => f(&mut empty),
         };
-        if let Some(r) = slot.as_ref() {
-            self.function_counts.store(
-                (r.libraries.len() << 32 | r.function_count()) as u64,
-                std::sync::atomic::Ordering::Relaxed,
-            );
+        if slot.is_some() {
+            self.store_counts(slot.as_ref());
         }
         out
     }
@@ -443,15 +489,22 @@ impl Scripts {
     /// FUNCTION RESTORE: loads every library of `codes` into a fresh registry, then
     /// joins it to the current one by `policy` (nothing changes on an error).
     pub fn function_restore(&self, codes: &[Bytes], policy: RestorePolicy) -> Reply {
-        let mut fresh = match Registry::new(self.seed) {
-            Ok(r) => r,
-            Err(e) => return Reply::error(format!("ERR Error creating the Lua VM: {e}")),
-        };
-        for code in codes {
-            if let Err(e) = fresh.load(code, false) {
-                return Reply::error(one_line(&e));
+        // A panic here leaves nothing behind: the fresh registry is dropped.
+        let fresh = catch_unwind(AssertUnwindSafe(|| -> Result<Registry, Reply> {
+            let mut fresh = Registry::new(self.seed)
+                .map_err(|e| Reply::error(format!("ERR Error creating the Lua VM: {e}")))?;
+            for code in codes {
+                fresh
+                    .load(code, false)
+                    .map_err(|e| Reply::error(one_line(&e)))?;
             }
-        }
+            Ok(fresh)
+        }));
+        let mut fresh = match fresh {
+            Ok(Ok(fresh)) => fresh,
+            Ok(Err(e)) => return e,
+            Err(panic) => return super::panic_reply(&panic),
+        };
         let codes_by_lib: Vec<Bytes> = fresh.libraries.values().map(|l| l.code.clone()).collect();
         let result = self.with_registry(|current| -> Result<(), String> {
             if policy == RestorePolicy::Flush {
@@ -508,6 +561,13 @@ impl Scripts {
         let Some(registry) = slot.as_mut() else {
             return Reply::error("ERR Function not found");
         };
+        match catch_unwind(AssertUnwindSafe(|| self.fcall_in(ctx, registry, args, ro))) {
+            Ok(reply) => reply,
+            Err(panic) => self.functions_panicked(&mut slot, &panic),
+        }
+    }
+
+    fn fcall_in(&self, ctx: &mut Ctx, registry: &mut Registry, args: &[Bytes], ro: bool) -> Reply {
         let Some(f) = registry.find(&args[1]) else {
             return Reply::error("ERR Function not found");
         };
@@ -554,8 +614,10 @@ impl Scripts {
             command: args.to_vec(),
         };
         let reply = self.execute_in(ctx, &mut registry.vm, Some(&bound), &name, call, Some(run));
-        if reply.is_error() {
-            // What a failed function left behind (its VM holds the libraries: kept).
+        // What a failed or large function left behind (its VM holds the libraries:
+        // kept). A function that stopped the collector (collectgarbage('stop')) would
+        // otherwise keep every later run's garbage until one fails at the limit.
+        if reply.is_error() || registry.vm.used_memory() > super::RECLAIM_ABOVE {
             registry.vm.collect_garbage();
         }
         reply
@@ -571,4 +633,44 @@ pub enum RestorePolicy {
     Append,
     /// Replace libraries that exist.
     Replace,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic inside the functions' VM (here, in FUNCTION LOAD's closure; in real
+    /// life a command run by a function, or a Lua error outside a protected call) is
+    /// an error reply; the VM is replaced and every library loaded again, so the
+    /// functions are still there and run.
+    #[test]
+    fn a_panic_in_the_functions_vm_keeps_the_libraries() {
+        let scripts = Scripts::new(5000, Some(1));
+        let code = Bytes::from_static(
+            b"#!lua name=keep\nredis.register_function('kept', function() return 7 end)",
+        );
+        assert_eq!(scripts.function_load(&code, false), Reply::bulk("keep"));
+        struct OldVm;
+        if let Some(r) = scripts.functions.lock().as_ref() {
+            r.vm.lua().set_app_data(OldVm);
+        }
+        let reply = scripts
+            .with_registry(|_| panic!("a command panicked"))
+            .expect_err("the panic is an error reply");
+        assert_eq!(
+            reply,
+            Reply::error(crate::protocol::errors::INTERNAL_SCRIPT_PANIC)
+        );
+        let slot = scripts.functions.lock();
+        let registry = slot.as_ref().expect("a new registry");
+        assert!(
+            registry.vm.lua().app_data_ref::<OldVm>().is_none(),
+            "a new VM"
+        );
+        assert!(
+            registry.find(b"kept").is_some(),
+            "the library was loaded again"
+        );
+        assert_eq!(scripts.function_counts(), (1, 1));
+    }
 }

@@ -4,7 +4,24 @@
 //! limit, the next allocation fails (`over_limit`, checked by redis.call).
 
 use super::engine::MEMORY_LIMIT;
+use super::lua_errors::ScriptError;
 use mlua::{ffi, Lua};
+
+/// Most bytes our Rust code builds from a script's values in one go (cjson.encode,
+/// cmsgpack.pack, struct.pack, the arguments of one redis.call, the script's reply):
+/// what the VM itself may hold. These live on the process's heap, not the VM's, so
+/// the VM's limit does not see them: a table of 100,000 references to one 1 MB string
+/// is 2 MB of Lua memory and would encode to 100 GB, and Rust aborts the process when
+/// an allocation fails. Past this the function raises Lua's out-of-memory text.
+pub(super) const BUILD_LIMIT: usize = MEMORY_LIMIT;
+
+/// Lua's own text for an allocation refused by the limit.
+pub(super) const OUT_OF_MEMORY: &str = "not enough memory";
+
+/// The error a library function raises when what it builds passes `BUILD_LIMIT`.
+pub(super) fn build_too_big() -> mlua::Error {
+    mlua::Error::external(ScriptError::Lua(OUT_OF_MEMORY.into()))
+}
 
 /// Runs `f`, our own calls into the Lua API (building KEYS/ARGV, converting replies
 /// both ways), with the VM's memory limit lifted.

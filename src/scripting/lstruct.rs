@@ -7,6 +7,7 @@
 //! `s` zero-terminated string, `f` float, `d` double, space ignored.
 
 use super::args::{arg_error, check_bytes, check_number, opt_integer};
+use super::limit::{build_too_big, BUILD_LIMIT};
 use super::lua_errors::raise_lua;
 use mlua::{Lua, MultiValue, Table, Value};
 
@@ -168,6 +169,9 @@ fn pack(lua: &Lua, args: &[Value]) -> mlua::Result<mlua::String> {
     let mut arg = 1; // 0-based index of the next value
     let mut out: Vec<u8> = Vec::new();
     while let Some(opt) = fmt.next() {
+        if out.len() > BUILD_LIMIT {
+            return Err(build_too_big());
+        }
         let mut size = fmt.optsize(lua, opt)?;
         let pad = gettoalign(out.len(), &h, opt, size);
         out.resize(out.len() + pad, 0);

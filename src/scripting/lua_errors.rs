@@ -18,8 +18,27 @@ pub(super) fn error_text(e: &mlua::Error) -> String {
 }
 
 /// The reply for a script that raised: Redis 7's
-/// `<err> script: <sha>, on @user_script:<line>.`
+/// `<err> script: <sha>, on @user_script:<line>.` An error that skipped the message
+/// handler (Lua's out-of-memory error, and "error in error handling") is not a table:
+/// Redis 7.0 answers `Error running script <sha>, <text up to 100 bytes>` for those
+/// (`ERR Error running script <sha>, not enough memory`, checked against redis-server
+/// 7.0.15 run with a ulimit).
 pub(super) fn script_error(e: &Value, sha: &str, killed: bool) -> Reply {
+    if !killed {
+        let bare = match e {
+            Value::String(s) => Some(s.as_bytes().to_vec()),
+            Value::Error(e) => Some(error_text(e).into_bytes()),
+            Value::Table(_) => None,
+            _ => Some(b"execution failure".to_vec()),
+        };
+        if let Some(text) = bare {
+            let text = String::from_utf8_lossy(&text[..text.len().min(100)]);
+            tracing::warn!(script = sha, error = %text, "a script failed outside Lua's message handler (its memory limit)");
+            return Reply::error(
+                format!("ERR Error running script {sha}, {text}").replace(['\r', '\n'], " "),
+            );
+        }
+    }
     let (mut msg, source, line) = match e {
         Value::Table(t) => {
             let msg = match t.raw_get::<Value>("err") {
@@ -37,13 +56,7 @@ pub(super) fn script_error(e: &Value, sha: &str, killed: bool) -> Reply {
             };
             (msg, source, line)
         }
-        // Errors that skip the message handler (out of memory).
-        Value::String(s) => (
-            format!("ERR {}", String::from_utf8_lossy(&s.as_bytes())),
-            None,
-            None,
-        ),
-        Value::Error(e) => (format!("ERR {}", error_text(e)), None, None),
+        // Only a killed run gets here with anything else (its text is KILLED).
         _ => ("ERR unknown error".to_string(), None, None),
     };
     if killed {

@@ -495,13 +495,28 @@ fn engine_panicked(
     vm_slot: &mut Option<engine::Vm>,
     panic: &Box<dyn std::any::Any + Send>,
 ) -> Reply {
+    *vm_slot = None;
+    panic_reply(panic)
+}
+
+/// Logs a panic caught around a Lua VM (the caller drops or rebuilds the VM) and
+/// returns the caller's error. A Lua error raised outside any protected call
+/// (`engine::LuaPanic`) keeps its text: "not enough memory" for the memory limit.
+fn panic_reply(panic: &Box<dyn std::any::Any + Send>) -> Reply {
+    if let Some(lua) = panic.downcast_ref::<engine::LuaPanic>() {
+        // Logged where it was raised (`engine::unprotected_error`).
+        return Reply::error(format!(
+            "{}: {}",
+            errors::INTERNAL_SCRIPT_PANIC,
+            functions::one_line(&lua.message)
+        ));
+    }
     let msg = panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_string());
     tracing::error!("panic while running a script (the Lua VM is rebuilt for the next one): {msg}");
-    *vm_slot = None;
     Reply::error(errors::INTERNAL_SCRIPT_PANIC)
 }
 

@@ -187,11 +187,18 @@ unsafe fn script_args(
     }
     let mut spec = None;
     argv.reserve(n as usize);
+    // Bytes copied out of the VM: bounded as everything our code builds from a
+    // script's values (`limit::BUILD_LIMIT`).
+    let mut copied = 0usize;
     for i in 1..=n {
         let arg = match ffi::lua_type(state, i) {
             ffi::LUA_TSTRING => {
                 let mut len = 0;
                 let p = ffi::lua_tolstring(state, i, &mut len);
+                copied = copied.saturating_add(len);
+                if copied > super::limit::BUILD_LIMIT {
+                    return Err(ARGS_TOO_BIG);
+                }
                 let text = std::slice::from_raw_parts(p.cast::<u8>(), len);
                 if i == 1 {
                     spec = commands::lookup(text);
@@ -207,6 +214,10 @@ unsafe fn script_args(
     }
     Ok(spec)
 }
+
+/// One redis.call's arguments would copy more than `limit::BUILD_LIMIT` bytes.
+const ARGS_TOO_BIG: &str =
+    "ERR not enough memory: the command's arguments are larger than the script's memory limit";
 
 /// A Lua number as a command argument: `%.17g`, as Redis's luaArgsToRedisArgv, so
 /// 15000 is "15000", 0.1 is "0.10000000000000001" and 1e17 is "1e+17". Integers

@@ -54,6 +54,7 @@ mod redlock_clusters;
 mod redlock_inprocess;
 mod rslock_interop;
 mod scripting;
+mod scripting_survival;
 mod security;
 mod shutdown;
 mod sort_dump;

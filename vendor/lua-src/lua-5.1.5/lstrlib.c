@@ -177,6 +177,7 @@ typedef struct MatchState {
   lua_State *L;
   int level;  /* total number of captures (finished or unfinished) */
   unsigned int steps;  /* redlockd: match() calls, for the hook */
+  int matchdepth;  /* redlockd: nested match() calls left, see match() */
   struct {
     const char *init;
     ptrdiff_t len;
@@ -376,7 +377,7 @@ static void matchhook (lua_State *L) {
     luaD_callhook(L, LUA_HOOKCOUNT, -1);
 }
 
-static const char *match (MatchState *ms, const char *s, const char *p) {
+static const char *do_match (MatchState *ms, const char *s, const char *p) {
   if ((++ms->steps & 0xFFFF) == 0) matchhook(ms->L);
   init: /* using goto's to optimize tail recursion */
   switch (*p) {
@@ -456,6 +457,23 @@ static const char *match (MatchState *ms, const char *s, const char *p) {
 
 
 
+/* redlockd: each quantifier ('?', '*', '-', '+') and capture nests one C call of the
+** matcher, so a pattern of 200,000 'a?' overflowed the C stack (the process died:
+** issue 40; Redis 7.0 dies the same way). As Lua 5.2 and later do, nesting past
+** MAXMATCHDEPTH raises "pattern too complex" instead. A raise leaves matchdepth
+** unrestored, which is harmless: the MatchState is abandoned with it. */
+#define MAXMATCHDEPTH 200
+
+static const char *match (MatchState *ms, const char *s, const char *p) {
+  const char *res;
+  if (ms->matchdepth-- == 0)
+    luaL_error(ms->L, "pattern too complex");
+  res = do_match(ms, s, p);
+  ms->matchdepth++;
+  return res;
+}
+
+
 static const char *lmemfind (const char *s1, size_t l1,
                                const char *s2, size_t l2) {
   if (l2 == 0) return s1;  /* empty strings are everywhere */
@@ -528,7 +546,7 @@ static int str_find_aux (lua_State *L, int find) {
     MatchState ms;
     int anchor = (*p == '^') ? (p++, 1) : 0;
     const char *s1=s+init;
-    ms.L = L; ms.steps = 0;
+    ms.L = L; ms.steps = 0; ms.matchdepth = MAXMATCHDEPTH;
     ms.src_init = s;
     ms.src_end = s+l1;
     do {
@@ -566,7 +584,7 @@ static int gmatch_aux (lua_State *L) {
   const char *s = lua_tolstring(L, lua_upvalueindex(1), &ls);
   const char *p = lua_tostring(L, lua_upvalueindex(2));
   const char *src;
-  ms.L = L; ms.steps = 0;
+  ms.L = L; ms.steps = 0; ms.matchdepth = MAXMATCHDEPTH;
   ms.src_init = s;
   ms.src_end = s+ls;
   for (src = s + (size_t)lua_tointeger(L, lua_upvalueindex(3));
@@ -670,7 +688,7 @@ static int str_gsub (lua_State *L) {
                    tr == LUA_TFUNCTION || tr == LUA_TTABLE, 3,
                       "string/function/table expected");
   luaL_buffinit(L, &b);
-  ms.L = L; ms.steps = 0;
+  ms.L = L; ms.steps = 0; ms.matchdepth = MAXMATCHDEPTH;
   ms.src_init = src;
   ms.src_end = src+srcl;
   while (n < max_s) {

@@ -1,3 +1,8 @@
+// redlockd: lua-5.1.5/ carries three patches (REDLOCKD.md). Cargo does not fingerprint
+// the C files this crate hands to mlua-sys's build script, only this file: a change to
+// a .c file comes with a change here (the patch list below), so that every checkout
+// rebuilds the Lua library. Patches: 1. lstring.c full string hash; 2. lstrlib.c
+// killable matcher; 3. lstrlib.c matcher nesting bound (MAXMATCHDEPTH).
 use std::env;
 use std::error::Error;
 use std::fs;
