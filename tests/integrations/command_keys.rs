@@ -777,6 +777,38 @@ async fn subcommands_in_read_only_scripts_as_redis() {
     ours.shutdown().await;
 }
 
+/// A script that ran a write subcommand (XGROUP CREATE) has written, as in Redis: past
+/// the busy time SCRIPT KILL refuses to stop it (UNKILLABLE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_ran_a_write_subcommand_is_unkillable() {
+    let server = start().await;
+    let mut con = conn(&server).await;
+    // The script says when it has written, so SCRIPT KILL does not race the write.
+    let mut wrote = client(&server).get_async_pubsub().await.unwrap();
+    wrote.subscribe("wrote").await.unwrap();
+    let script = "redis.call('xgroup', 'create', 's', 'g', '$', 'mkstream') \
+                  redis.call('publish', 'wrote', '1') while true do end";
+    let mut looping_con = conn(&server).await;
+    let looping =
+        tokio::spawn(async move { q::<Value>(&mut looping_con, &["EVAL", script, "0"]).await });
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::StreamExt::next(&mut wrote.on_message()),
+    )
+    .await
+    .expect("the script wrote")
+    .expect("a message");
+    server.clock().advance(Duration::from_secs(6));
+    let kill = q::<Value>(&mut con, &["SCRIPT", "KILL"]).await.unwrap_err();
+    assert_eq!(
+        error_text(&kill),
+        "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."
+    );
+    // Shutting the server down stops it (the test's way of SHUTDOWN NOSAVE).
+    server.shutdown().await;
+    assert!(looping.await.unwrap().is_err());
+}
+
 const ACL_FILE: &str = "\
 user admin on >adminpw ~* &* +@all
 user app on >pw ~lock:* resetchannels +@read +@write +@stream +@connection +@transaction -@dangerous +eval
