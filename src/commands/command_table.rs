@@ -165,8 +165,10 @@ pub struct Subcommand {
     pub fullname: &'static str,
     /// Counting both names (`XINFO STREAM key`: -3).
     pub arity: i32,
-    /// The flags of its own that matter to our checks (`ALLOW_BUSY`, `NOSCRIPT`,
-    /// `FENCED`), as Redis's command JSON gives them per subcommand.
+    /// Redis's flags for it (XGROUP CREATE: `WRITE | DENYOOM`; XINFO STREAM:
+    /// `READONLY`; CONFIG SET: `ADMIN | NOSCRIPT`...), plus redlockd's `FENCED`
+    /// where it applies: every check reads them, not the container's
+    /// (`Spec::flags_of`).
     pub flags: u32,
     pub cats: u32,
     /// Redis's key specs, and the legacy positions derived from them, as a command's.
@@ -178,6 +180,13 @@ pub struct Subcommand {
     pub id: usize,
 }
 
+impl Subcommand {
+    /// Flag names as COMMAND INFO lists them in the container's entry.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        flag_names(self.flags, self.cats)
+    }
+}
+
 /// How many ACL ids there are: one per command and one per subcommand.
 pub fn acl_ids() -> usize {
     COMMANDS.len() + SUBCOMMANDS.len()
@@ -186,39 +195,7 @@ pub fn acl_ids() -> usize {
 impl Spec {
     /// Flag names as COMMAND INFO lists them.
     pub fn flag_names(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        // Redis 7's order. Its `pubsub` flag marks the @pubsub commands (SUBSCRIBE,
-        // PUBLISH...), not what our PUBSUB flag means (allowed while subscribed: PING,
-        // QUIT, RESET too).
-        let pubsub = if self.cats & cats::C_PUBSUB != 0 {
-            u32::MAX
-        } else {
-            0
-        };
-        let names = [
-            (WRITE, "write"),
-            (READONLY, "readonly"),
-            (DENYOOM, "denyoom"),
-            (ADMIN, "admin"),
-            (pubsub, "pubsub"),
-            (NOSCRIPT, "noscript"),
-            (BLOCKING, "blocking"),
-            (FAST, "fast"),
-            (NO_AUTH, "no_auth"),
-            (NO_MANDATORY_KEYS, "no_mandatory_keys"),
-            (NO_MULTI, "no_multi"),
-            (
-                NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS | MOVABLE | GEO_STORE_KEYS,
-                "movablekeys",
-            ),
-            (ALLOW_BUSY, "allow_busy"),
-        ];
-        for (bits, name) in names {
-            if self.flags & bits != 0 {
-                out.push(name);
-            }
-        }
-        out
+        flag_names(self.flags, self.cats)
     }
 
     /// The subcommand `args` names, for a container command (`None` for a plain
@@ -230,15 +207,18 @@ impl Spec {
             .find(|s| s.fullname.as_bytes()[self.name.len() + 1..].eq_ignore_ascii_case(sub))
     }
 
-    /// The flags this call is checked by: a container command's subcommand has its
-    /// own (SCRIPT KILL is `ALLOW_BUSY`, CLIENT ID `NOSCRIPT`); a container's unknown
-    /// subcommand has none; a plain command has the row's.
+    /// The flags this call is checked by (WRITE, READONLY, DENYOOM, FENCED, NOSCRIPT,
+    /// ALLOW_BUSY, NO_MULTI...), as Redis checks `c->cmd`, the subcommand's command:
+    /// a plain command has the row's; a container command's subcommand has its own
+    /// (XGROUP CREATE is `write denyoom`, XINFO STREAM `readonly`, SCRIPT KILL
+    /// `allow_busy`, CLIENT ID `noscript`); a container's unknown subcommand has none.
+    /// A plain command pays one length test for the container case.
+    #[inline]
     pub fn flags_of(&self, args: &[Bytes]) -> u32 {
-        match self.subcommand(args) {
-            Some(sub) => sub.flags,
-            None if !self.subcommands.is_empty() => 0,
-            None => self.flags,
+        if self.subcommands.is_empty() {
+            return self.flags;
         }
+        self.subcommand(args).map_or(0, |sub| sub.flags)
     }
 
     /// Whether this call runs while a script is busy (Redis's `allow_busy`): a
@@ -319,6 +299,38 @@ impl Spec {
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         self.key_positions(args).map(|i| &args[i])
     }
+}
+
+/// The names COMMAND INFO lists for `flags`, in Redis 7's order (a command's or a
+/// subcommand's). Redis's `pubsub` flag marks the @pubsub commands (SUBSCRIBE,
+/// PUBLISH, PUBSUB CHANNELS...), not what our PUBSUB flag means (allowed while
+/// subscribed: PING, QUIT, RESET too). Redis's flags about replicas, loading and the
+/// monitor (`loading`, `stale`, `skip_monitor`...) are not modelled.
+fn flag_names(flags: u32, cats: u32) -> Vec<&'static str> {
+    let has = |bits: u32| flags & bits != 0;
+    let names = [
+        (has(WRITE), "write"),
+        (has(READONLY), "readonly"),
+        (has(DENYOOM), "denyoom"),
+        (has(ADMIN), "admin"),
+        (cats & cats::C_PUBSUB != 0, "pubsub"),
+        (has(NOSCRIPT), "noscript"),
+        (has(BLOCKING), "blocking"),
+        (has(FAST), "fast"),
+        (has(NO_AUTH), "no_auth"),
+        (has(NO_MANDATORY_KEYS), "no_mandatory_keys"),
+        (has(NO_MULTI), "no_multi"),
+        (
+            has(NUMKEYS_AT_1 | NUMKEYS_AT_2 | STREAMS_KEYS | MOVABLE | GEO_STORE_KEYS),
+            "movablekeys",
+        ),
+        (has(ALLOW_BUSY), "allow_busy"),
+    ];
+    names
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// The positions first..=last (negative last: from the end) by step, within `n`
@@ -454,18 +466,22 @@ pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
                 .iter()
                 .take_while(|s| is_sub_of(s.fullname, name))
                 .count();
-            // A container's own flags are for our checks; in Redis it has none.
-            let implicit = if len == 0 { flags } else { 0 };
             assert!(
                 len == 0 || keys.is_empty(),
                 "{name}: a container's keys are its subcommands'"
+            );
+            // A container has no flags, as in Redis: every check reads its
+            // subcommand's (`Spec::flags_of`).
+            assert!(
+                len == 0 || flags == 0,
+                "{name}: a container's flags are its subcommands'"
             );
             let (first_key, last_key, step) = key_specs::legacy_range(keys);
             Spec {
                 name,
                 arity,
                 flags,
-                cats: with_implicit_cats(implicit, cats),
+                cats: with_implicit_cats(flags, cats),
                 key_specs: keys,
                 first_key,
                 last_key,
@@ -741,6 +757,37 @@ mod tests {
             assert_eq!(texts(&info[2]), flags, "{name}'s flags");
             assert_eq!(texts(&info[6]), cats, "{name}'s ACL categories");
         }
+    }
+
+    /// A subcommand's ACL categories hold those its flags imply, as Redis's
+    /// `setImplicitACLCategories` gives them (write: @write, admin: @admin @dangerous,
+    /// readonly: @read...), so the flags and the categories of a row cannot disagree.
+    #[test]
+    fn subcommand_categories_follow_their_flags() {
+        for sub in SUBCOMMANDS.iter() {
+            assert_eq!(
+                cats::names(with_implicit_cats(sub.flags, sub.cats)).collect::<Vec<_>>(),
+                cats::names(sub.cats).collect::<Vec<_>>(),
+                "{}",
+                sub.fullname
+            );
+        }
+    }
+
+    /// The checks read a subcommand's flags (`Spec::flags_of`), a plain command's row.
+    #[test]
+    fn flags_of_reads_the_subcommand() {
+        let of = |args: &[&str]| {
+            let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+            lookup(&args[0]).unwrap().flags_of(&args)
+        };
+        assert_eq!(of(&["XGROUP", "CREATE", "s", "g", "$"]), WRITE | DENYOOM);
+        assert_eq!(of(&["xgroup", "destroy", "s", "g"]), WRITE);
+        assert_eq!(of(&["XINFO", "STREAM", "s"]), READONLY);
+        assert_eq!(of(&["XINFO", "HELP"]), 0);
+        assert_eq!(of(&["XINFO", "NOSUCH"]), 0);
+        assert_eq!(of(&["CONFIG", "SET", "a", "b"]), ADMIN | NOSCRIPT);
+        assert_eq!(of(&["GET", "k"]), READONLY | FAST);
     }
 
     /// ACL CAT: the categories in Redis's order, and a category's commands.

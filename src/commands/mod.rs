@@ -92,7 +92,7 @@ fn check(ctx: &mut Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
             spec.name
         )));
     }
-    if may_grow_memory(ctx, spec) && ctx.shared.over_maxmemory() {
+    if may_grow_memory(ctx, spec, args) && ctx.shared.over_maxmemory() {
         (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::Oom);
         return Err(Reply::error(errors::OOM));
     }
@@ -103,9 +103,11 @@ fn check(ctx: &mut Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
 /// (Redis's processCommand with noeviction; nothing is ever evicted): a command that
 /// may grow memory; after MULTI, every command but EXEC, DISCARD, QUIT and RESET
 /// (queueing takes memory); EXEC when its queue holds one. Reads, DEL and releases
-/// still run. Scripts have their own rule (`scripting::flags::check_oom`).
-fn may_grow_memory(ctx: &Ctx, spec: &Spec) -> bool {
-    if spec.flags & flags::DENYOOM != 0 {
+/// still run. A container command's subcommand decides for itself (XGROUP CREATE is
+/// denyoom, XGROUP DESTROY is not). Scripts have their own rule
+/// (`scripting::flags::check_oom`).
+fn may_grow_memory(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> bool {
+    if spec.flags_of(args) & flags::DENYOOM != 0 {
         return true;
     }
     let Some(t) = ctx.client.multi.as_ref() else {
@@ -132,18 +134,13 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
     }
 }
 
-/// Runs a command already looked up and arity-checked: the script rule, the fence, then
-/// the handler, with its stats.
+/// Runs a command already looked up and arity-checked (and, from a script, checked by
+/// `redis.call`: noscript, ACL, read-only, OOM): the fence, then the handler, with its
+/// stats.
 pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
-    // A container command's subcommand carries its own flags (CLIENT ID may not run
-    // in a script, CLIENT HELP may).
+    // A container command's subcommand carries its own flags (XGROUP CREATE is
+    // FENCED by its handler only, XINFO STREAM is READONLY).
     let own_flags = spec.flags_of(args);
-    if ctx.in_script
-        && own_flags & flags::NOSCRIPT != 0
-        && !ctx.shared.scripts_may_call_anything.load(Ordering::Relaxed)
-    {
-        return Reply::error("ERR This Redis command is not allowed from script");
-    }
     if own_flags & flags::FENCED != 0 {
         if let Err(e) = check_fences(ctx, spec, args) {
             return e;
@@ -168,11 +165,16 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             Err(e) => e,
         }
     };
+    // The row's flag, not the subcommand's: no container row is WRITE, as Redis wakes
+    // no stream reader after XGROUP CREATE / SETID (a reader blocked on a group moved
+    // back by SETID waits for the next XADD); XGROUP DESTROY signals itself.
     if spec.flags & flags::WRITE != 0 {
         // Stream readers blocked on a key this changed (see `signal_write`).
         (ctx.shared.blocking).signal_write(ctx.client.db, spec.keys(args).cloned());
     }
-    if spec.flags & flags::READONLY != 0 && !reply.is_error() {
+    // Client-side caching remembers the keys of a read, a subcommand's too (XINFO
+    // STREAM, OBJECT ENCODING), as Redis does by the subcommand's `readonly`.
+    if own_flags & flags::READONLY != 0 && !reply.is_error() {
         admin::tracking::remember_reads(ctx, spec, args);
     }
     if !ctx.in_script {
@@ -188,6 +190,17 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         stats.observe(spec, args, usec, &ctx.client.info, &ctx.shared.clock);
     }
     reply
+}
+
+/// Redis's refusal of a script's call to a `noscript` command, by the call's own flags
+/// (`Spec::flags_of`: CLIENT ID is refused, CLIENT HELP is not); none while DEBUG
+/// SET-DISABLE-DENY-SCRIPTS has turned `scripts_may_call_anything` on. `redis.call`
+/// checks it first, before the ACL and the script's write and OOM rules, in Redis's
+/// scriptCall order.
+pub fn refused_in_script(ctx: &Ctx, own_flags: u32) -> Option<&'static str> {
+    (own_flags & flags::NOSCRIPT != 0
+        && !ctx.shared.scripts_may_call_anything.load(Ordering::Relaxed))
+    .then_some("ERR This Redis command is not allowed from script")
 }
 
 /// The fences a FENCED command (one that could grant a lock) must pass: the restart

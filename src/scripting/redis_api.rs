@@ -247,6 +247,13 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
         // SAFETY: see `RunSlot::ctx`: we are inside the run that set the pointer, on
         // its thread, and nothing else uses the context while Lua runs.
         let ctx = unsafe { &mut *slot.ctx };
+        // Redis's scriptCall order: noscript, the caller's permissions, the script's
+        // writes, OOM; each by the subcommand's own flags for a container command
+        // (XGROUP CREATE is write and denyoom, XINFO STREAM readonly).
+        let own_flags = spec.flags_of(argv);
+        if let Some(refusal) = commands::refused_in_script(ctx, own_flags) {
+            return Err(refusal.into());
+        }
         // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
         if let Err(Reply::Error(e)) = commands::admin::acl_command::check(
             ctx,
@@ -256,10 +263,10 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
         ) {
             return Err(String::from_utf8_lossy(&e).into_owned());
         }
-        if slot.read_only && spec.flags & flags::WRITE != 0 {
+        if slot.read_only && own_flags & flags::WRITE != 0 {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
         }
-        if spec.flags & flags::DENYOOM != 0 && slot.refuses_oom() {
+        if own_flags & flags::DENYOOM != 0 && slot.refuses_oom() {
             return Err(errors::OOM.into());
         }
         // Redis 7.0's scriptVerifyClusterState: any routing refusal is this one error.
@@ -274,7 +281,7 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
         }
         // Looked up and arity-checked above: straight to the command's run.
         let reply = commands::run(ctx, spec, argv);
-        if spec.flags & flags::WRITE != 0 && !reply.is_error() {
+        if own_flags & flags::WRITE != 0 && !reply.is_error() {
             slot.wrote();
         }
         Ok((reply, slot.resp3.get()))

@@ -546,3 +546,86 @@ async fn same_transcript_as_redis_server() {
     assert_eq!(mine, theirs);
     ours.shutdown().await;
 }
+
+/// Sends PING and returns every frame up to its PONG: the invalidations pushed before.
+async fn pushes_then_pong(a: &mut Raw) -> Vec<String> {
+    a.send_cmd(&["PING"]).await;
+    let mut frames = Vec::new();
+    for _ in 0..4 {
+        let frame = a.reply().await;
+        let pong = frame == "+PONG\r\n";
+        frames.push(frame);
+        if pong {
+            break;
+        }
+    }
+    frames
+}
+
+/// A subcommand that reads (XINFO STREAM / GROUPS / CONSUMERS, OBJECT ENCODING) tracks
+/// its key as a read command does, directly and from a script; then a change by
+/// another client invalidates it. (The changes are XADD and SET: redis-server 7.0
+/// sends no invalidation for XGROUP's writes, redlockd does, as for any change.)
+async fn subcommand_transcript(node: &impl Addressed) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut a = resp3(node).await;
+    let mut b = Raw::to(node).await;
+    for args in [
+        &["FLUSHALL"][..],
+        &["XADD", "s", "1-0", "f", "v"],
+        &["XGROUP", "CREATE", "s", "g", "0"],
+        &["SET", "o", "12345"],
+    ] {
+        out.push(b.cmd(args).await);
+    }
+    out.push(a.cmd(&["CLIENT", "TRACKING", "on"]).await);
+    // Each read, then another client's change to its key.
+    let rounds: [(&[&str], &[&str]); 6] = [
+        (&["XINFO", "GROUPS", "s"], &["XADD", "s", "2-0", "f", "v"]),
+        (&["XINFO", "STREAM", "s"], &["XADD", "s", "3-0", "f", "v"]),
+        (
+            &["XINFO", "CONSUMERS", "s", "g"],
+            &["XADD", "s", "4-0", "f", "v"],
+        ),
+        (
+            &[
+                "EVAL",
+                "return #redis.call('XINFO', 'GROUPS', KEYS[1])",
+                "1",
+                "s",
+            ],
+            &["XADD", "s", "5-0", "f", "v"],
+        ),
+        (&["OBJECT", "ENCODING", "o"], &["SET", "o", "x"]),
+        (&["XINFO", "HELP"], &["XADD", "s", "6-0", "f", "v"]),
+    ];
+    for (read, change) in rounds {
+        let reply = a.cmd(read).await;
+        // XINFO's replies are compared elsewhere (streams tests): their kind only.
+        let reply = if read[0] == "XINFO" {
+            reply[..1].to_string()
+        } else {
+            reply
+        };
+        out.push(format!("a {read:?}: {reply}"));
+        out.push(format!("b {change:?}: {}", b.cmd(change).await));
+        out.push(format!("a: {:?}", pushes_then_pong(&mut a).await));
+    }
+    out
+}
+
+#[tokio::test]
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+async fn subcommand_reads_are_tracked_as_by_redis_server() {
+    let redis = RedisNode::start(None);
+    let ours = start_with(|c| c.clock = Some(redlockd::Clock::real())).await;
+    let theirs = subcommand_transcript(&redis).await;
+    let mine = subcommand_transcript(&ours).await;
+    assert_eq!(mine, theirs);
+    // Redis's own answer: the first XINFO read was tracked.
+    assert_eq!(
+        theirs[7],
+        format!("a: {:?}", [invalidate(&["s"]), "+PONG\r\n".into()])
+    );
+    ours.shutdown().await;
+}

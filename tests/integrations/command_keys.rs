@@ -489,6 +489,326 @@ async fn command_info_key_specs_match_redis() {
     );
 }
 
+/// Redis's flags about replicas, loading and the monitor: redlockd has none of these
+/// (tests/integrations/acl.rs leaves them out of the commands' flags alike).
+const UNMODELLED_FLAGS: &[&str] = &[
+    "loading",
+    "stale",
+    "skip_monitor",
+    "skip_slowlog",
+    "no_async_loading",
+    "asking",
+    "may_replicate",
+];
+
+/// A subcommand's name, flags (less `UNMODELLED_FLAGS`) and ACL categories (sorted),
+/// from its container's COMMAND INFO reply.
+type SubFlags = (String, Vec<String>, Vec<String>);
+
+fn subcommand_flags(reply: &Value) -> Vec<SubFlags> {
+    let texts = |v: &Value| -> Vec<String> {
+        let Value::Array(items) = v else {
+            panic!("{v:?}")
+        };
+        items
+            .iter()
+            .map(|i| match i {
+                Value::SimpleString(s) => s.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let Value::Array(entries) = reply else {
+        panic!("{reply:?}")
+    };
+    let Value::Array(e) = &entries[0] else {
+        panic!("{reply:?}")
+    };
+    let Value::Array(subs) = &e[9] else {
+        panic!("{e:?}")
+    };
+    let mut out: Vec<SubFlags> = subs
+        .iter()
+        .map(|sub| {
+            let Value::Array(f) = sub else {
+                panic!("{sub:?}")
+            };
+            let Value::BulkString(name) = &f[0] else {
+                panic!("{f:?}")
+            };
+            let mut flags = texts(&f[2]);
+            flags.retain(|f| !UNMODELLED_FLAGS.contains(&f.as_str()));
+            let mut cats = texts(&f[6]);
+            cats.sort();
+            (String::from_utf8(name.clone()).unwrap(), flags, cats)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every subcommand's flags (in Redis's order, less the unmodelled ones) and ACL
+/// categories are redis-server's: the checks read them (OOM above --maxmemory, WRITE
+/// in read-only scripts, READONLY for client-side caching...), so a client that reads
+/// COMMAND INFO (cluster clients routing reads) sees what they decide. redlockd's own
+/// subcommands (`OWN_SUBCOMMANDS`) have no counterpart to compare with.
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_info_subcommand_flags_match_redis() {
+    let redis = RedisNode::start(None);
+    let ours = start().await;
+    let mut r = conn(&redis).await;
+    let mut o = conn(&ours).await;
+    let names: Vec<String> = q(&mut o, &["COMMAND", "LIST"]).await.unwrap();
+    let mut compared = 0;
+    let mut diffs = Vec::new();
+    for name in &names {
+        let theirs: Value = q(&mut r, &["COMMAND", "INFO", name]).await.unwrap();
+        if theirs == Value::Array(vec![Value::Nil]) {
+            continue; // redlockd's own command
+        }
+        let mine: Value = q(&mut o, &["COMMAND", "INFO", name]).await.unwrap();
+        let mut m_subs = subcommand_flags(&mine);
+        m_subs.retain(|(n, _, _)| !OWN_SUBCOMMANDS.contains(&n.as_str()));
+        let t_subs = subcommand_flags(&theirs);
+        if m_subs.len() != t_subs.len() {
+            diffs.push(format!("{name}: {m_subs:?}\n  redis: {t_subs:?}"));
+            continue;
+        }
+        for (m, t) in m_subs.iter().zip(&t_subs) {
+            if m != t {
+                diffs.push(format!("{m:?}\n  redis: {t:?}"));
+            }
+        }
+        compared += t_subs.len();
+    }
+    assert!(
+        diffs.is_empty(),
+        "{} differ:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+    assert!(compared > 100, "{compared}");
+}
+
+/// The replies of `session`, one frame per command, from one connection.
+async fn transcript(node: &impl Addressed, session: &[&[&str]]) -> Vec<String> {
+    let mut c = Raw::to(node).await;
+    let mut out = Vec::new();
+    for args in session {
+        out.push(format!("{args:?} -> {}", c.cmd(args).await));
+    }
+    out
+}
+
+/// Above --maxmemory a subcommand is refused by its own `denyoom` (XGROUP CREATE and
+/// CREATECONSUMER, FUNCTION LOAD), directly and from a script, and its siblings run
+/// (XGROUP SETID / DELCONSUMER / DESTROY, XINFO): the same replies as redis-server's.
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subcommands_above_maxmemory_as_redis() {
+    const LIB: &str = "#!lua name=lib\nredis.register_function('f', function() return 1 end)";
+    let session: &[&[&str]] = &[
+        &["FLUSHALL"],
+        &["XADD", "s", "1-0", "f", "v"],
+        &["XGROUP", "CREATE", "s", "g0", "0"],
+        &["CONFIG", "SET", "maxmemory", "1"],
+        &["XGROUP", "CREATE", "s", "g", "0"],
+        &["XGROUP", "CREATE", "new", "g", "$", "MKSTREAM"],
+        &["XGROUP", "CREATECONSUMER", "s", "g0", "c"],
+        &["XGROUP", "SETID", "s", "g0", "0"],
+        &["XGROUP", "DELCONSUMER", "s", "g0", "c"],
+        &[
+            "EVAL",
+            "return #redis.call('XINFO', 'GROUPS', KEYS[1])",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('XGROUP', 'CREATE', KEYS[1], 'g2', '0')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('XGROUP', 'CREATECONSUMER', KEYS[1], 'g0', 'c')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('XGROUP', 'SETID', KEYS[1], 'g0', '0')",
+            "1",
+            "s",
+        ],
+        &["FUNCTION", "LOAD", LIB],
+        &["OBJECT", "ENCODING", "s"],
+        &["XGROUP", "DESTROY", "s", "g0"],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["XGROUP", "CREATE", "s", "g", "0"],
+        &["EXISTS", "new"],
+    ];
+    let redis = RedisNode::start(None);
+    let ours = start().await;
+    let theirs = transcript(&redis, session).await;
+    let mine = transcript(&ours, session).await;
+    assert_eq!(mine, theirs);
+    assert!(mine[4].ends_with("-OOM command not allowed when used memory > 'maxmemory'.\r\n"));
+    let theirs = exec_above_maxmemory(&redis).await;
+    let mine = exec_above_maxmemory(&ours).await;
+    assert_eq!(mine, theirs);
+    ours.shutdown().await;
+}
+
+/// Two transactions queued below --maxmemory and sent EXEC above it (another client
+/// lowers it): the one holding XGROUP CREATE (denyoom) is refused, the one holding
+/// only XGROUP DESTROY (write, not denyoom) runs.
+async fn exec_above_maxmemory(node: &impl Addressed) -> Vec<String> {
+    let mut a = Raw::to(node).await;
+    let mut b = Raw::to(node).await;
+    let mut out = Vec::new();
+    for args in [
+        &["FLUSHALL"][..],
+        &["XADD", "s", "1-0", "f", "v"],
+        &["XGROUP", "CREATE", "s", "g0", "0"],
+    ] {
+        out.push(a.cmd(args).await);
+    }
+    for queued in [
+        &["XGROUP", "CREATE", "s", "g", "0"][..],
+        &["XGROUP", "DESTROY", "s", "g0"],
+    ] {
+        out.push(a.cmd(&["MULTI"]).await);
+        out.push(a.cmd(queued).await);
+        out.push(b.cmd(&["CONFIG", "SET", "maxmemory", "1"]).await);
+        out.push(a.cmd(&["EXEC"]).await);
+        out.push(b.cmd(&["CONFIG", "SET", "maxmemory", "0"]).await);
+    }
+    out
+}
+
+/// In a read-only script (EVAL_RO, `#!lua flags=no-writes`) a subcommand is refused by
+/// its own `write` (XGROUP CREATE / DESTROY) and runs when it only reads (XINFO STREAM,
+/// OBJECT ENCODING); a `noscript` one is refused for that first, as redis-server
+/// checks `noscript` before the script's permissions and writes. Same replies as
+/// redis-server's, and no group is created.
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subcommands_in_read_only_scripts_as_redis() {
+    let session: &[&[&str]] = &[
+        &["FLUSHALL"],
+        &["XADD", "s", "1-0", "f", "v"],
+        &[
+            "EVAL_RO",
+            "return redis.call('XINFO', 'STREAM', KEYS[1])[2]",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL_RO",
+            "return #redis.call('XINFO', 'GROUPS', KEYS[1])",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL_RO",
+            "return redis.call('OBJECT', 'ENCODING', KEYS[1])",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL_RO",
+            "return redis.call('XGROUP', 'CREATE', KEYS[1], 'g', '0')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL_RO",
+            "return redis.pcall('XGROUP', 'CREATE', KEYS[1], 'g', '0')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL_RO",
+            "return redis.call('XGROUP', 'DESTROY', KEYS[1], 'g')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('XGROUP', 'CREATE', KEYS[1], 'g', '0')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('XINFO', 'STREAM', KEYS[1])[2]",
+            "1",
+            "s",
+        ],
+        &["EVAL_RO", "return redis.call('FUNCTION', 'FLUSH')", "0"],
+        &["EVAL_RO", "return redis.call('BLPOP', 'l', '0')", "0"],
+        &[
+            "EVAL_RO",
+            "return #redis.call('XINFO', 'GROUPS', KEYS[1])",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('XGROUP', 'CREATE', KEYS[1], 'g', '0')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL_RO",
+            "return #redis.call('XINFO', 'GROUPS', KEYS[1])",
+            "1",
+            "s",
+        ],
+    ];
+    let redis = RedisNode::start(None);
+    let ours = start().await;
+    let theirs = transcript(&redis, session).await;
+    let mine = transcript(&ours, session).await;
+    assert_eq!(mine, theirs);
+    assert!(mine[5].contains("-ERR Write commands are not allowed from read-only scripts."));
+    ours.shutdown().await;
+}
+
+/// A script that ran a write subcommand (XGROUP CREATE) has written, as in Redis: past
+/// the busy time SCRIPT KILL refuses to stop it (UNKILLABLE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_ran_a_write_subcommand_is_unkillable() {
+    let server = start().await;
+    let mut con = conn(&server).await;
+    // The script says when it has written, so SCRIPT KILL does not race the write.
+    let mut wrote = client(&server).get_async_pubsub().await.unwrap();
+    wrote.subscribe("wrote").await.unwrap();
+    let script = "redis.call('xgroup', 'create', 's', 'g', '$', 'mkstream') \
+                  redis.call('publish', 'wrote', '1') while true do end";
+    let mut looping_con = conn(&server).await;
+    let looping =
+        tokio::spawn(async move { q::<Value>(&mut looping_con, &["EVAL", script, "0"]).await });
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::StreamExt::next(&mut wrote.on_message()),
+    )
+    .await
+    .expect("the script wrote")
+    .expect("a message");
+    server.clock().advance(Duration::from_secs(6));
+    let kill = q::<Value>(&mut con, &["SCRIPT", "KILL"]).await.unwrap_err();
+    assert_eq!(
+        error_text(&kill),
+        "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."
+    );
+    // Shutting the server down stops it (the test's way of SHUTDOWN NOSAVE).
+    server.shutdown().await;
+    assert!(looping.await.unwrap().is_err());
+}
+
 const ACL_FILE: &str = "\
 user admin on >adminpw ~* &* +@all
 user app on >pw ~lock:* resetchannels +@read +@write +@stream +@connection +@transaction -@dangerous +eval

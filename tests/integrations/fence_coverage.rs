@@ -3,7 +3,8 @@
 //! up, sent directly, from EVAL, from FCALL and inside MULTI, and the keyspace does not
 //! change; every other write runs and neither creates a key nor lengthens a TTL.
 //! The same cases, above --maxmemory, get Redis's OOM refusal exactly when the table
-//! marks the command `denyoom`.
+//! marks the command `denyoom` (a container command's case: its subcommand, XGROUP
+//! CREATE is denyoom and XGROUP DESTROY is not).
 //!
 //! The list below must name every command of the table (COMMAND LIST): a command
 //! added later fails `the_cases_cover_the_whole_table` until someone says, with a
@@ -138,8 +139,9 @@ const WRITES: &[(&str, &[Case])] = &[
     // stream that exists (XGROUP's other subcommands, XREADGROUP's consumers and
     // PEL, XCLAIM, XACK...).
     ("xadd", &[(&["XADD", "new", "1-1", "f", "v"], Fenced), (&["XADD", "x", "9-1", "f", "v"], Fenced)]),
-    ("xgroup", &[(&["XGROUP", "CREATE", "new", "g", "$", "MKSTREAM"], Fenced),
-                 (&["XGROUP", "CREATECONSUMER", "x", "g", "c2"], Runs), (&["XGROUP", "DESTROY", "x", "g"], Runs)]),
+    ("xgroup", &[(&["XGROUP", "CREATE", "new", "g", "$", "MKSTREAM"], Fenced), (&["XGROUP", "CREATE", "x", "g2", "0"], Runs),
+                 (&["XGROUP", "CREATECONSUMER", "x", "g", "c2"], Runs), (&["XGROUP", "DESTROY", "x", "g"], Runs),
+                 (&["XGROUP", "DELCONSUMER", "x", "g", "c1"], Runs), (&["XGROUP", "SETID", "x", "g", "0"], Runs)]),
     ("xdel", &[(&["XDEL", "x", "1-1"], Runs)]),
     ("xtrim", &[(&["XTRIM", "x", "MAXLEN", "0"], Runs)]),
     ("xsetid", &[(&["XSETID", "x", "9-9"], Runs)]),
@@ -214,9 +216,25 @@ const TTL_SETTERS: &[&str] = &[
     "getex",
 ];
 
-/// Commands Redis marks `denyoom` that cannot create a key nor lengthen a TTL (PFDEBUG
-/// rewrites an existing HyperLogLog only).
-const DENYOOM_UNFENCED: &[&str] = &["lset", "linsert", "xsetid", "pfdebug"];
+/// Commands and subcommands Redis marks `denyoom` that cannot create a key nor lengthen
+/// a TTL (PFDEBUG rewrites an existing HyperLogLog only; XGROUP CREATECONSUMER adds a
+/// consumer to a stream that exists).
+const DENYOOM_UNFENCED: &[&str] = &[
+    "lset",
+    "linsert",
+    "xsetid",
+    "pfdebug",
+    "xgroup|createconsumer",
+];
+
+/// Subcommands Redis marks `write` that change the function libraries, not the
+/// keyspace: nothing there for the fence to refuse (`function` is in NOT_WRITES).
+const CODE_WRITES: &[&str] = &[
+    "function|delete",
+    "function|flush",
+    "function|load",
+    "function|restore",
+];
 
 /// One library for FCALL: `call` runs its arguments as a command.
 const LIBRARY: &str = "#!lua name=fc\nredis.register_function('call', function(keys, args) return redis.pcall(unpack(args)) end)";
@@ -395,30 +413,68 @@ async fn send(c: &mut Raw, via: Via, args: &[String]) -> (String, Option<String>
     }
 }
 
-/// Every command's flags, as COMMAND INFO lists them.
-async fn flags_of(c: &mut Raw) -> BTreeMap<String, BTreeSet<String>> {
-    let names = sorted_bulks(&c.cmd(&["COMMAND", "LIST"]).await);
+/// Every command's and every subcommand's (`xgroup|create`) flags, as COMMAND INFO
+/// lists them.
+async fn flags_of(node: &TestServer) -> BTreeMap<String, BTreeSet<String>> {
+    use redis::Value;
+    fn text(v: &Value) -> String {
+        match v {
+            Value::BulkString(b) => String::from_utf8(b.clone()).unwrap(),
+            Value::SimpleString(s) => s.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+    fn add(entry: &Value, out: &mut BTreeMap<String, BTreeSet<String>>) {
+        let Value::Array(e) = entry else {
+            panic!("{entry:?}")
+        };
+        let (Value::Array(flags), Value::Array(subs)) = (&e[2], &e[9]) else {
+            panic!("{e:?}")
+        };
+        out.insert(text(&e[0]), flags.iter().map(text).collect());
+        for sub in subs {
+            add(sub, out);
+        }
+    }
+    let mut c = conn(node).await;
     let mut out = BTreeMap::new();
-    for name in names {
-        let info = c.cmd(&["COMMAND", "INFO", &name]).await;
-        // The flags are the first array of status replies: "*N\r\n+write\r\n...".
-        let flags: BTreeSet<String> = info
-            .split("\r\n")
-            .filter_map(|l| l.strip_prefix('+'))
-            .map(str::to_string)
-            .collect();
-        out.insert(name, flags);
+    let Value::Array(infos) = q(&mut c, &["COMMAND", "INFO"]).await.unwrap() else {
+        panic!("COMMAND INFO")
+    };
+    for info in &infos {
+        add(info, &mut out);
     }
     out
 }
 
-/// The write cases of one command name.
-fn cases_of(name: &str) -> &'static [Case] {
-    WRITES
+/// The flags a case is called with: its subcommand's for a container command.
+fn flags_of_case<'a>(
+    flags: &'a BTreeMap<String, BTreeSet<String>>,
+    name: &str,
+    args: &[&str],
+) -> &'a BTreeSet<String> {
+    let sub = args
+        .get(1)
+        .map(|s| format!("{name}|{}", s.to_ascii_lowercase()));
+    sub.and_then(|sub| flags.get(&sub)).unwrap_or(&flags[name])
+}
+
+/// The write cases of one command name, or of one subcommand (`xgroup|create`: its
+/// container's cases that call it).
+fn cases_of(name: &str) -> Vec<Case> {
+    let (parent, sub) = match name.split_once('|') {
+        Some((parent, sub)) => (parent, Some(sub)),
+        None => (name, None),
+    };
+    let cases = WRITES
         .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, c)| *c)
-        .unwrap_or(&[])
+        .find(|(n, _)| *n == parent)
+        .map_or(&[][..], |(_, c)| *c);
+    cases
+        .iter()
+        .filter(|(args, _)| sub.is_none_or(|sub| args[1].eq_ignore_ascii_case(sub)))
+        .copied()
+        .collect()
 }
 
 /// What a Runs case changed that it may not: a key that appeared, a deadline moved
@@ -441,21 +497,35 @@ fn created_or_lengthened(before: &State, after: &State) -> Option<String> {
 }
 
 /// Every command of the table has its place here, and the lists agree with the
-/// table's flags: every `write` command has cases, nothing else does; every `denyoom`
-/// command and every TTL setter has a Fenced case unless it is named as one that
-/// cannot create a key.
+/// table's flags: every `write` command and subcommand has cases, nothing else does;
+/// every `denyoom` command or subcommand and every TTL setter has a Fenced case unless
+/// it is named as one that cannot create a key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cases_cover_the_whole_table() {
-    let mut node = Node::start(false).await;
-    let flags = flags_of(&mut node.c).await;
-    assert!(flags.len() > 150, "COMMAND LIST: {}", flags.len());
+    let node = Node::start(false).await;
+    let flags = flags_of(&node.server).await;
+    assert!(flags.len() > 250, "COMMAND INFO: {}", flags.len());
     let listed: BTreeSet<&str> = WRITES.iter().map(|(n, _)| *n).collect();
     let not_writes: BTreeSet<&str> = NOT_WRITES.iter().copied().collect();
     assert_eq!(listed.len(), WRITES.len(), "a command listed twice");
+    let mut subs_with_cases = 0;
     for (name, f) in &flags {
         let write = f.contains("write");
         let name = name.as_str();
-        if write {
+        if name.contains('|') {
+            // A subcommand: its writes have cases among its container's.
+            if CODE_WRITES.contains(&name) {
+                assert!(write, "{name} is not a write: take it off CODE_WRITES");
+            } else if write {
+                assert!(
+                    !cases_of(name).is_empty(),
+                    "{name} is a write: give it cases in WRITES under its command"
+                );
+                subs_with_cases += 1;
+            } else {
+                assert!(cases_of(name).is_empty(), "{name} is not a write");
+            }
+        } else if write {
             assert!(
                 listed.contains(name),
                 "{name} is a write: give it cases in WRITES (Fenced if it can create a key or lengthen a TTL)"
@@ -469,7 +539,10 @@ async fn the_cases_cover_the_whole_table() {
             );
         }
         let fenced_case = cases_of(name).iter().any(|(_, e)| *e == Fenced);
-        if f.contains("denyoom") && !DENYOOM_UNFENCED.contains(&name) {
+        if f.contains("denyoom")
+            && !DENYOOM_UNFENCED.contains(&name)
+            && !CODE_WRITES.contains(&name)
+        {
             assert!(
                 fenced_case,
                 "{name} is write + denyoom in Redis: it needs a Fenced case"
@@ -479,7 +552,13 @@ async fn the_cases_cover_the_whole_table() {
             assert!(fenced_case, "{name} can set a TTL: it needs a Fenced case");
         }
     }
-    for name in listed.iter().chain(&not_writes) {
+    assert!(subs_with_cases >= 5, "XGROUP's writes: {subs_with_cases}");
+    for name in listed
+        .iter()
+        .chain(&not_writes)
+        .chain(DENYOOM_UNFENCED)
+        .chain(CODE_WRITES)
+    {
         assert!(flags.contains_key(*name), "{name} is not in the table");
     }
     for name in &not_writes {
@@ -491,12 +570,12 @@ async fn the_cases_cover_the_whole_table() {
 /// collected, not stopped at: the message lists every case that slipped through.
 async fn fenced_via(via: Via) {
     let mut node = Node::start(true).await;
-    let flags = flags_of(&mut node.c).await;
+    let flags = flags_of(&node.server).await;
     let mut failures = Vec::new();
     let mut checked = 0;
     for (name, cases) in WRITES {
-        let noscript = flags[*name].contains("noscript");
         for (args, expect) in *cases {
+            let noscript = flags_of_case(&flags, name, args).contains("noscript");
             let before = node.fixture(true).await;
             let args = node.args(args);
             let what = format!("{via:?} {args:?}");
@@ -562,16 +641,18 @@ async fn every_key_creating_write_is_fenced_inside_multi() {
 }
 
 /// Above --maxmemory, each case gets Redis's OOM refusal, directly and from a script,
-/// exactly when the table marks its command `denyoom`; a refused one changes nothing.
+/// exactly when the table marks its command (a container's: the subcommand) `denyoom`;
+/// a refused one changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_cases_above_maxmemory() {
     let mut node = Node::start(false).await;
-    let flags = flags_of(&mut node.c).await;
+    let flags = flags_of(&node.server).await;
     let mut failures = Vec::new();
+    let mut refused = BTreeSet::new();
     for (name, cases) in WRITES {
-        let denyoom = flags[*name].contains("denyoom");
-        let noscript = flags[*name].contains("noscript");
         for (args, _) in *cases {
+            let own = flags_of_case(&flags, name, args);
+            let (denyoom, noscript) = (own.contains("denyoom"), own.contains("noscript"));
             for via in [Via::Direct, Via::Eval] {
                 if matches!(via, Via::Eval) && noscript {
                     continue;
@@ -587,6 +668,7 @@ async fn the_same_cases_above_maxmemory() {
                     if reply != err(OOM) || after != before {
                         failures.push(format!("{what} not refused: {reply:?}, keyspace {after:?}"));
                     }
+                    refused.insert(args[..2].join(" "));
                 } else if reply.starts_with("-OOM") {
                     failures.push(format!("{what} is not denyoom but got {reply:?}"));
                 }
@@ -594,6 +676,10 @@ async fn the_same_cases_above_maxmemory() {
         }
     }
     assert_eq!(node.c.cmd(&["CONFIG", "SET", "maxmemory", "0"]).await, OK);
+    // Redis 7.0's denyoom subcommands are refused, their write siblings are not.
+    assert!(refused.contains("XGROUP CREATE"), "{refused:?}");
+    assert!(refused.contains("XGROUP CREATECONSUMER"), "{refused:?}");
+    assert!(!refused.contains("XGROUP DESTROY"), "{refused:?}");
     assert!(
         failures.is_empty(),
         "{} case(s) failed:\n{}",

@@ -87,17 +87,12 @@ pub fn shutdown(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// COMMAND INFO's 10-element entry for a command: name, arity, flags, first key,
 /// last key, step, ACL categories, tips, key specs, subcommands.
 fn command_entry(spec: &Spec) -> Reply {
-    // A container command (CONFIG, OBJECT...) has no flags of its own in Redis 7: its
-    // subcommands do. Ours keep some on the container for our own checks.
-    let flags = if spec.subcommands.is_empty() {
-        spec.flag_names()
-    } else {
-        Vec::new()
-    };
+    // A container command (CONFIG, OBJECT...) has no flags of its own, as in Redis 7:
+    // its subcommands do.
     entry(
         spec.name,
         spec.arity,
-        flags,
+        spec.flag_names(),
         (spec.first_key, spec.last_key, spec.step),
         spec.cats,
         spec.key_specs,
@@ -105,21 +100,12 @@ fn command_entry(spec: &Spec) -> Reply {
     )
 }
 
-/// A subcommand's entry in its container's (the same ten fields). Its flags are the
-/// ones our checks read (`noscript`, `allow_busy`), not all of Redis's.
+/// A subcommand's entry in its container's (the same ten fields), with its own flags.
 fn subcommand_entry(sub: &Subcommand) -> Reply {
-    let flags = [
-        (flags::NOSCRIPT, "noscript"),
-        (flags::ALLOW_BUSY, "allow_busy"),
-    ]
-    .into_iter()
-    .filter(|(bit, _)| sub.flags & bit != 0)
-    .map(|(_, name)| name)
-    .collect();
     entry(
         sub.fullname,
         sub.arity,
-        flags,
+        sub.flag_names(),
         (sub.first_key, sub.last_key, sub.step),
         sub.cats,
         sub.key_specs,

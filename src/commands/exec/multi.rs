@@ -61,9 +61,10 @@ pub fn flag_failed(ctx: &mut Ctx) {
 pub fn queue(ctx: &mut Ctx, spec: &'static Spec, args: &mut Vec<Bytes>) -> Option<Reply> {
     use crate::commands::command_table::flags;
     ctx.client.multi.as_ref()?;
-    let refusal = if spec.flags & flags::NO_MULTI != 0 {
+    let own_flags = spec.flags_of(args);
+    let refusal = if own_flags & flags::NO_MULTI != 0 {
         Some(Reply::error("ERR Command not allowed inside a transaction"))
-    } else if spec.flags_of(args) & flags::FENCED != 0 {
+    } else if own_flags & flags::FENCED != 0 {
         crate::commands::check_fences(ctx, spec, args).err()
     } else {
         None
@@ -93,12 +94,13 @@ impl Transaction {
             .flat_map(|(spec, args)| spec.keys(args).map(|k| &k[..]))
     }
 
-    /// Whether a queued command may grow memory (EXEC is refused above --maxmemory).
+    /// Whether a queued command may grow memory (EXEC is refused above --maxmemory),
+    /// a subcommand by its own flags (XGROUP CREATE).
     pub fn holds_denyoom(&self) -> bool {
         use crate::commands::command_table::flags;
         self.queue
             .iter()
-            .any(|(spec, _)| spec.flags & flags::DENYOOM != 0)
+            .any(|(spec, args)| spec.flags_of(args) & flags::DENYOOM != 0)
     }
 }
 
