@@ -6,7 +6,7 @@ const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const net = require("node:net");
 const Redis = require("ioredis");
-const { default: Redlock, ExecutionError } = require("redlock");
+const { default: Redlock } = require("redlock");
 const { startServer, startCluster, RedlockdError } = require("redlockd");
 
 function resp(...args) {
@@ -220,20 +220,4 @@ test("redlock: a lost acquire reply on one node: ioredis resends, redlock still 
     assert.deepEqual(await holders(clients), [lock.value, lock.value, lock.value]);
     await lock.release();
     assert.deepEqual(await holders(clients), [null, null, null]);
-  }));
-
-test("redlock: acquire replies lost on every node: rejected although it set all three; its cleanup frees them (after the rejection)", () =>
-  redlockCluster(async (cluster, clients, redlock) => {
-    for (const i of [0, 1, 2]) await cluster.node(i).fault({ action: "drop_reply", command: "eval", key: "job", count: 1 });
-    await assert.rejects(redlock.acquire(["job"], 10_000), ExecutionError);
-    for (const f of await cluster.faults()) assert.equal(f.fired, 1);
-    await cluster.clearFaults();
-    // No clock move needed: the release redlock sends on failure lands shortly after.
-    const deadline = Date.now() + 5_000;
-    while ((await holders(clients)).some((h) => h !== null) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 2));
-    }
-    assert.deepEqual(await holders(clients), [null, null, null]);
-    const lock = await redlock.acquire(["job"], 10_000);
-    await lock.release();
   }));

@@ -1,13 +1,36 @@
-"""What Python lock libraries do when the reply to their SET NX is lost (the command
-ran: the lock is taken; the client sees a closed connection), found with
-Node.fault("drop_reply"). Each test asserts what the library really does."""
+"""The lost reply: what Python lock libraries (default settings) do when the reply to
+their SET NX is lost (the command ran: the lock is taken; the client sees a closed
+connection). The faults come from `redlockd harness` (docs/testing.md), driven by the
+redlockd Python package from this repository's sources on the binary run.sh tests.
+Each case asserts what the library really does."""
 
+import os
+import sys
 import time
 
 import pytest
 import redis
 import redis_lock
 from pottery import Redlock
+
+from helpers import BIN, KIND
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "packaging", "python", "python"))
+import redlockd  # noqa: E402  (the package's sources, not an installed wheel)
+
+pytestmark = pytest.mark.skipif(KIND != "redlockd", reason="needs redlockd harness's scoped faults")
+
+
+@pytest.fixture
+def redlockd_server():
+    with redlockd.Server(binary=BIN) as server:
+        yield server
+
+
+@pytest.fixture
+def redlockd_cluster():
+    with redlockd.Cluster(3, binary=BIN) as cluster:
+        yield cluster
 
 
 def eventually(check, within=5.0):
@@ -62,7 +85,6 @@ def test_python_redis_lock_recovers_a_lost_set_nx_reply_by_releasing(redlockd_se
     r.close()
 
 
-@pytest.mark.redlockd(nodes=3)
 def test_pottery_redlock_one_lost_reply_keeps_quorum_and_releases_every_node(redlockd_cluster):
     """pottery Redlock, 3 nodes, one node's SET NX reply lost: 2 of 3 is a quorum, so
     it holds the lock; release() clears all three, the silent one included. (acquire()
@@ -79,7 +101,6 @@ def test_pottery_redlock_one_lost_reply_keeps_quorum_and_releases_every_node(red
         c.close()
 
 
-@pytest.mark.redlockd(nodes=3)
 def test_pottery_redlock_two_lost_replies_fail_and_clean_up(redlockd_cluster):
     """Two of three replies lost: no quorum, acquire() returns False, and pottery
     releases on every node, so the keys its lost SETs left are gone at once."""
