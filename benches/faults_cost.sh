@@ -10,7 +10,11 @@
 #   - SET NX PX 30000 at P=16: rps
 #   - EVALSHA of the compare-and-delete release script at P=1: rps and the server's CPU
 #     per request (utime + stime from /proc/PID/stat)
-# Needs redis-server's redis-benchmark and redis-cli. Results: docs/benchmarks.md.
+# With CALLGRIND=1, instead: user-space instructions per request of each build under
+# callgrind (instrumentation switched on after startup), for the same two workloads
+# (CG_N requests each, default 20000): load-independent, where the rps are noisy.
+# Needs redis-server's redis-benchmark and redis-cli (and valgrind for CALLGRIND=1).
+# Results: docs/benchmarks.md.
 set -euo pipefail
 BEFORE="${1:?usage: benches/faults_cost.sh BEFORE AFTER [requests]}"
 AFTER="${2:?usage: benches/faults_cost.sh BEFORE AFTER [requests]}"
@@ -18,6 +22,36 @@ N="${3:-200000}"
 ROUNDS="${ROUNDS:-5}"
 command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null \
   || { echo "needs redis-benchmark and redis-cli (apt-get install redis-tools)"; exit 1; }
+if [[ -n "${CALLGRIND:-}" ]]; then
+  CG_N="${CG_N:-20000}"
+  free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+  SCRIPT='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
+  instructions() { # binary workload -> instructions per request
+    local dir port pid sha
+    dir=$(mktemp -d); port=$(free_port)
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" \
+      "$1" --port "$port" --restart-delay 0 --dir "$dir" --log warn >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$SCRIPT")
+    callgrind_control -i on "$pid" >/dev/null 2>&1
+    if [[ $2 == set ]]; then
+      redis-benchmark -p "$port" -c 50 -n "$CG_N" -r 100000 -P 16 -q SET lock:__rand_int__ v NX PX 30000 >/dev/null
+    else
+      redis-benchmark -p "$port" -c 50 -n "$CG_N" -r 100000 -q EVALSHA "$sha" 1 lock:__rand_int__ token >/dev/null
+    fi
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    awk -v n="$CG_N" '/^(summary|totals):/ {t=$2} END {printf "%.0f", t/n}' "$dir"/cg.out*
+    rm -rf "$dir"
+  }
+  printf '%-44s %10s %10s %7s\n' "instructions per request ($CG_N requests)" before after "after/before"
+  for w in set evalsha; do
+    b=$(instructions "$BEFORE" "$w"); a=$(instructions "$AFTER" "$w")
+    label="SET NX PX, P=16"; [[ $w == evalsha ]] && label="EVALSHA compare-and-delete, P=1"
+    printf '%-44s %10s %10s %7s\n' "$label" "$b" "$a" "$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3fx", a/b}')"
+  done
+  exit 0
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 WORK=$(mktemp -d)
 PIDS=()
