@@ -3,8 +3,13 @@
 //! state lives here; the accept loop and the connection loop only ask it, through the
 //! few calls below, whether to execute, and report what they read.
 //!
+//! Faults scoped to one command, key or client (a lost reply, an error, a delay) are in
+//! `scoped`.
+//!
 //! Production nodes never leave `Up`: then `begin_request` is an atomic store and load,
 //! and the pause bookkeeping does nothing.
+
+pub mod scoped;
 
 use super::clients::ClientInfo;
 use super::shared::Shared;
@@ -38,6 +43,8 @@ pub struct Faults {
     pause_tickets: AtomicU64,
     /// Woken when a connection has run its paused backlog (or gone away).
     pause_turn: Notify,
+    /// Faults scoped to a command, key or client, and the history (`scoped`).
+    pub scoped: scoped::ScopedFaults,
 }
 
 impl Faults {
@@ -48,6 +55,7 @@ impl Faults {
             listening: watch::Sender::new(true),
             pause_tickets: AtomicU64::new(0),
             pause_turn: Notify::new(),
+            scoped: scoped::ScopedFaults::default(),
         }
     }
 

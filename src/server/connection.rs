@@ -6,6 +6,7 @@
 use crate::commands::exec::blocking::{Blocked, Waiter};
 use crate::commands::families::pubsub::{Message, Subscriber};
 use crate::commands::{command_table, dispatch, Ctx};
+use crate::node::faults::scoped::{After, Instead};
 use crate::node::{ClientInfo, ClientState, NetState, Shared};
 use crate::protocol::{encode, errors, parse_request_into, Limits, Reply};
 use bytes::BytesMut;
@@ -224,8 +225,23 @@ async fn run<S: Stream>(
                     Ok(true) if args.is_empty() => continue,
                     Ok(true) => {
                         ran += 1;
-                        let mut ctx = Ctx::new(shared, client);
-                        let mut reply = dispatch_caught(&mut ctx, &mut args).await;
+                        // A scoped fault or the history (`faults::scoped`): `None`,
+                        // after one atomic load, when neither is set.
+                        let scoped = &shared.faults.scoped;
+                        let hook = scoped.before_request(&shared.clock, &info, &args);
+                        let instead = hook.as_ref().and_then(|h| h.instead(scoped));
+                        let mut reply = match instead {
+                            None => {
+                                let mut ctx = Ctx::new(shared, client);
+                                dispatch_caught(&mut ctx, &mut args).await
+                            }
+                            Some(Instead::Answer(r)) => r,
+                            Some(Instead::Close) => {
+                                args.clear();
+                                close = true;
+                                break;
+                            }
+                        };
                         args.clear();
                         // Wake BLPOP waiters on keys this command pushed to, queue
                         // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
@@ -245,12 +261,26 @@ async fn run<S: Stream>(
                                 None => return Ok(()),
                             }
                         }
+                        if let Some(hook) = hook {
+                            // A delay is a wait, not execution (`set_net` must not
+                            // wait for it).
+                            executing = None;
+                            let after = hook.after(scoped, &shared.clock, &info, &reply);
+                            match Box::pin(after).await {
+                                After::Send => {}
+                                After::SendAndClose => close = true,
+                                After::Drop => {
+                                    close = true;
+                                    break;
+                                }
+                            }
+                        }
                         encode(&reply, client.proto, &mut wbuf);
                         // Invalidations of this client's own changes follow its reply.
                         for push in client.tracking.after_reply.drain(..) {
                             encode(&push, client.proto, &mut wbuf);
                         }
-                        if client.close_after_reply {
+                        if client.close_after_reply || close {
                             close = true;
                             break;
                         }

@@ -5,9 +5,10 @@
 //! order. Bad input of any kind gets an error reply and the harness goes on; it stops at
 //! the end of its input (or on `{"op":"shutdown"}`).
 
-use super::TestCluster;
+use super::{Action, ClientRef, DelayClock, Exchange, FaultSpec, FaultStatus, TestCluster};
 use crate::config::Config;
 use crate::durability::restart::BootKind;
+use crate::protocol::Reply;
 use crate::server::StartError;
 use serde_json::{json, Map, Value};
 use std::io;
@@ -26,7 +27,28 @@ const MAX_MOVE_MS: i64 = 100 * 366 * 24 * 3600 * 1000;
 const MAX_WALL_MS: i64 = 253_402_300_799_999;
 
 /// What every request may name.
-const OPS: &str = "ping, clock, nodes, advance, jump_wall, set_wall, kill, restart, pause, resume, isolate, heal, shutdown";
+const OPS: &str = "ping, clock, nodes, advance, jump_wall, set_wall, kill, restart, pause, resume, isolate, heal, fault, faults, clear_fault, clear_faults, record, history, shutdown";
+
+/// The fields of a `fault` request.
+const FAULT_FIELDS: &[&str] = &[
+    "node",
+    "action",
+    "command",
+    "key",
+    "client_name",
+    "client_id",
+    "client_addr",
+    "count",
+    "skip",
+    "probability",
+    "seed",
+    "ms",
+    "clock",
+    "error",
+];
+
+/// The `action`s a `fault` request names.
+const ACTIONS: &str = "delay, error, noscript, tryagain, busy, loading, drop_reply, drop_request, close_before, close_after";
 
 /// A node's state as the harness's faults left it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,8 +316,80 @@ impl Harness {
                 status["boot"] = Value::from(boot.name());
                 Ok(status)
             }
+            "fault" => {
+                args.only(FAULT_FIELDS)?;
+                let i = args.node(self.states.len())?;
+                let spec = fault_spec(&args)?;
+                let node = self.cluster.node(i);
+                let id = node.add_fault(spec).map_err(|e| format!("fault: {e}"))?;
+                let status = node.fault(id).expect("a fault just added is listed");
+                Ok(fault_json(i, &status))
+            }
+            "faults" | "clear_faults" => {
+                args.only(&["node"])?;
+                let mut out = Vec::new();
+                for i in self.nodes_named(&args)? {
+                    let node = self.cluster.node(i);
+                    let list = if op == "faults" {
+                        node.faults()
+                    } else {
+                        node.clear_faults()
+                    };
+                    out.extend(list.iter().map(|f| fault_json(i, f)));
+                }
+                Ok(Value::Array(out))
+            }
+            "clear_fault" => {
+                args.only(&["node", "fault"])?;
+                let i = args.node(self.states.len())?;
+                let id = args.int("fault", 1, i64::MAX)?;
+                match self.cluster.node(i).remove_fault(id as u64) {
+                    Some(f) => Ok(fault_json(i, &f)),
+                    None => Err(format!("clear_fault: node {i} has no fault {id}")),
+                }
+            }
+            "record" => {
+                args.only(&["node", "capacity"])?;
+                let capacity = match args.req.get("capacity") {
+                    None => DEFAULT_HISTORY,
+                    Some(_) => args.int("capacity", 0, MAX_HISTORY as i64)? as usize,
+                };
+                for i in self.nodes_named(&args)? {
+                    self.cluster.node(i).record(capacity);
+                }
+                Ok(Value::Bool(capacity > 0))
+            }
+            "history" => {
+                args.only(&["node", "take"])?;
+                let take = match args.req.get("take") {
+                    None => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(v) => {
+                        return Err(format!("history: \"take\" must be true or false, not {v}"))
+                    }
+                };
+                let mut out = Vec::new();
+                for i in self.nodes_named(&args)? {
+                    let node = self.cluster.node(i);
+                    let h = if take {
+                        node.take_history()
+                    } else {
+                        node.history()
+                    };
+                    out.extend(h.iter().map(|e| exchange_json(i, e)));
+                }
+                Ok(Value::Array(out))
+            }
             _ => Err(format!("unknown op {:?}; ops: {OPS}", op)),
         }
+    }
+
+    /// The node a request names, or every node.
+    fn nodes_named(&self, args: &Args) -> Result<Vec<usize>, String> {
+        Ok(match args.opt_node(self.states.len())? {
+            Some(i) => vec![i],
+            None => (0..self.states.len()).collect(),
+        })
     }
 
     /// kill, pause, resume, isolate, heal: each from the one state it makes sense in.
@@ -421,6 +515,200 @@ impl Harness {
     /// Stops every node (no snapshot) and removes the temporary directories.
     pub async fn shutdown(self) {
         self.cluster.shutdown().await;
+    }
+}
+
+/// The history's length when `record` does not say.
+const DEFAULT_HISTORY: usize = 10_000;
+/// The longest history a node keeps.
+const MAX_HISTORY: usize = 1_000_000;
+
+/// A `fault` request's fault.
+fn fault_spec(args: &Args) -> Result<FaultSpec, String> {
+    let req = args.req;
+    let action_name = match req.get("action") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(v) => {
+            return Err(format!(
+                "fault: \"action\" must be one of {ACTIONS}, not {v}"
+            ))
+        }
+        None => return Err(format!("fault needs \"action\": one of {ACTIONS}")),
+    };
+    let only_with = |field: &str, action: &str| -> Result<(), String> {
+        if req.contains_key(field) && action_name != action {
+            return Err(format!(
+                "fault: \"{field}\" goes with action \"{action}\" only"
+            ));
+        }
+        Ok(())
+    };
+    only_with("ms", "delay")?;
+    only_with("clock", "delay")?;
+    only_with("error", "error")?;
+    let action = match action_name {
+        "delay" => Action::Delay {
+            ms: args.int("ms", 0, MAX_MOVE_MS)? as u64,
+            clock: match req.get("clock") {
+                None => DelayClock::Node,
+                Some(Value::String(c)) if c == "manual" => DelayClock::Node,
+                Some(Value::String(c)) if c == "real" => DelayClock::Real,
+                Some(v) => {
+                    return Err(format!(
+                        "fault: \"clock\" must be \"manual\" (the test clock) or \"real\", not {v}"
+                    ))
+                }
+            },
+        },
+        "error" => match req.get("error") {
+            Some(Value::String(e)) => Action::Error(e.clone()),
+            _ => {
+                return Err(
+                    "fault: action \"error\" needs \"error\": the error reply's text, code first (\"ERR ...\")".into(),
+                )
+            }
+        },
+        "noscript" => Action::noscript(),
+        "tryagain" => Action::tryagain(),
+        "busy" => Action::busy(),
+        "loading" => Action::loading(),
+        "drop_reply" => Action::DropReply,
+        "drop_request" | "close_before" => Action::DropRequest,
+        "close_after" => Action::CloseAfter,
+        other => return Err(format!("fault: unknown action {other:?}; actions: {ACTIONS}")),
+    };
+    let string = |field: &str| -> Result<Option<String>, String> {
+        match req.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(format!("fault: \"{field}\" must be a string, not {v}")),
+        }
+    };
+    let number = |field: &str| -> Result<Option<u64>, String> {
+        match req.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                format!("fault: \"{field}\" must be a whole number from 0, not {v}")
+            }),
+        }
+    };
+    let mut spec = FaultSpec::new(action);
+    spec.scope.command = string("command")?;
+    spec.scope.key = string("key")?.map(bytes::Bytes::from);
+    spec.scope.client_name = string("client_name")?.map(bytes::Bytes::from);
+    spec.scope.client_addr = string("client_addr")?;
+    spec.scope.client_id = number("client_id")?;
+    spec.count = number("count")?;
+    spec.skip = number("skip")?.unwrap_or(0);
+    spec.seed = number("seed")?.unwrap_or(1);
+    spec.probability = match req.get("probability") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_f64().ok_or_else(|| {
+            format!("fault: \"probability\" must be a number from 0 to 1, not {v}")
+        })?),
+    };
+    Ok(spec)
+}
+
+/// An action's name in the protocol (the error text for the error ones).
+fn action_json(a: &Action, out: &mut Map<String, Value>) {
+    let name = match a {
+        Action::Delay { ms, clock } => {
+            out.insert("ms".into(), Value::from(*ms));
+            let clock = match clock {
+                DelayClock::Node => "manual",
+                DelayClock::Real => "real",
+            };
+            out.insert("clock".into(), Value::from(clock));
+            "delay"
+        }
+        Action::Error(text) => {
+            out.insert("error".into(), Value::from(text.as_str()));
+            "error"
+        }
+        Action::DropReply => "drop_reply",
+        Action::DropRequest => "drop_request",
+        Action::CloseAfter => "close_after",
+    };
+    out.insert("action".into(), Value::from(name));
+}
+
+fn lossy(b: &[u8]) -> Value {
+    Value::from(String::from_utf8_lossy(b).into_owned())
+}
+
+fn client_json(c: &ClientRef) -> Value {
+    json!({"id": c.id, "name": c.name, "addr": c.addr})
+}
+
+fn fault_json(node: usize, f: &FaultStatus) -> Value {
+    let mut out = Map::new();
+    out.insert("fault".into(), Value::from(f.id));
+    out.insert("node".into(), Value::from(node));
+    action_json(&f.spec.action, &mut out);
+    let sc = &f.spec.scope;
+    out.insert("command".into(), json!(sc.command));
+    out.insert("key".into(), sc.key.as_deref().map_or(Value::Null, lossy));
+    out.insert(
+        "client_name".into(),
+        sc.client_name.as_deref().map_or(Value::Null, lossy),
+    );
+    out.insert("client_id".into(), json!(sc.client_id));
+    out.insert("client_addr".into(), json!(sc.client_addr));
+    out.insert("count".into(), json!(f.spec.count));
+    out.insert("skip".into(), json!(f.spec.skip));
+    out.insert("probability".into(), json!(f.spec.probability));
+    out.insert("seed".into(), json!(f.spec.seed));
+    out.insert("matched".into(), json!(f.matched));
+    out.insert("fired".into(), json!(f.fired));
+    let firings: Vec<Value> = f
+        .firings
+        .iter()
+        .map(|x| {
+            json!({
+                "command": x.command.iter().map(|a| lossy(a)).collect::<Vec<_>>(),
+                "client": client_json(&x.client),
+                "mono_ms": x.mono_ms,
+                "wall_ms": x.wall_ms,
+            })
+        })
+        .collect();
+    out.insert("firings".into(), Value::Array(firings));
+    Value::Object(out)
+}
+
+fn exchange_json(node: usize, e: &Exchange) -> Value {
+    json!({
+        "node": node,
+        "seq": e.seq,
+        "client": client_json(&e.client),
+        "command": e.command.iter().map(|a| lossy(a)).collect::<Vec<_>>(),
+        "reply": e.reply.as_ref().map_or(Value::Null, reply_json),
+        "outcome": e.outcome.name(),
+        "fault": e.fault,
+        "mono_ms": e.mono_ms,
+    })
+}
+
+/// A reply as JSON: strings and bulks as strings, an error as `{"error": text}`,
+/// nulls as null, aggregates as arrays (a map's as [key, value] pairs).
+pub fn reply_json(r: &Reply) -> Value {
+    match r {
+        Reply::Ok => Value::from("OK"),
+        Reply::Status(s) | Reply::Bulk(s) | Reply::Verbatim(_, s) => lossy(s),
+        Reply::Error(e) => json!({"error": lossy(e)}),
+        Reply::Integer(i) => Value::from(*i),
+        Reply::Null | Reply::NullArray => Value::Null,
+        Reply::Array(v) | Reply::Set(v) | Reply::Push(v) | Reply::Multi(v) => {
+            Value::Array(v.iter().map(reply_json).collect())
+        }
+        Reply::Map(m) => Value::Array(
+            m.iter()
+                .map(|(k, v)| Value::Array(vec![reply_json(k), reply_json(v)]))
+                .collect(),
+        ),
+        Reply::Double(d) | Reply::HumanDouble(d) => json!(d),
+        Reply::Bool(b) => Value::Bool(*b),
     }
 }
 

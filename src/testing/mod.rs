@@ -15,6 +15,13 @@
 
 pub mod harness;
 
+pub use crate::node::faults::scoped::{
+    Action, ClientRef, DelayClock, Exchange, FaultSpec, FaultStatus, Firing, Outcome, Scope,
+    LOADING, TRYAGAIN,
+};
+/// The replies a history records.
+pub use crate::protocol::Reply;
+
 use crate::config::Config;
 use crate::durability::restart::BootKind;
 use crate::node::{NetState, Shared};
@@ -302,6 +309,50 @@ impl TestServer {
     /// Ends a partition; the port accepts connections when this returns.
     pub async fn heal(&self) {
         self.set_reachable(true).await;
+    }
+
+    /// Adds a fault scoped to a command, key or client (`FaultSpec`). It is in force
+    /// when this returns: every request read afterwards, on any connection, is checked
+    /// against it. Faults stay through restarts, until removed. Returns its id.
+    pub fn add_fault(&self, spec: FaultSpec) -> Result<u64, String> {
+        spec.validate()?;
+        Ok(self.shared().faults.scoped.add(spec))
+    }
+
+    /// One fault, with how often it fired and its firings.
+    pub fn fault(&self, id: u64) -> Option<FaultStatus> {
+        self.shared().faults.scoped.get(id)
+    }
+
+    /// Every fault set on this node, oldest first.
+    pub fn faults(&self) -> Vec<FaultStatus> {
+        self.shared().faults.scoped.list()
+    }
+
+    /// Removes one fault (no request sees it once this returns); returns it as it was.
+    pub fn remove_fault(&self, id: u64) -> Option<FaultStatus> {
+        self.shared().faults.scoped.remove(id)
+    }
+
+    /// Removes every fault; returns them as they were.
+    pub fn clear_faults(&self) -> Vec<FaultStatus> {
+        self.shared().faults.scoped.clear()
+    }
+
+    /// Records every request and reply of every client from now on, keeping the last
+    /// `capacity` (0: stops recording and forgets the history).
+    pub fn record(&self, capacity: usize) {
+        self.shared().faults.scoped.record(capacity);
+    }
+
+    /// What was recorded, oldest first.
+    pub fn history(&self) -> Vec<Exchange> {
+        self.shared().faults.scoped.history(false)
+    }
+
+    /// What was recorded, oldest first, emptying the record (recording goes on).
+    pub fn take_history(&self) -> Vec<Exchange> {
+        self.shared().faults.scoped.history(true)
     }
 
     /// Waits until the server stops (SHUTDOWN over the wire).

@@ -418,3 +418,141 @@ async fn a_node_stopped_by_shutdown_is_reported_and_the_others_serve() {
     }
     h.shutdown().await;
 }
+
+/// Scoped faults over the protocol: added (in force on the reply), fired as scoped,
+/// listed with their firings, cleared one and all; the history; bad requests.
+#[tokio::test]
+async fn scoped_faults_and_the_history_over_the_protocol() {
+    let mut h = harness(2).await;
+    let addr = h.cluster().node(1).addr();
+    let mut c = Raw::connect(addr).await;
+    c.cmd(&["CLIENT", "SETNAME", "w1"]).await;
+    let mut other = Raw::connect(addr).await;
+    let r = ask(&mut h, r#"{"id":1,"op":"record","node":1,"capacity":100}"#).await;
+    assert_eq!(r, json!({"id": 1, "ok": true}));
+    let r = ask(
+        &mut h,
+        r#"{"id":2,"op":"fault","node":1,"action":"drop_reply","command":"set","key":"lock:*","client_name":"w1","count":1}"#,
+    )
+    .await;
+    let f = &r["ok"];
+    assert_eq!(f["fault"], 1);
+    assert_eq!(f["action"], "drop_reply");
+    assert_eq!(f["fired"], 0);
+    // In force now, on node 1 only and for w1's SET of lock:* only.
+    let mut n0 = Raw::connect(h.cluster().node(0).addr()).await;
+    n0.cmd(&["CLIENT", "SETNAME", "w1"]).await;
+    assert_eq!(n0.cmd(&["SET", "lock:a", "x", "NX"]).await, "+OK\r\n");
+    assert_eq!(other.cmd(&["SET", "lock:b", "x", "NX"]).await, "+OK\r\n");
+    c.send_cmd(&["SET", "lock:a", "w1", "NX", "PX", "1000"])
+        .await;
+    assert!(c.closed().await);
+    assert_eq!(other.cmd(&["GET", "lock:a"]).await, "$2\r\nw1\r\n");
+    let list = ask(&mut h, r#"{"op":"faults"}"#).await;
+    let list = list["ok"].as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["node"], 1);
+    assert_eq!(list[0]["fired"], 1);
+    let firing = &list[0]["firings"][0];
+    assert_eq!(
+        firing["command"],
+        json!(["SET", "lock:a", "w1", "NX", "PX", "1000"])
+    );
+    assert_eq!(firing["client"]["name"], "w1");
+    assert_eq!(firing["mono_ms"], h.cluster().clock().now_ms());
+    let hist = ask(&mut h, r#"{"op":"history","node":1}"#).await;
+    let hist = hist["ok"].as_array().unwrap();
+    let last = &hist[hist.len() - 2];
+    assert_eq!(last["outcome"], "reply_dropped");
+    assert_eq!(hist[hist.len() - 1]["command"], json!(["GET", "lock:a"]));
+    assert_eq!(last["reply"], "OK");
+    assert_eq!(last["fault"], 1);
+    assert_eq!(hist[0]["command"], json!(["SET", "lock:b", "x", "NX"]));
+    // An error of the test's choosing, with a delay fault beside it; both cleared.
+    ask(
+        &mut h,
+        r#"{"op":"fault","node":1,"action":"error","error":"ERR nope","command":"get"}"#,
+    )
+    .await;
+    ask(
+        &mut h,
+        r#"{"op":"fault","node":1,"action":"noscript","command":"evalsha"}"#,
+    )
+    .await;
+    assert_eq!(other.cmd(&["GET", "x"]).await, "-ERR nope\r\n");
+    assert_eq!(
+        other
+            .cmd(&["EVALSHA", "0000000000000000000000000000000000000000", "0"])
+            .await,
+        "-NOSCRIPT No matching script. Please use EVAL.\r\n"
+    );
+    let gone = ask(&mut h, r#"{"op":"clear_fault","node":1,"fault":2}"#).await;
+    assert_eq!(gone["ok"]["error"], "ERR nope");
+    assert_eq!(other.cmd(&["GET", "x"]).await, "$-1\r\n");
+    let all = ask(&mut h, r#"{"op":"clear_faults"}"#).await;
+    assert_eq!(all["ok"].as_array().unwrap().len(), 2);
+    let hist = ask(&mut h, r#"{"op":"history","node":1,"take":true}"#).await;
+    let refused = hist["ok"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["outcome"] == "refused")
+        .count();
+    assert_eq!(refused, 2);
+    let errors: &[(&str, &str)] = &[
+        (r#"{"op":"fault","node":0}"#, r#"fault needs "action""#),
+        (
+            r#"{"op":"fault","node":0,"action":"explode"}"#,
+            "unknown action \"explode\"",
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"delay"}"#,
+            r#"fault needs "ms""#,
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"drop_reply","ms":5}"#,
+            r#""ms" goes with action "delay" only"#,
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"error"}"#,
+            r#"action "error" needs "error""#,
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"error","error":"oops"}"#,
+            "starts with its code",
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"drop_reply","command":"nosuch"}"#,
+            "unknown command",
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"drop_reply","probability":2}"#,
+            "probability must be from 0 to 1",
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"drop_reply","count":-1}"#,
+            r#""count" must be a whole number"#,
+        ),
+        (
+            r#"{"op":"fault","node":0,"action":"drop_reply","kee":"x"}"#,
+            r#"unknown field "kee""#,
+        ),
+        (
+            r#"{"op":"fault","action":"drop_reply"}"#,
+            r#"fault needs "node""#,
+        ),
+        (
+            r#"{"op":"clear_fault","node":0,"fault":9}"#,
+            "node 0 has no fault 9",
+        ),
+        (
+            r#"{"op":"history","take":1}"#,
+            r#""take" must be true or false"#,
+        ),
+    ];
+    for (line, want) in errors {
+        let e = error_of(&mut h, line).await;
+        assert!(e.contains(want), "{line}: {e}");
+    }
+    h.shutdown().await;
+}

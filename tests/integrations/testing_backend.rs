@@ -2,6 +2,8 @@
 
 use crate::support;
 
+mod scoped_faults;
+
 use redlockd::testing::{TestCluster, TestServer};
 use std::time::{Duration, Instant};
 use support::Raw;

@@ -40,6 +40,88 @@ export interface ClusterOptions extends HarnessOptions {
   nodes?: number;
 }
 
+export type FaultAction =
+  | "delay"
+  | "error"
+  | "noscript"
+  | "tryagain"
+  | "busy"
+  | "loading"
+  | "drop_reply"
+  | "drop_request"
+  | "close_before"
+  | "close_after";
+
+export interface FaultOptions {
+  action: FaultAction;
+  /** The command ("set", "evalsha"), or a container's subcommand ("script|load"). */
+  command?: string;
+  /** A glob one of the request's keys must match. */
+  key?: string;
+  clientName?: string;
+  clientId?: number;
+  /** As CLIENT LIST shows it: "127.0.0.1:51234". */
+  clientAddr?: string;
+  /** Fire at most this many times. */
+  count?: number;
+  /** Let this many requests in scope through first. */
+  skip?: number;
+  /** Fire with this probability, drawn from a generator seeded with `seed`. */
+  probability?: number;
+  seed?: number;
+  /** "delay": how long. */
+  ms?: number;
+  /** "delay": on the test clock ("manual", default) or in real time. */
+  clock?: "manual" | "real";
+  /** "error": the reply's text, code first ("ERR boom"). */
+  error?: string;
+}
+
+export interface FaultClient {
+  id: number;
+  name: string | null;
+  addr: string;
+}
+
+export interface Firing {
+  command: string[];
+  client: FaultClient;
+  mono_ms: number;
+  wall_ms: number;
+}
+
+export interface FaultStatus {
+  fault: number;
+  node: number;
+  action: FaultAction;
+  matched: number;
+  fired: number;
+  firings: Firing[];
+  [field: string]: unknown;
+}
+
+export interface Exchange {
+  node: number;
+  seq: number;
+  client: FaultClient;
+  command: string[];
+  /** A string, number, null, array, or { error: text }. */
+  reply: unknown;
+  outcome: "answered" | "refused" | "reply_dropped" | "not_run";
+  fault: number | null;
+  mono_ms: number;
+}
+
+export declare class Fault {
+  readonly node: Node;
+  readonly id: number;
+  readonly spec: FaultStatus;
+  status(): Promise<FaultStatus>;
+  fired(): Promise<number>;
+  firings(): Promise<Firing[]>;
+  clear(): Promise<FaultStatus>;
+}
+
 export declare class RedlockdError extends Error {}
 
 export declare class Node {
@@ -59,6 +141,11 @@ export declare class Node {
   jumpWall(ms: number): Promise<void>;
   setWall(when: number | Date): Promise<void>;
   status(): Promise<NodeStatus>;
+  fault(options: FaultOptions | FaultAction): Promise<Fault>;
+  faults(): Promise<FaultStatus[]>;
+  clearFaults(): Promise<FaultStatus[]>;
+  record(capacity?: number): Promise<void>;
+  history(options?: { take?: boolean }): Promise<Exchange[]>;
 }
 
 export declare class Cluster {
@@ -73,6 +160,10 @@ export declare class Cluster {
   advance(ms: number): Promise<ClockReading>;
   jumpWall(ms: number): Promise<ClockReading>;
   setWall(when: number | Date): Promise<ClockReading>;
+  faults(): Promise<FaultStatus[]>;
+  clearFaults(): Promise<FaultStatus[]>;
+  record(capacity?: number): Promise<void>;
+  history(options?: { take?: boolean }): Promise<Exchange[]>;
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -89,6 +180,7 @@ export declare class Server extends Cluster {
   isolate(): Promise<void>;
   heal(): Promise<void>;
   status(): Promise<NodeStatus>;
+  fault(options: FaultOptions | FaultAction): Promise<Fault>;
 }
 
 export declare function startServer(options?: HarnessOptions): Promise<Server>;

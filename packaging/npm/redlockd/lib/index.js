@@ -90,6 +90,65 @@ function reading(v) {
   return { monoMs: v.mono_ms, wallMs: v.wall_ms };
 }
 
+// A fault's options, camelCase in JS, as the protocol names them.
+const FAULT_FIELDS = {
+  action: "action",
+  command: "command",
+  key: "key",
+  clientName: "client_name",
+  clientId: "client_id",
+  clientAddr: "client_addr",
+  count: "count",
+  skip: "skip",
+  probability: "probability",
+  seed: "seed",
+  ms: "ms",
+  clock: "clock",
+  error: "error",
+};
+
+function faultFields(options) {
+  if (typeof options === "string") options = { action: options };
+  const fields = {};
+  for (const [k, v] of Object.entries(options || {})) {
+    const name = FAULT_FIELDS[k];
+    if (!name) throw new TypeError(`fault: unknown option ${JSON.stringify(k)}`);
+    if (v !== undefined && v !== null) fields[name] = k === "ms" ? msArg(v, "fault") : v;
+  }
+  return fields;
+}
+
+/** A fault scoped to a command, key or client of one node (`node.fault()`), in force
+ * on the node once `node.fault()` resolved. */
+class Fault {
+  constructor(node, info) {
+    this.node = node;
+    /** Its id on its node. */
+    this.id = info.fault;
+    /** The fault as the harness took it (action, scope, count...). */
+    this.spec = info;
+  }
+  /** The fault now: its spec, `matched`, `fired` and `firings` (each with the `command`
+   * as sent, the `client` { id, name, addr }, `mono_ms` and `wall_ms`). */
+  async status() {
+    const f = (await this.node.faults()).find((x) => x.fault === this.id);
+    if (!f) throw new RedlockdError(`node ${this.node.index} has no fault ${this.id} (cleared)`);
+    return f;
+  }
+  /** How many times it fired. */
+  async fired() {
+    return (await this.status()).fired;
+  }
+  /** Its firings, oldest first (the last 1000). */
+  async firings() {
+    return (await this.status()).firings;
+  }
+  /** Removes it (no request sees it once this resolves); resolves to its last status. */
+  clear() {
+    return this.node._op("clear_fault", { fault: this.id });
+  }
+}
+
 /** One node of a harness: its address and its faults. */
 class Node {
   constructor(harness, info) {
@@ -140,6 +199,32 @@ class Node {
   /** { index, port, state, fence_ms, wall_ms } */
   async status() {
     return (await this._harness.request("nodes"))[this.index];
+  }
+  /** Adds a fault scoped to this node's requests; in force once this resolves.
+   * Scope: command ("set", "evalsha", "script|load"), key (a glob), clientName,
+   * clientId, clientAddr; fires after `skip` requests in scope, at most `count` times,
+   * with `probability` (seeded by `seed`: a run repeats). Actions: "drop_reply",
+   * "drop_request" / "close_before", "close_after", "delay" (`ms`, clock "manual" or
+   * "real"), "error" (`error`: "ERR ..."), "noscript", "tryagain", "busy", "loading". */
+  async fault(options) {
+    return new Fault(this, await this._op("fault", faultFields(options)));
+  }
+  /** The faults set on this node, oldest first, with their firings. */
+  faults() {
+    return this._op("faults");
+  }
+  /** Removes every fault of this node; resolves to them as they were. */
+  clearFaults() {
+    return this._op("clear_faults");
+  }
+  /** Records every request and reply from now on (the last `capacity`; 0 stops). */
+  async record(capacity = 10_000) {
+    await this._op("record", { capacity });
+  }
+  /** What was recorded, oldest first: { seq, client, command, reply, outcome, fault,
+   * mono_ms }; `take` empties the record. */
+  history({ take = false } = {}) {
+    return this._op("history", { take });
   }
 }
 
@@ -226,6 +311,23 @@ class Cluster {
     return reading(await this.request("set_wall", { unix_ms: unixMs(when) }));
   }
 
+  /** Every node's faults (each with its `node`). */
+  faults() {
+    return this.request("faults");
+  }
+  /** Removes every fault of every node. */
+  clearFaults() {
+    return this.request("clear_faults");
+  }
+  /** Records every request and reply on every node. */
+  async record(capacity = 10_000) {
+    await this.request("record", { capacity });
+  }
+  /** Every node's history (each entry with its `node`). */
+  history({ take = false } = {}) {
+    return this.request("history", { take });
+  }
+
   /** Stops the harness (bounded) and removes its temporary directories. */
   async close() {
     const child = this._child;
@@ -279,6 +381,9 @@ class Server extends Cluster {
   }
   status() {
     return this.nodes[0].status();
+  }
+  fault(options) {
+    return this.nodes[0].fault(options);
   }
 }
 
@@ -368,4 +473,4 @@ function startCluster(options = {}) {
   return start(Cluster, options.nodes ?? 5, options);
 }
 
-module.exports = { startServer, startCluster, resolveBinary, RedlockdError, Cluster, Server, Node, VERSION };
+module.exports = { startServer, startCluster, resolveBinary, RedlockdError, Cluster, Server, Node, Fault, VERSION };

@@ -20,6 +20,18 @@ from ._find import find_redlockd_bin
 Millis = Union[int, _dt.timedelta]
 Duration = Union[int, str, _dt.timedelta]
 RestartMode = Literal["crash", "lose_dir", "clean"]
+FaultAction = Literal[
+    "delay",
+    "error",
+    "noscript",
+    "tryagain",
+    "busy",
+    "loading",
+    "drop_reply",
+    "drop_request",
+    "close_before",
+    "close_after",
+]
 
 #: How long a request may take before the harness is taken for hung.
 REQUEST_TIMEOUT = 30.0
@@ -107,6 +119,97 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
+class Fault:
+    """A fault scoped to a command, key or client of one node (`Node.fault`). It was
+    in force on the node when `Node.fault` returned. Its counters are read from the
+    harness each time: `fired`, `matched`, `firings`. A `with` block clears it at the
+    end."""
+
+    def __init__(self, node: "Node", info: dict[str, Any]) -> None:
+        self.node = node
+        #: The fault's id on its node.
+        self.id: int = info["fault"]
+        #: The fault as the harness took it (action, scope, count...).
+        self.spec: dict[str, Any] = info
+
+    def status(self) -> dict[str, Any]:
+        """The fault now: its spec, `matched`, `fired` and `firings` (each with the
+        `command` as sent, the `client` `{"id", "name", "addr"}`, and `mono_ms`,
+        `wall_ms` on the test clock). Raises RedlockdError once cleared."""
+        for f in self.node.faults():
+            if f["fault"] == self.id:
+                return f
+        raise RedlockdError(f"node {self.node.index} has no fault {self.id} (cleared)")
+
+    @property
+    def fired(self) -> int:
+        """How many times it fired."""
+        return int(self.status()["fired"])
+
+    @property
+    def matched(self) -> int:
+        """How many requests were in its scope (the skipped ones included)."""
+        return int(self.status()["matched"])
+
+    @property
+    def firings(self) -> list[dict[str, Any]]:
+        """Its firings, oldest first (the last 1000)."""
+        return list(self.status()["firings"])
+
+    def clear(self) -> dict[str, Any]:
+        """Removes it (no request sees it once this returns); returns its last status."""
+        return self.node._op("clear_fault", fault=self.id)
+
+    def __enter__(self) -> "Fault":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.node._harness.running:
+            try:
+                self.clear()
+            except RedlockdError:
+                pass  # already cleared
+
+    def __repr__(self) -> str:
+        return f"<redlockd fault {self.id} on node {self.node.index}: {self.spec['action']}>"
+
+
+def _fault_fields(
+    action: FaultAction,
+    command: str | None,
+    key: str | None,
+    client_name: str | None,
+    client_id: int | None,
+    client_addr: str | None,
+    count: int | None,
+    skip: int | None,
+    probability: float | None,
+    seed: int | None,
+    ms: Millis | None,
+    clock: Literal["manual", "real"] | None,
+    error: str | None,
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {"action": action}
+    for name, value in (
+        ("command", command),
+        ("key", key),
+        ("client_name", client_name),
+        ("client_id", client_id),
+        ("client_addr", client_addr),
+        ("count", count),
+        ("skip", skip),
+        ("probability", probability),
+        ("seed", seed),
+        ("clock", clock),
+        ("error", error),
+    ):
+        if value is not None:
+            fields[name] = value
+    if ms is not None:
+        fields["ms"] = _ms(ms, "fault")
+    return fields
+
+
 class Node:
     """One node of a harness: its address and its faults."""
 
@@ -167,6 +270,63 @@ class Node:
     def set_wall(self, when: int | _dt.datetime) -> None:
         """Sets this node's wall time only (Unix ms or a datetime)."""
         self._op("set_wall", unix_ms=_unix_ms(when))
+
+    def fault(
+        self,
+        action: FaultAction,
+        *,
+        command: str | None = None,
+        key: str | None = None,
+        client_name: str | None = None,
+        client_id: int | None = None,
+        client_addr: str | None = None,
+        count: int | None = None,
+        skip: int | None = None,
+        probability: float | None = None,
+        seed: int | None = None,
+        ms: Millis | None = None,
+        clock: Literal["manual", "real"] | None = None,
+        error: str | None = None,
+    ) -> Fault:
+        """Adds a fault scoped to requests of this node; in force when this returns.
+
+        Scope (every one given must hold): `command` ("set", "evalsha",
+        "script|load"), `key` (a glob one of the request's keys matches),
+        `client_name`, `client_id`, `client_addr` ("127.0.0.1:51234"). It fires on a
+        request in scope after the first `skip`, at most `count` times, with
+        `probability` (drawn from a generator seeded with `seed`: a run repeats).
+
+        Actions: "drop_reply" (the command runs; its reply is lost and the connection
+        closed), "drop_request" or "close_before" (closed; the command does not run),
+        "close_after" (runs, answered, then closed), "delay" (`ms` on the test clock,
+        or real time with clock="real"), "error" (answers `error`, e.g. "ERR boom",
+        without running), "noscript", "tryagain", "busy", "loading" (Redis's words).
+        """
+        fields = _fault_fields(
+            action, command, key, client_name, client_id, client_addr,
+            count, skip, probability, seed, ms, clock, error,
+        )
+        return Fault(self, self._op("fault", **fields))
+
+    def faults(self) -> list[dict[str, Any]]:
+        """The faults set on this node, oldest first, with their firings."""
+        return list(self._op("faults"))
+
+    def clear_faults(self) -> list[dict[str, Any]]:
+        """Removes every fault of this node; returns them as they were."""
+        return list(self._op("clear_faults"))
+
+    def record(self, capacity: int = 10_000) -> None:
+        """Records every request and reply on this node from now on (the last
+        `capacity`; 0 stops and forgets)."""
+        self._op("record", capacity=capacity)
+
+    def history(self, take: bool = False) -> list[dict[str, Any]]:
+        """What was recorded, oldest first: `{"seq", "client", "command", "reply",
+        "outcome", "fault", "mono_ms"}`. A reply is a string, a number, null, a list,
+        or `{"error": text}`; outcome is "answered", "refused" (a fault's error),
+        "reply_dropped" or "not_run". `take` empties the record."""
+        return list(self._op("history", take=take))
 
     def status(self) -> dict[str, Any]:
         """`{"index", "port", "state", "fence_ms", "wall_ms"}` as the harness sees it."""
@@ -313,6 +473,22 @@ class Cluster:
         """Sets every node's wall time only (Unix ms or a datetime)."""
         return self._reading(self.request("set_wall", unix_ms=_unix_ms(when)))
 
+    def faults(self) -> list[dict[str, Any]]:
+        """Every node's faults (each with its `node`)."""
+        return list(self.request("faults"))
+
+    def clear_faults(self) -> list[dict[str, Any]]:
+        """Removes every fault of every node; returns them as they were."""
+        return list(self.request("clear_faults"))
+
+    def record(self, capacity: int = 10_000) -> None:
+        """Records every request and reply on every node (see `Node.record`)."""
+        self.request("record", capacity=capacity)
+
+    def history(self, take: bool = False) -> list[dict[str, Any]]:
+        """Every node's history (each entry with its `node`), node by node."""
+        return list(self.request("history", take=take))
+
     @staticmethod
     def _reading(v: dict[str, Any]) -> ClockReading:
         return ClockReading(int(v["mono_ms"]), tuple(int(w) for w in v["wall_ms"]))
@@ -394,6 +570,10 @@ class Server(Cluster):
     @property
     def fence_ms(self) -> int:
         return self.nodes[0].fence_ms
+
+    def fault(self, action: FaultAction, **scope: Any) -> Fault:
+        """`Node.fault` on this server's node."""
+        return self.nodes[0].fault(action, **scope)
 
 
 class AsyncNodeControls:
