@@ -4,8 +4,8 @@
 //! seeded keys intact, and the probe's worst PING printed and asserted loosely (the
 //! machine running the suite is shared; the numbers in the output are what to read).
 //!
-//! Cases covered elsewhere: a client that never reads (tests/protocol.rs), a subscriber
-//! that never reads (tests/pubsub.rs), scripts that loop, crafted hash collisions,
+//! Cases covered elsewhere: a client that never reads (tests/integrations/protocol.rs), a subscriber
+//! that never reads (tests/integrations/pubsub.rs), scripts that loop, crafted hash collisions,
 //! 50,000 distinct scripts, pre-AUTH limits and connection storms (tests/hostile.rs).
 
 mod support;

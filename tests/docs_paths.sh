@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every path and code name that README.md and docs/*.md cite must exist in the tree:
+# Every path and code name that README.md and docs/*.md (and comments in the code) cite
+# must exist in the tree:
 #
 #   tests/docs_paths.sh            (from anywhere; exits 1 and lists what is missing)
 #
@@ -15,6 +16,11 @@
 #   every segment must occur as a word in the Rust sources.
 # - docs/ARCHITECTURE.md's layout tree (the first code block after "## Layout"): each
 #   entry, under its parent folder, and every file name its descriptions mention.
+# - Comments in the code (`//` in .rs files of src/, tests/, benches/, examples/, fuzz/
+#   and build.rs; `#` in the Cargo.toml files): repository paths (`src/...`,
+#   `tests/...`...), file names with a path (`store/table.rs`), and module paths
+#   (`crate::durability::tokens`, `exec::gate::run`): the modules must exist and the
+#   item after them must be defined there (`fn`, `mod`, `struct`, `const`, a `use`...).
 # Needs python3 (standard library only).
 set -euo pipefail
 
@@ -256,10 +262,142 @@ for i in range(open_fence + 1, close_fence):
         elif not (exists(here + fname) or ends_with_somewhere(fname)):
             bad(arch, i + 1, f"no file ends with: {fname}")
 
+# Comments in the code.
+def crate_names():
+    """Every crate in the lock files (as Rust spells it): paths starting with one are
+    not this crate's."""
+    out = set()
+    for lock in ("Cargo.lock", "fuzz/Cargo.lock"):
+        if os.path.exists(lock):
+            with open(lock, encoding="utf-8") as fh:
+                out |= {n.replace("-", "_") for n in re.findall(r'^name = "([^"]+)"', fh.read(), re.M)}
+    return out - {"redlockd"}
+
+
+FOREIGN = EXTERNAL | crate_names() | {"alloc", "proc_macro", "test", "self", "super",
+                                      "Self", "redis027", "ffi"}
+DEFINES = r"(?:fn|mod|struct|enum|trait|type|const|static|macro_rules!|union)\s+{}\b"
+item_cache = {}
+
+
+def defined_in(name, files):
+    """Whether `name` is an item of the module `files` make up: defined there, a macro
+    there, or brought in by a `use` (a re-export)."""
+    key = (name, tuple(files))
+    if key not in item_cache:
+        n = re.escape(name)
+        alts = [DEFINES.format(n),
+                # A re-export: the last segment of a `use` (or its `as` name).
+                r"\buse\b[^;]*(?:::|\{|,|\bas)\s*" + n + r"\s*[;,}]",
+                # A macro defined by a macro (`stub!(name, ...)`), a field.
+                r"^\s*(?:pub(?:\([\w:]+\))?\s+)?" + n + r"\s*:"]
+        if name[:1].isupper():
+            alts.append(r"^\s*" + n + r"\s*[,({=]")  # an enum's variant
+        pat = re.compile("|".join(alts), re.M)
+        found = False
+        for f in files:
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                if pat.search(fh.read()):
+                    found = True
+                    break
+        item_cache[key] = found
+    return item_cache[key]
+
+
+def exact_module_files(mods):
+    """The files of `crate::mods`: src/a/b.rs or src/a/b/mod.rs (and the folder)."""
+    base = "src/" + "/".join(mods)
+    hits = [f for f in src_files if f in (base + ".rs", base + "/mod.rs")
+            or f.startswith(base + "/")]
+    if not hits and len(mods) == 1 and mods[0] in ("lib", "main"):
+        hits = ["src/lib.rs"]
+    return sorted(set(hits))
+
+
+def check_comment_path(where, lineno, path):
+    segs = path.split("::")
+    absolute = segs[0] in ("crate", "redlockd")
+    if absolute:
+        segs = segs[1:]
+    if not segs or segs[0] in FOREIGN or not segs[0][:1].islower():
+        return
+    find = exact_module_files if absolute else module_files
+    # The longest run of leading segments that names a module.
+    n = 0
+    for i in range(len(segs), 0, -1):
+        if all(x[:1].islower() for x in segs[:i]) and find(segs[:i]):
+            n = i
+            break
+    if n == 0:
+        if len(segs) == 1 or segs[0] in rust_words and not absolute and len(segs) == 2:
+            # `x::y` where x is no module: a local name, a Lua or Redis name; only a
+            # path that claims the crate (or three segments) must resolve.
+            if not absolute and len(segs) == 2:
+                return
+        bad(where, lineno, f"no module {segs[0]} in src/ (in `{path}`)")
+        return
+    rest = segs[n:]
+    if not rest:
+        return
+    files = find(segs[:n])
+    if not defined_in(rest[0], files):
+        bad(where, lineno, f"no item {rest[0]} in {'::'.join(segs[:n])} (in `{path}`)")
+        return
+    for seg in rest[1:]:
+        if seg not in rust_words:
+            bad(where, lineno, f"no Rust name {seg} (in `{path}`)")
+
+
+def check_comment_file(where, lineno, token):
+    token = token.rstrip(".,;:)'`")
+    if any(ch in token for ch in "*<>${}"):
+        return
+    if token.startswith(TOP_DIRS):
+        if not exists(token):
+            bad(where, lineno, f"no such path: {token}")
+    elif re.fullmatch(r"[\w.-]+(?:/[\w.-]+)+\.(?:rs|c|h|sh|py|toml|md)", token):
+        if not ends_with_somewhere(token):
+            bad(where, lineno, f"no file ends with: {token}")
+
+
+def comment_text(line, hash_comments):
+    if hash_comments:
+        i = line.find("#")
+        return line[i + 1:] if i >= 0 else None
+    stripped = line.lstrip()
+    if stripped.startswith("//"):
+        return stripped[2:]
+    # A comment after code: `//` outside a string (an even number of quotes before it).
+    for m in re.finditer(r"\s//", line):
+        before = line[:m.start()]
+        if before.count('"') % 2 == 0 and "http:" not in before[-8:]:
+            return line[m.end():]
+    return None
+
+
+code_files = [f for f in all_files
+              if (f.endswith(".rs") and f.startswith(("src/", "tests/", "benches/",
+                                                      "examples/", "fuzz/")))
+              or f == "build.rs"]
+code_files += [f for f in ("Cargo.toml", "fuzz/Cargo.toml") if f in all_file_set]
+for f in sorted(code_files):
+    hash_comments = f.endswith(".toml")
+    with open(f, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().split("\n")
+    for lineno, line in enumerate(lines, 1):
+        text = comment_text(line, hash_comments)
+        if not text:
+            continue
+        for token in re.findall(r"[\w./-]+", text):
+            if "/" in token and not token.startswith(("http", "//")):
+                check_comment_file(f, lineno, token)
+        for path in re.findall(r"(?<![\w:])([A-Za-z_]\w*(?:::[A-Za-z_]\w*)+)", text):
+            check_comment_path(f, lineno, path)
+
 if problems:
     print("docs cite paths or names that do not exist:")
     for p in problems:
         print("  " + p)
     sys.exit(1)
-print(f"docs paths: ok ({len(DOCS)} files)")
+print(f"docs paths: ok ({len(DOCS)} docs, the comments of {len(code_files)} code files)")
 PY

@@ -453,7 +453,7 @@ fn colliding_args(n: usize) -> Vec<Vec<u8>> {
 
 /// The crafted input: 100,000 colliding 64-byte arguments. With the sampled
 /// hash this was quadratic (11-16 s on a release build, about a minute here); with
-/// every byte hashed (vendor/lua-src) it is linear.
+/// every byte hashed (vendor/lua-5.1.5) it is linear.
 #[tokio::test(flavor = "multi_thread")]
 async fn crafted_colliding_arguments_are_hashed_in_linear_time() {
     let server = start().await;

@@ -436,15 +436,9 @@ fn ranges_of(until: &[u64], now_ms: u64) -> Vec<(u16, u16)> {
     out
 }
 
-/// Writes the map file in `dir`: a temporary file, fsync, rename, directory fsync.
+/// Writes the map file in `dir` atomically (`durability::atomic_write`).
 pub fn write_durably(dir: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = dir.join(format!("{MAP_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(MAP_FILE))?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::durability::atomic_write(&dir.join(MAP_FILE), text.as_bytes())
 }
 
 /// The text persisted in the data directory: the map and its pending fences.

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 pub type CmdResult = Result<Reply, Reply>;
 
 /// Runs one request from a network client: the checks only the network makes (auth,
-/// subscribed mode), then, after MULTI, queueing; else `atomic::run`, which takes the
+/// subscribed mode), then, after MULTI, queueing; else `gate::run`, which takes the
 /// keyspace gate as the command needs and runs it. A refusal here fails an open
 /// transaction, as in Redis. A queued command takes `args` (moved, not cloned: each
 /// clone of a `Bytes` is an atomic increment, and its drop a decrement), leaving the

@@ -28,6 +28,7 @@
 //! The directory is created 0700 and its files 0600: the snapshot holds every lock's
 //! owner value.
 
+use crate::durability::atomic;
 use crate::durability::snapshot::crc32;
 use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
@@ -38,9 +39,9 @@ use std::path::{Path, PathBuf};
 
 const LOCK_FILE: &str = "redlockd.lock";
 const STATE_FILE: &str = "node.state";
-const STATE_TMP: &str = "node.state.tmp";
 pub const SNAPSHOT_FILE: &str = "snapshot.rdl";
-const SNAPSHOT_TMP: &str = "snapshot.rdl.tmp";
+/// The fixed-name temporary files of earlier versions, removed at open.
+const LEGACY_TMP: [&str; 3] = ["node.state.tmp", "snapshot.rdl.tmp", "cluster-map.json.tmp"];
 
 const SLOT_MAGIC: &[u8; 8] = b"RLKDSTAT";
 /// Version 1 (64-byte slots) had no history, no inode and no flags; version 2 no write
@@ -148,6 +149,7 @@ impl NodeDir {
     /// copied state.
     pub fn open(path: &Path) -> io::Result<NodeDir> {
         let lock = lock_dir(path)?;
+        atomic::remove_leftovers(path, &LEGACY_TMP)?;
         let (state, created) = StateFile::open(path, false)?;
         Ok(NodeDir {
             path: path.to_path_buf(),
@@ -259,24 +261,17 @@ impl NodeDir {
     /// (tests only). The state file is made again, as for a new directory.
     pub fn wipe(&self) -> io::Result<()> {
         let _ = std::fs::remove_file(self.snapshot_path());
-        let _ = std::fs::remove_file(self.path.join(SNAPSHOT_TMP));
+        atomic::remove_leftovers(&self.path, &LEGACY_TMP)?;
         let mut s = self.state.lock();
         std::fs::remove_file(self.path.join(STATE_FILE))?;
         *s = StateFile::open(&self.path, false)?.0;
         Ok(())
     }
 
-    /// Writes a snapshot atomically: a temporary file (0600), fsync, rename, fsync of
-    /// the directory. A crash at any point leaves either no snapshot or the whole one.
+    /// Writes a snapshot atomically (`atomic::atomic_write`, 0600). A crash at any
+    /// point leaves either no snapshot (or the earlier one) or the whole new one.
     pub fn write_snapshot(&self, bytes: &[u8]) -> io::Result<()> {
-        let tmp = self.path.join(SNAPSHOT_TMP);
-        {
-            let f = private_file(&tmp, true)?;
-            f.write_all_at(bytes, 0)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, self.snapshot_path())?;
-        sync_dir(&self.path)
+        atomic::atomic_write(&self.snapshot_path(), bytes)
     }
 
     /// The snapshot's bytes, if there is one.
@@ -498,20 +493,18 @@ impl StateFile {
         Ok(())
     }
 
-    /// Writes `next` as a whole new file (temporary file, fsync, rename, directory
-    /// fsync): for a change of format or of inode, where writing slots in place could
-    /// tear the only good copy. The rename changes the new file's ctime, so `next` is
-    /// then written once more in place, stamped after it.
+    /// Writes `next` as a whole new file (`atomic::replace_with`): for a change of
+    /// format or of inode, where writing slots in place could tear the only good copy.
+    /// The slot names the new file's inode. The rename changes the new file's ctime,
+    /// so `next` is then written once more in place, stamped after it.
     fn replace(&mut self, dir: &Path, next: NodeState) -> io::Result<()> {
-        let tmp = dir.join(STATE_TMP);
-        let file = private_file(&tmp, true)?;
-        let ino = file.metadata()?.ino();
-        let slot = encode_slot(1, &next, ino, UNCHECKED);
-        file.write_all_at(&slot, SLOT_LEN as u64)?;
-        file.set_len(2 * SLOT_LEN as u64)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, dir.join(STATE_FILE))?;
-        sync_dir(dir)?;
+        let (file, ino) = atomic::replace_with(&dir.join(STATE_FILE), |file| {
+            let ino = file.metadata()?.ino();
+            let slot = encode_slot(1, &next, ino, UNCHECKED);
+            file.write_all_at(&slot, SLOT_LEN as u64)?;
+            file.set_len(2 * SLOT_LEN as u64)?;
+            Ok(ino)
+        })?;
         self.file = file;
         self.ino = ino;
         self.seq = 1;

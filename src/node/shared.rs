@@ -66,7 +66,7 @@ pub struct Shared {
     pub last_boot: Mutex<crate::durability::restart::BootKind>,
     /// Cleared by SHUTDOWN NOSAVE: the next boot then raises the fence.
     pub save_on_shutdown: AtomicBool,
-    /// The keyspace gate: taken only through `commands::atomic`.
+    /// The keyspace gate: taken only through `commands::exec::gate`.
     pub gate: crate::commands::exec::gate::Gate,
     /// ACL users (the default user's password from requirepass) and the ACL log.
     pub acl: crate::acl::Acl,

@@ -37,7 +37,7 @@ pub struct Stats {
     pub acl_denied_cmd: AtomicU64,
     pub acl_denied_key: AtomicU64,
     pub acl_denied_channel: AtomicU64,
-    /// The counters of threads without a slot of their own (`memory::thread_slot`),
+    /// The counters of threads without a slot of their own (`alloc::thread_slot`),
     /// changed with atomic adds; and every command's refusals.
     per_command: Vec<CommandStat>,
     /// Per slot, the counters the thread owning it changes with a plain load and

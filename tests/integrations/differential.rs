@@ -133,7 +133,7 @@ impl Gen {
                     self.bad_number()
                 };
                 // PXAT i64::MAX is a valid time to Redis but above max-ttl here
-                // (deliberate): the max-ttl refusal is tested in tests/fence.rs.
+                // (deliberate): the max-ttl refusal is tested in tests/integrations/fence.rs.
                 let v = if word == "PXAT" && v == "9223372036854775807" {
                     "-1".to_string()
                 } else {
@@ -196,7 +196,7 @@ impl Gen {
         let amount = if self.chance(0.1) {
             let v = self.bad_number();
             // PEXPIREAT i64::MAX is a valid time to Redis but above max-ttl here
-            // (deliberate, tested in tests/fence.rs): keep forms both treat alike.
+            // (deliberate, tested in tests/integrations/fence.rs): keep forms both treat alike.
             if cmd == "PEXPIREAT" && v == "9223372036854775807" {
                 "-1".to_string()
             } else {

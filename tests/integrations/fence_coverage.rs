@@ -9,7 +9,7 @@
 //! The list below must name every command of the table (COMMAND LIST): a command
 //! added later fails `the_cases_cover_the_whole_table` until someone says, with a
 //! case, whether it is fenced. The table's `write` and `denyoom` flags are Redis 7's
-//! (tests/acl.rs compares COMMAND INFO with a real redis-server), so "Redis marks it
+//! (tests/integrations/acl.rs compares COMMAND INFO with a real redis-server), so "Redis marks it
 //! write and denyoom" is read here from our own COMMAND INFO.
 
 use crate::support;

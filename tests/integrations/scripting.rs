@@ -715,9 +715,9 @@ async fn eval_ro_refuses_writes_and_select_stays_inside_the_script() {
     assert_eq!(cmd(&mut con, &["DBSIZE"]).await, Ok(Value::Int(0)));
 }
 
-/// The lock clients' scripts, transcribed from their sources (redis-py `redis/lock.py`
-/// Lock.LUA_*_SCRIPT; node-redlock v5 `src/index.ts` ACQUIRE/EXTEND/RELEASE_SCRIPT;
-/// redsync v4 `mutex.go` deleteScript/touchScript; python-redis-lock `redis_lock/__init__.py`
+/// The lock clients' scripts, transcribed from their sources (redis-py's lock.py:
+/// Lock.LUA_*_SCRIPT; node-redlock v5's index.ts: ACQUIRE/EXTEND/RELEASE_SCRIPT;
+/// redsync v4's mutex.go: deleteScript/touchScript; python-redis-lock's `__init__.py`:
 /// EXTEND_SCRIPT). Only scripts made of string/key commands are here: python-redis-lock's
 /// unlock (lpush) and Redisson's (hash + publish) need the ecosystem commands.
 mod fixtures {

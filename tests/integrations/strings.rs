@@ -1,6 +1,6 @@
 //! String commands: SET and its options, SETNX/SETEX/PSETEX/GETSET, GET, GETDEL, GETEX,
 //! MGET, MSET/MSETNX, the INCR family with INCRBYFLOAT, APPEND, STRLEN, GETRANGE and
-//! SETRANGE, with Redis's exact replies (tests/differential.rs compares them all with a
+//! SETRANGE, with Redis's exact replies (tests/integrations/differential.rs compares them all with a
 //! real redis-server).
 
 use crate::support;

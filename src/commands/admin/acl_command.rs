@@ -385,7 +385,8 @@ fn disconnect_revoked(ctx: &mut Ctx, changed: Option<&[u8]>) {
 }
 
 /// ACL SAVE: every user, as ACL LIST shows them, written to the file atomically
-/// (`write_atomically`): a crash leaves the old file or the new one, never a part.
+/// (`durability::atomic_write`, keeping the file's mode, 0600 for a new one: it holds
+/// password hashes): a crash leaves the old file or the new one, never a part.
 fn save(ctx: &mut Ctx) -> CmdResult {
     let path = ctx
         .shared
@@ -398,57 +399,9 @@ fn save(ctx: &mut Ctx) -> CmdResult {
         text.extend_from_slice(&u.describe());
         text.push(b'\n');
     }
-    write_atomically(path, &text).map_err(|e| {
+    crate::durability::atomic_write(path, &text).map_err(|e| {
         tracing::warn!(path = %path.display(), "ACL SAVE failed: {e}");
         Reply::error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
     })?;
     Ok(Reply::Ok)
-}
-
-/// Replaces `path` with `text`: a new file of a name no one can predict in the same
-/// directory, created exclusively (an existing name, a symlink planted there
-/// included, fails instead of being followed), given the old file's mode (0600 for a
-/// new one: it holds password hashes), written and fsynced, renamed over `path`, and
-/// the directory fsynced so the rename survives a crash.
-fn write_atomically(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the aclfile path names no file",
-        )
-    })?;
-    let mode = match std::fs::metadata(path) {
-        Ok(m) => m.permissions().mode() & 0o7777,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0o600,
-        Err(e) => return Err(e),
-    };
-    let tmp = dir.join(format!(
-        ".{}.save-{}-{:016x}",
-        name.to_string_lossy(),
-        std::process::id(),
-        rand::random::<u64>()
-    ));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        // The umask applied at creation: set the mode itself.
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        f.write_all(text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return written;
-    }
-    std::fs::File::open(dir)?.sync_all()
 }

@@ -294,7 +294,7 @@ impl Blocking {
 
     /// Serves waiters on every ready key, oldest waiter first, until the key has
     /// nothing for them or nobody waits on it. The caller holds the keyspace gate
-    /// exclusively (`atomic::serve_blocked`), so that a move (BLMOVE) between two keys
+    /// exclusively (`gate::serve_blocked`), so that a move (BLMOVE) between two keys
     /// is seen by nobody half done, and nothing interleaves with a script.
     pub fn serve_ready_held(&self, shared: &Shared) {
         while self.any_ready.swap(false, Ordering::SeqCst) {

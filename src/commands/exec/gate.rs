@@ -2,9 +2,9 @@
 //!
 //! # Design
 //!
-//! Single-key commands are atomic by themselves: each touches one dashmap shard under
-//! its lock. What must be atomic against *every* other command runs holding the gate
-//! exclusively: scripts (EVAL...), EXEC, and the few commands flagged EXCLUSIVE in the
+//! Single-key commands are atomic by themselves: each touches one shard of the
+//! keyspace under its lock. What must be atomic against *every* other command runs
+//! holding the gate exclusively: scripts (EVAL...), EXEC, and the few commands flagged EXCLUSIVE in the
 //! table (MSET, RENAME, LMOVE, FLUSHDB...). Every other command holds it shared, so
 //! ordinary commands run in parallel on all workers and never see half of a script or
 //! of a transaction. This is what Redis gets from its single thread (script.c,

@@ -36,36 +36,58 @@ struct Item {
     by: Option<Bytes>,
 }
 
-fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
-    let mut desc = false;
-    let mut alpha = false;
-    let (mut limit_start, mut limit_count) = (0i64, -1i64);
-    let mut store: Option<&Bytes> = None;
-    let mut by: Option<&Bytes> = None;
-    let mut dontsort = false;
-    let mut gets: Vec<&Bytes> = Vec::new();
+/// SORT's options, read in Redis's order (an ACL refusal of BY or GET comes as the
+/// option is read).
+struct SortOptions<'a> {
+    desc: bool,
+    alpha: bool,
+    /// LIMIT offset count, as given (count -1: no LIMIT).
+    limit_start: i64,
+    limit_count: i64,
+    store: Option<&'a Bytes>,
+    by: Option<&'a Bytes>,
+    /// A BY pattern without `*`: the collection's own order.
+    dontsort: bool,
+    gets: Vec<&'a Bytes>,
+}
+
+fn parse_options<'a>(
+    ctx: &mut Ctx,
+    args: &'a [Bytes],
+    readonly: bool,
+) -> Result<SortOptions<'a>, Reply> {
+    let mut o = SortOptions {
+        desc: false,
+        alpha: false,
+        limit_start: 0,
+        limit_count: -1,
+        store: None,
+        by: None,
+        dontsort: false,
+        gets: Vec::new(),
+    };
     let all_keys = ctx.client.current_user(&ctx.shared.acl).all_keys();
     let mut j = 2;
     while j < args.len() {
         let left = args.len() - j - 1;
         let a = &args[j];
         if eq_ignore_case(a, "asc") {
-            desc = false;
+            o.desc = false;
         } else if eq_ignore_case(a, "desc") {
-            desc = true;
+            o.desc = true;
         } else if eq_ignore_case(a, "alpha") {
-            alpha = true;
+            o.alpha = true;
         } else if eq_ignore_case(a, "limit") && left >= 2 {
-            limit_start = int_arg(&args[j + 1])?;
-            limit_count = int_arg(&args[j + 2])?;
+            o.limit_start = int_arg(&args[j + 1])?;
+            o.limit_count = int_arg(&args[j + 2])?;
             j += 2;
         } else if !readonly && eq_ignore_case(a, "store") && left >= 1 {
-            store = Some(&args[j + 1]);
+            o.store = Some(&args[j + 1]);
             j += 1;
         } else if eq_ignore_case(a, "by") && left >= 1 {
-            by = Some(&args[j + 1]);
+            o.by = Some(&args[j + 1]);
             if !c_str(&args[j + 1]).contains(&b'*') {
-                dontsort = true;
+                o.dontsort = true;
             } else if !all_keys {
                 return Err(Reply::error(
                     "ERR BY option of SORT denied due to insufficient ACL permissions.",
@@ -78,57 +100,37 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
                     "ERR GET option of SORT denied due to insufficient ACL permissions.",
                 ));
             }
-            gets.push(&args[j + 1]);
+            o.gets.push(&args[j + 1]);
             j += 1;
         } else {
             return Err(errors::syntax());
         }
         j += 1;
     }
-    if store.is_some() {
+    Ok(o)
+}
+
+/// SORT and SORT_RO (`readonly`: no STORE): the options, the collection's elements,
+/// the range LIMIT keeps, in the order asked; then the reply or the stored list.
+fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
+    let mut o = parse_options(ctx, args, readonly)?;
+    if o.store.is_some() {
         crate::commands::check_fences_of(ctx, args)?;
     }
-
-    let (kind, elements) = match ctx.db().get(&args[1], ctx.now_ms) {
-        None => (Kind::List, Vec::new()),
-        Some(e) => match e.value() {
-            ValueRef::List(l) => (Kind::List, l.iter().cloned().collect()),
-            ValueRef::Set(s) => (Kind::Set, s.members()),
-            ValueRef::ZSet(z) => (
-                Kind::ZSet,
-                z.iter().map(|(m, _)| Bytes::copy_from_slice(m)).collect(),
-            ),
-            _ => return Err(errors::wrongtype()),
-        },
-    };
+    let (kind, elements) = elements_of(ctx, &args[1])?;
     // A set has no order of its own: when it would be stored or seen by a script
     // unsorted, it is sorted ALPHA so the result is the same everywhere.
-    if dontsort && kind == Kind::Set && (store.is_some() || ctx.in_script) {
-        dontsort = false;
-        alpha = true;
-        by = None;
+    if o.dontsort && kind == Kind::Set && (o.store.is_some() || ctx.in_script) {
+        o.dontsort = false;
+        o.alpha = true;
+        o.by = None;
     }
-
-    // LIMIT, clamped as Redis clamps it.
-    let n = elements.len() as i64;
-    let mut start = limit_start.max(0).min(n);
-    let limit_count = limit_count.max(-1).min(n);
-    let mut end = if limit_count < 0 {
-        n - 1
-    } else {
-        start + limit_count - 1
-    };
-    if start >= n {
-        start = n - 1;
-        end = n - 2;
-    }
-    end = end.min(n - 1);
-
-    let mut items: Vec<Item> = if dontsort && kind != Kind::Set {
+    let (mut start, mut end) = limit_range(elements.len() as i64, o.limit_start, o.limit_count);
+    let mut items: Vec<Item> = if o.dontsort && kind != Kind::Set {
         // The collection's own order (reversed by DESC), just the range.
         let len = (end - start + 1).max(0) as usize;
         let picked: Vec<Bytes> = if end >= start {
-            if desc {
+            if o.desc {
                 elements
                     .iter()
                     .rev()
@@ -153,83 +155,130 @@ fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
     } else {
         elements.into_iter().map(item).collect()
     };
-
-    if !dontsort {
-        let mut bad_score = false;
-        for it in &mut items {
-            let value = match by {
-                Some(pattern) => match lookup(ctx, pattern, &it.element) {
-                    Some(v) => v,
-                    None => continue,
-                },
-                None => it.element.clone(),
-            };
-            if alpha {
-                if by.is_some() {
-                    it.by = Some(value);
-                }
-            } else {
-                match sort_score(&value) {
-                    Some(s) => it.score = s,
-                    None => bad_score = true,
-                }
-            }
-        }
-        if bad_score {
-            return Err(Reply::error(
-                "ERR One or more scores can't be converted into double",
-            ));
-        }
-        let by_pattern = by.is_some();
-        items.sort_by(|a, b| {
-            let ord = compare(a, b, alpha, by_pattern);
-            if desc {
-                ord.reverse()
-            } else {
-                ord
-            }
-        });
+    if !o.dontsort {
+        order(ctx, &mut items, &o)?;
     }
-
     let rows: &[Item] = if end >= start {
         &items[start as usize..=end as usize]
     } else {
         &[]
     };
-    match store {
-        None => {
-            let mut out = Vec::with_capacity(rows.len() * gets.len().max(1));
-            for row in rows {
-                if gets.is_empty() {
-                    out.push(Reply::Bulk(row.element.clone()));
-                }
-                for pattern in &gets {
-                    out.push(lookup(ctx, pattern, &row.element).map_or(Reply::Null, Reply::Bulk));
-                }
+    match o.store {
+        None => Ok(reply(ctx, rows, &o.gets)),
+        Some(dest) => store(ctx, dest, rows, &o.gets),
+    }
+}
+
+/// The collection at `key` and its elements in its own order (a missing key: an
+/// empty list).
+fn elements_of(ctx: &Ctx, key: &[u8]) -> Result<(Kind, Vec<Bytes>), Reply> {
+    Ok(match ctx.db().get(key, ctx.now_ms) {
+        None => (Kind::List, Vec::new()),
+        Some(e) => match e.value() {
+            ValueRef::List(l) => (Kind::List, l.iter().cloned().collect()),
+            ValueRef::Set(s) => (Kind::Set, s.members()),
+            ValueRef::ZSet(z) => (
+                Kind::ZSet,
+                z.iter().map(|(m, _)| Bytes::copy_from_slice(m)).collect(),
+            ),
+            _ => return Err(errors::wrongtype()),
+        },
+    })
+}
+
+/// LIMIT over `n` elements, clamped as Redis clamps it: the first and last index kept
+/// (last < first: none).
+fn limit_range(n: i64, limit_start: i64, limit_count: i64) -> (i64, i64) {
+    let mut start = limit_start.max(0).min(n);
+    let limit_count = limit_count.max(-1).min(n);
+    let mut end = if limit_count < 0 {
+        n - 1
+    } else {
+        start + limit_count - 1
+    };
+    if start >= n {
+        start = n - 1;
+        end = n - 2;
+    }
+    (start, end.min(n - 1))
+}
+
+/// Sorts `items` by their scores (or ALPHA: bytes), from the elements or the values
+/// the BY pattern names; DESC reverses.
+fn order(ctx: &Ctx, items: &mut [Item], o: &SortOptions) -> Result<(), Reply> {
+    let mut bad_score = false;
+    for it in items.iter_mut() {
+        let value = match o.by {
+            Some(pattern) => match lookup(ctx, pattern, &it.element) {
+                Some(v) => v,
+                None => continue,
+            },
+            None => it.element.clone(),
+        };
+        if o.alpha {
+            if o.by.is_some() {
+                it.by = Some(value);
             }
-            Ok(Reply::Array(out))
-        }
-        Some(dest) => {
-            let mut list = VecDeque::with_capacity(rows.len() * gets.len().max(1));
-            for row in rows {
-                if gets.is_empty() {
-                    list.push_back(row.element.clone());
-                }
-                for pattern in &gets {
-                    list.push_back(lookup(ctx, pattern, &row.element).unwrap_or_default());
-                }
+        } else {
+            match sort_score(&value) {
+                Some(s) => it.score = s,
+                None => bad_score = true,
             }
-            let stored = list.len();
-            if list.is_empty() {
-                ctx.db().remove(dest, ctx.now_ms);
-            } else {
-                ctx.shared.fence.check_has_ttl()?;
-                ctx.db().insert(dest, Entry::new(Value::List(list)));
-                ctx.shared.blocking.signal(ctx.client.db, dest);
-            }
-            Ok(Reply::Integer(stored as i64))
         }
     }
+    if bad_score {
+        return Err(Reply::error(
+            "ERR One or more scores can't be converted into double",
+        ));
+    }
+    let by_pattern = o.by.is_some();
+    items.sort_by(|a, b| {
+        let ord = compare(a, b, o.alpha, by_pattern);
+        if o.desc {
+            ord.reverse()
+        } else {
+            ord
+        }
+    });
+    Ok(())
+}
+
+/// The rows as the reply: each element, or the values of its GET patterns (null for
+/// a missing one).
+fn reply(ctx: &Ctx, rows: &[Item], gets: &[&Bytes]) -> Reply {
+    let mut out = Vec::with_capacity(rows.len() * gets.len().max(1));
+    for row in rows {
+        if gets.is_empty() {
+            out.push(Reply::Bulk(row.element.clone()));
+        }
+        for pattern in gets {
+            out.push(lookup(ctx, pattern, &row.element).map_or(Reply::Null, Reply::Bulk));
+        }
+    }
+    Reply::Array(out)
+}
+
+/// STORE: the rows (as `reply` gives them, a missing value empty) as a list at
+/// `dest`, or `dest` deleted when there are none. Replies with the list's length.
+fn store(ctx: &mut Ctx, dest: &Bytes, rows: &[Item], gets: &[&Bytes]) -> CmdResult {
+    let mut list = VecDeque::with_capacity(rows.len() * gets.len().max(1));
+    for row in rows {
+        if gets.is_empty() {
+            list.push_back(row.element.clone());
+        }
+        for pattern in gets {
+            list.push_back(lookup(ctx, pattern, &row.element).unwrap_or_default());
+        }
+    }
+    let stored = list.len();
+    if list.is_empty() {
+        ctx.db().remove(dest, ctx.now_ms);
+    } else {
+        ctx.shared.fence.check_has_ttl()?;
+        ctx.db().insert(dest, Entry::new(Value::List(list)));
+        ctx.shared.blocking.signal(ctx.client.db, dest);
+    }
+    Ok(Reply::Integer(stored as i64))
 }
 
 fn item(element: Bytes) -> Item {

@@ -568,7 +568,7 @@ impl Db {
 }
 
 /// All databases. What makes several commands atomic together (scripts, MULTI/EXEC)
-/// is not here but in `commands::atomic`.
+/// is not here but in `commands::exec::gate`.
 pub struct Keyspace {
     dbs: Vec<Db>,
     tracked: Arc<TrackedKeys>,

@@ -66,6 +66,8 @@ function resolveBinary(explicit) {
         "and copied here, or when package-lock.json was made without it (npm/cli#4828: remove " +
         "node_modules and package-lock.json, then npm install again).\n" +
         `Install it: npm install --save-dev ${pkg}@${VERSION}\n` +
+        `(Until it is published on npm: the redlockd-linux-x64-${VERSION}.tgz that packaging/build.sh ` +
+        "made next to redlockd's tarball; install both, as redlockd's README says.)\n" +
         "Or set REDLOCKD_BIN to a redlockd binary."
     );
   }
