@@ -1,4 +1,5 @@
-//! Commands: the table (name -> spec), the context a handler runs in, and dispatch.
+//! Commands: the table (name -> spec), the handlers bound to it, the context a handler
+//! runs in, and dispatch.
 //! The network, Lua's redis.call and the in-memory door all reach a command through
 //! `run`: one implementation of every command.
 
@@ -7,6 +8,7 @@ pub mod command_table;
 pub mod context;
 pub mod exec;
 pub mod families;
+pub mod handlers;
 
 pub use command_table::{lookup, Spec};
 pub use context::Ctx;
@@ -160,7 +162,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     let reply = {
         // Key changes made now are this client's (client-side caching's NOLOOP).
         let _actor = crate::store::Actor::enter(ctx.client.id());
-        match (spec.handler)(ctx, args) {
+        match handlers::handler(spec)(ctx, args) {
             Ok(r) => r,
             Err(e) => e,
         }
@@ -287,14 +289,7 @@ pub fn eq_ignore_case(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
 }
 
-/// Parses an argument as Redis's string2ll does: an optional '-', digits, no spaces,
-/// no '+', no leading zeros beyond "0".
-pub fn parse_i64(arg: &[u8]) -> Option<i64> {
-    if arg.len() > 20 {
-        return None;
-    }
-    crate::protocol::parse_int(arg)
-}
+pub use crate::protocol::parse_i64;
 
 /// `parse_i64` with Redis's error reply.
 pub fn int_arg(arg: &[u8]) -> Result<i64, Reply> {
