@@ -21,7 +21,8 @@ pub enum Context {
     Script,
 }
 
-/// A refused call: what ACL LOG records and the reply the client reads.
+/// A refused call: what ACL LOG records and the reply the client reads (boxed where
+/// it is returned: the allowed path's `Result` stays one word).
 #[derive(Debug)]
 pub struct Refusal {
     pub denied: Denied,
@@ -46,7 +47,7 @@ pub fn check(
     args: &[Bytes],
     context: Context,
     in_multi: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), Box<Refusal>> {
     if user.unrestricted() {
         return Ok(());
     }
@@ -62,7 +63,7 @@ fn refusal(
     denied: Denied,
     context: Context,
     in_multi: bool,
-) -> Refusal {
+) -> Box<Refusal> {
     let (reason, object) = match denied {
         Denied::Command => ("command", Bytes::from(fullname(spec, args))),
         Denied::Key(i) => ("key", args[i].clone()),
@@ -92,13 +93,13 @@ fn refusal(
             }
         )),
     };
-    Refusal {
+    Box::new(Refusal {
         denied,
         reason,
         object,
         log_context,
         reply,
-    }
+    })
 }
 
 /// `config|get` for a known subcommand, else the command's name.
@@ -136,7 +137,7 @@ mod tests {
         words.iter().map(|w| Bytes::from(w.to_string())).collect()
     }
 
-    fn refused(user: &User, words: &[&str], context: Context, in_multi: bool) -> Refusal {
+    fn refused(user: &User, words: &[&str], context: Context, in_multi: bool) -> Box<Refusal> {
         let a = args(words);
         let spec = lookup(&a[0]).unwrap();
         check(user, spec, &a, context, in_multi).unwrap_err()

@@ -221,7 +221,7 @@ pub fn check_acl(
     let in_multi = ctx.client.multi.is_some();
     let user = ctx.client.current_user(&ctx.shared.acl);
     acl::check::check(user, spec, args, context, in_multi)
-        .map_err(|refusal| acl_refused(ctx, spec, refusal, context))
+        .map_err(|refusal| acl_refused(ctx, spec, *refusal, context))
 }
 
 #[cold]
