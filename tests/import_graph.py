@@ -24,6 +24,7 @@ The rules (--check):
 
 import os
 import re
+import signal
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -100,7 +101,7 @@ def expand_use(tree):
     return out
 
 
-def absolute(path, here, is_mod_file, mods):
+def absolute(path, here, mods):
     """A path as written in module `here` -> a path from the crate root, or None
     for an outside crate (or a local name)."""
     if not path:
@@ -126,12 +127,10 @@ def reexports(files, mods):
     out = {}
     for rel, text in files.items():
         here = module_of(rel)
-        is_mod_file = rel.endswith("mod.rs") or rel == "lib.rs"
         table = out.setdefault(here, {})
         for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", strip(text)):
-            raw = re.sub(r"\s+", "", m.group(1))
             for p in expand_use(m.group(1)):
-                a = absolute(p, here, is_mod_file, mods)
+                a = absolute(p, here, mods)
                 if a and p and p[-1] not in ("*", "self"):
                     table[p[-1]] = a
     return out
@@ -157,7 +156,6 @@ def graph(files):
     edges = {rel: set() for rel in files}
     for rel, text in files.items():
         here = module_of(rel)
-        is_mod_file = rel.endswith("mod.rs") or rel == "lib.rs"
         body = strip(text)
         paths = []
         for m in re.finditer(r"\buse\s+([^;]+);", body):
@@ -165,7 +163,7 @@ def graph(files):
         for m in re.finditer(r"(?<![\w:])(\w+(?:::\w+)+)", body):
             paths.append(m.group(1).split("::"))
         for p in paths:
-            a = absolute(p, here, is_mod_file, mods)
+            a = absolute(p, here, mods)
             if a is None:
                 continue
             target = resolve(a, mods, reexp)
@@ -255,6 +253,7 @@ def check(files, edges, circles):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     files = load()
     edges = graph(files)
     circles = sccs(edges)
