@@ -1,6 +1,8 @@
 //! ACL users, as Redis 7 has them: passwords (SHA-256), command permissions (commands,
 //! subcommands and categories from the command table), key patterns and pub/sub
-//! channel patterns; the rule language of ACL SETUSER and the ACL file; the ACL log.
+//! channel patterns; the rule language of ACL SETUSER and the ACL file; the ACL log;
+//! the check every command passes (check.rs). It reads only the command descriptor
+//! (`commands::command_table`), never a command family.
 //!
 //! A connection holds an `Arc<User>` and re-reads it only when `Acl::generation`
 //! moves (any SETUSER or DELUSER), so the check on the hot path of a user allowed
@@ -18,10 +20,12 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub mod check;
 mod log;
 pub mod redact;
 mod rules;
 
+pub use check::{Context, Refusal};
 pub use log::AclLog;
 pub use rules::{
     check_file_with_requirepass, read_file, user_from_rules, valid_username, RuleError,

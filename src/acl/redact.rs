@@ -28,7 +28,7 @@ pub fn is_secret(spec: &Spec, args: &[Bytes], i: usize) -> bool {
         // option before the first bad one, once the version was accepted.
         "hello" => {
             let version_ok = args.get(1).is_none_or(|v| {
-                crate::commands::parse_i64(v).is_some_and(|v| (2..=3).contains(&v))
+                crate::protocol::parse_i64(v).is_some_and(|v| (2..=3).contains(&v))
             });
             if !version_ok {
                 return false;

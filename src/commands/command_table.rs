@@ -1,10 +1,12 @@
-//! The command table: name -> spec (arity, flags, key specs and positions, handler),
-//! as in Redis's own table. Arity counts the command name; negative means "at least".
+//! The command table: name -> spec (arity, flags, ACL categories, key specs and
+//! positions, subcommands), as in Redis's own table: the command descriptor, below every
+//! room that reads it (dispatch, ACL, stats, the client registry, COMMAND, INFO,
+//! scripting). It names no handler and imports no command family: `super::handlers`
+//! binds a handler to each row by its index. Arity counts the command name; negative means "at least".
 //! Every check that reads keys (ACL key patterns, cluster routing, the restart and
 //! slot fences, COMMAND GETKEYS, client-side caching) finds them with
 //! `Spec::key_positions`, which reads a container command's subcommand row.
 
-use super::{CmdResult, Ctx};
 use bytes::Bytes;
 use std::sync::LazyLock;
 
@@ -12,8 +14,6 @@ pub mod key_specs;
 mod rows;
 use key_specs::KeySpec;
 use rows::{Row, ROWS, SUB_ROWS};
-
-pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
 
 pub mod flags {
     /// Changes the keyspace.
@@ -152,8 +152,8 @@ pub struct Spec {
     pub first_key: i32,
     pub last_key: i32,
     pub step: i32,
-    pub handler: Handler,
-    /// Position in `COMMANDS` (for per-command stats); also its ACL id.
+    /// Position in `COMMANDS` (for per-command stats; its handler in
+    /// `commands::handlers`); also its ACL id.
     pub index: usize,
     /// A container's subcommands (CONFIG GET...), for ACL rules and categories.
     pub subcommands: &'static [Subcommand],
@@ -281,7 +281,7 @@ impl Spec {
         let left = n.saturating_sub(at + 1);
         // Redis's key spec: numkeys by string2ll, not negative, then as an int (its
         // low 32 bits).
-        let count = args.get(at).and_then(|a| super::parse_i64(a));
+        let count = args.get(at).and_then(|a| crate::protocol::parse_i64(a));
         let count = count.filter(|&k| k >= 0).map(|k| k as i32);
         if let Some(k) = count.filter(|&k| k >= 1 && k as usize <= left) {
             return fixed.chain(at + 1..at + 1 + k as usize).chain(None);
@@ -455,7 +455,6 @@ pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
                 flags,
                 cats,
                 keys,
-                handler,
             } = *row;
             let subs = &SUBCOMMANDS[..];
             let start = subs
@@ -486,7 +485,6 @@ pub static COMMANDS: LazyLock<Vec<Spec>> = LazyLock::new(|| {
                 first_key,
                 last_key,
                 step,
-                handler,
                 index,
                 subcommands: &SUBCOMMANDS[start..start + len],
             }

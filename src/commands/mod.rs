@@ -1,4 +1,5 @@
-//! Commands: the table (name -> spec), the context a handler runs in, and dispatch.
+//! Commands: the table (name -> spec), the handlers bound to it, the context a handler
+//! runs in, and dispatch.
 //! The network, Lua's redis.call and the in-memory door all reach a command through
 //! `run`: one implementation of every command.
 
@@ -7,10 +8,12 @@ pub mod command_table;
 pub mod context;
 pub mod exec;
 pub mod families;
+pub mod handlers;
 
 pub use command_table::{lookup, Spec};
 pub use context::Ctx;
 
+use crate::acl;
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use command_table::flags;
@@ -77,7 +80,7 @@ fn check(ctx: &mut Ctx, args: &[Bytes]) -> Result<&'static Spec, Reply> {
     if !ctx.client.authed && spec.flags & flags::NO_AUTH == 0 {
         return Err(Reply::error(errors::NOAUTH));
     }
-    admin::acl_command::check(ctx, spec, args, admin::acl_command::Context::Toplevel)?;
+    check_acl(ctx, spec, args, acl::Context::Toplevel)?;
     // Redis Cluster's routing, after the ACL check as in Redis (EXEC's queue is
     // checked as a whole in `dispatch_checked`).
     if ctx.shared.cluster.enabled() && spec.name != "exec" {
@@ -160,7 +163,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     let reply = {
         // Key changes made now are this client's (client-side caching's NOLOOP).
         let _actor = crate::store::Actor::enter(ctx.client.id());
-        match (spec.handler)(ctx, args) {
+        match handlers::handler(spec)(ctx, args) {
             Ok(r) => r,
             Err(e) => e,
         }
@@ -201,6 +204,68 @@ pub fn refused_in_script(ctx: &Ctx, own_flags: u32) -> Option<&'static str> {
     (own_flags & flags::NOSCRIPT != 0
         && !ctx.shared.scripts_may_call_anything.load(Ordering::Relaxed))
     .then_some("ERR This Redis command is not allowed from script")
+}
+
+/// The ACL check (`acl::check`) of the caller's user for `spec` with `args`, run by
+/// dispatch, EXEC and redis.call (`context`). A refusal is counted (INFO,
+/// commandstats' rejected_calls, the metrics' noperm), logged (ACL LOG) and answered
+/// as Redis words it there. A user allowed everything passes on one atomic load and
+/// one flag.
+#[inline]
+pub fn check_acl(
+    ctx: &mut Ctx,
+    spec: &'static Spec,
+    args: &[Bytes],
+    context: acl::Context,
+) -> Result<(), Reply> {
+    let in_multi = ctx.client.multi.is_some();
+    let user = ctx.client.current_user(&ctx.shared.acl);
+    acl::check::check(user, spec, args, context, in_multi)
+        .map_err(|refusal| acl_refused(ctx, spec, *refusal, context))
+}
+
+#[cold]
+fn acl_refused(ctx: &Ctx, spec: &Spec, refusal: acl::Refusal, context: acl::Context) -> Reply {
+    if context == acl::Context::Toplevel {
+        // As Redis: the refused command is the client's last one (CLIENT LIST, the
+        // log entry's client-info).
+        ctx.client.info.touch(spec, ctx.now_ms);
+    }
+    let s = &ctx.shared.stats;
+    s.record_rejected(spec.index, crate::node::stats::Refusal::Noperm);
+    let counter = match refusal.denied {
+        acl::Denied::Command => &s.acl_denied_cmd,
+        acl::Denied::Key(_) => &s.acl_denied_key,
+        acl::Denied::Channel(_) => &s.acl_denied_channel,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    let user = ctx.client.user.name.clone();
+    log_denial(
+        ctx,
+        refusal.reason,
+        refusal.log_context,
+        refusal.object,
+        user,
+    );
+    refusal.reply
+}
+
+/// An ACL LOG entry for this client (a refused command: `check_acl`; a failed AUTH:
+/// reason `auth`, object `AUTH`).
+pub fn log_denial(
+    ctx: &Ctx,
+    reason: &'static str,
+    context: &'static str,
+    object: Bytes,
+    username: Bytes,
+) {
+    let info = ctx.client.info.list_line(ctx.shared.clock.now_ms());
+    let now = ctx.shared.clock.wall_ms().max(0) as u64;
+    ctx.shared
+        .acl
+        .log
+        .lock()
+        .add(reason, context, object, username, info, now);
 }
 
 /// The fences a FENCED command (one that could grant a lock) must pass: the restart
@@ -287,14 +352,7 @@ pub fn eq_ignore_case(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
 }
 
-/// Parses an argument as Redis's string2ll does: an optional '-', digits, no spaces,
-/// no '+', no leading zeros beyond "0".
-pub fn parse_i64(arg: &[u8]) -> Option<i64> {
-    if arg.len() > 20 {
-        return None;
-    }
-    crate::protocol::parse_int(arg)
-}
+pub use crate::protocol::parse_i64;
 
 /// `parse_i64` with Redis's error reply.
 pub fn int_arg(arg: &[u8]) -> Result<i64, Reply> {

@@ -12,3 +12,13 @@ pub use decode::{parse_request, parse_request_into, peek_requests, Limits, Proto
 pub use encode::encode;
 pub(crate) use encode::human_double;
 pub use reply::Reply;
+
+/// Parses an argument as Redis's string2ll does: an optional '-', digits, no spaces,
+/// no '+', no leading zeros beyond "0". (Commands reach it as `commands::parse_i64`;
+/// the command descriptor and acl/ read numkeys and counts with it.)
+pub fn parse_i64(arg: &[u8]) -> Option<i64> {
+    if arg.len() > 20 {
+        return None;
+    }
+    parse_int(arg)
+}

@@ -255,12 +255,9 @@ fn command(spec: &'static commands::Spec, argv: &[Bytes]) -> Result<(Reply, bool
             return Err(refusal.into());
         }
         // The caller's permissions (Redis's scriptVerifyACL, before the write checks).
-        if let Err(Reply::Error(e)) = commands::admin::acl_command::check(
-            ctx,
-            spec,
-            argv,
-            commands::admin::acl_command::Context::Script,
-        ) {
+        if let Err(Reply::Error(e)) =
+            commands::check_acl(ctx, spec, argv, crate::acl::Context::Script)
+        {
             return Err(String::from_utf8_lossy(&e).into_owned());
         }
         if slot.read_only && own_flags & flags::WRITE != 0 {

@@ -1,137 +1,13 @@
 //! ACL: the command (WHOAMI, LIST, USERS, CAT, SETUSER, DELUSER, GETUSER, LOG, DRYRUN,
-//! LOAD, SAVE) and the one place a refusal is worded, counted and logged. The users and
-//! their rules are `crate::acl`.
+//! LOAD, SAVE). The users, their rules and the check every command passes are
+//! `crate::acl` (the check: `acl/check.rs`, counted and logged by
+//! `commands::check_acl`).
 
-use crate::acl::{self, Denied, User};
+use crate::acl::{self, User};
 use crate::commands::command_table::{cats, COMMANDS, SUBCOMMANDS};
-use crate::commands::{eq_ignore_case, CmdResult, Ctx, Spec};
-use crate::node::stats;
+use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
-
-/// Where a refusal happened: ACL LOG's `context`.
-#[derive(Clone, Copy)]
-pub enum Context {
-    /// A network command (`multi` when queued after MULTI, as Redis logs it).
-    Toplevel,
-    /// EXEC's re-check of a queued command.
-    Exec,
-    /// redis.call from a script or function.
-    Script,
-}
-
-/// Checks the client's permission for `spec` with `args`; a refusal is counted
-/// (INFO, commandstats' rejected_calls, the metrics' noperm), logged (ACL LOG) and
-/// worded for `context`, as Redis words it there.
-#[inline]
-pub fn check(
-    ctx: &mut Ctx,
-    spec: &'static Spec,
-    args: &[Bytes],
-    context: Context,
-) -> Result<(), Reply> {
-    let user = ctx.client.current_user(&ctx.shared.acl);
-    if user.unrestricted() {
-        return Ok(());
-    }
-    match user.check(spec, args) {
-        Ok(()) => Ok(()),
-        Err(d) => Err(refused(ctx, spec, args, d, context)),
-    }
-}
-
-#[cold]
-fn refused(ctx: &Ctx, spec: &Spec, args: &[Bytes], d: Denied, context: Context) -> Reply {
-    if let Context::Toplevel = context {
-        // As Redis: the refused command is the client's last one (CLIENT LIST, the
-        // log entry's client-info).
-        ctx.client.info.touch(spec, ctx.now_ms);
-    }
-    let s = &ctx.shared.stats;
-    s.record_rejected(spec.index, stats::Refusal::Noperm);
-    let (counter, reason, object) = match d {
-        Denied::Command => (
-            &s.acl_denied_cmd,
-            "command",
-            Bytes::from(fullname(spec, args)),
-        ),
-        Denied::Key(i) => (&s.acl_denied_key, "key", args[i].clone()),
-        Denied::Channel(i) => (&s.acl_denied_channel, "channel", args[i].clone()),
-    };
-    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let log_context = match context {
-        Context::Toplevel if ctx.client.multi.is_some() => "multi",
-        Context::Toplevel => "toplevel",
-        Context::Exec => "multi",
-        Context::Script => "lua",
-    };
-    log_denial(
-        ctx,
-        reason,
-        log_context,
-        object,
-        ctx.client.user.name.clone(),
-    );
-    let user = &ctx.client.user;
-    match context {
-        Context::Toplevel => Reply::error(format!("NOPERM {}", message(user, spec, args, d, false))),
-        Context::Script => Reply::error(format!(
-            "ERR ACL failure in script: {}",
-            message(user, spec, args, d, false)
-        )),
-        Context::Exec => Reply::error(format!(
-            "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
-            match d {
-                Denied::Command => "no permission to execute the command or subcommand",
-                Denied::Key(_) => "no permission to touch the specified keys",
-                Denied::Channel(_) => "no permission to access one of the channels used as arguments",
-            }
-        )),
-    }
-}
-
-/// An ACL LOG entry for this client (failed AUTH: reason `auth`, object `AUTH`).
-pub fn log_denial(
-    ctx: &Ctx,
-    reason: &'static str,
-    context: &'static str,
-    object: Bytes,
-    username: Bytes,
-) {
-    let info = ctx.client.info.list_line(ctx.shared.clock.now_ms());
-    let now = ctx.shared.clock.wall_ms().max(0) as u64;
-    ctx.shared
-        .acl
-        .log
-        .lock()
-        .add(reason, context, object, username, info, now);
-}
-
-/// `config|get` for a known subcommand, else the command's name.
-fn fullname(spec: &Spec, args: &[Bytes]) -> &'static str {
-    spec.subcommand(args).map_or(spec.name, |s| s.fullname)
-}
-
-/// Redis 7.2's getAclErrorMessage (verbose: ACL DRYRUN's form, naming the key).
-fn message(user: &User, spec: &Spec, args: &[Bytes], d: Denied, verbose: bool) -> String {
-    let name = String::from_utf8_lossy(&user.name);
-    match d {
-        Denied::Command => format!(
-            "User {name} has no permissions to run the '{}' command",
-            fullname(spec, args)
-        ),
-        Denied::Key(i) if verbose => format!(
-            "User {name} has no permissions to access the '{}' key",
-            String::from_utf8_lossy(&args[i])
-        ),
-        Denied::Key(_) => "No permissions to access a key".into(),
-        Denied::Channel(i) if verbose => format!(
-            "User {name} has no permissions to access the '{}' channel",
-            String::from_utf8_lossy(&args[i])
-        ),
-        Denied::Channel(_) => "No permissions to access a channel".into(),
-    }
-}
 
 /// ACL subcommand ...
 pub fn acl(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -325,7 +201,7 @@ fn dryrun(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     Ok(match user.check(spec, cmd) {
         Ok(()) => Reply::Ok,
-        Err(d) => Reply::bulk_str(&message(&user, spec, cmd, d, true)),
+        Err(d) => Reply::bulk_str(&acl::check::message(&user, spec, cmd, d, true)),
     })
 }
 

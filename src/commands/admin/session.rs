@@ -66,13 +66,7 @@ fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), R
                 );
             }
             let name = Bytes::copy_from_slice(name);
-            crate::commands::admin::acl_command::log_denial(
-                ctx,
-                "auth",
-                "toplevel",
-                Bytes::from_static(b"AUTH"),
-                name,
-            );
+            crate::commands::log_denial(ctx, "auth", "toplevel", Bytes::from_static(b"AUTH"), name);
             Err(Reply::error(errors::WRONGPASS))
         }
     }

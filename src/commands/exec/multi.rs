@@ -139,12 +139,7 @@ pub fn exec(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
         .queue
         .iter()
         .map(|(spec, args)| {
-            match crate::commands::admin::acl_command::check(
-                ctx,
-                spec,
-                args,
-                crate::commands::admin::acl_command::Context::Exec,
-            ) {
+            match crate::commands::check_acl(ctx, spec, args, crate::acl::Context::Exec) {
                 Ok(()) => run(ctx, spec, args),
                 Err(e) => e,
             }
