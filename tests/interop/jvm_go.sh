@@ -12,7 +12,8 @@
 # --clock manual --enable-debug-command). Maven's repository and Go's module and
 # build caches live under target/ of the checkout (target/interop-m2,
 # target/interop-go): resolved once, reused by later runs, never needed from outside
-# the build tree. Every process started here is stopped on exit.
+# the build tree. Every process started here is stopped on exit. Against redlockd the
+# expiry cases then run again on 5 nodes with --lock-delay 5s.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -112,6 +113,52 @@ if [[ "$ONLY" != java ]]; then
   rc=$?
   set -e
   record "go (go test: redsync, redislock, rueidislock, go-redis, ClusterClient)" "$rc" "$((SECONDS - t0))"
+fi
+
+# --- The lock-delay pass -----------------------------------------------------------
+# The cases where a lock expires and a second client acquires it (JUnit tag "expiry";
+# Go's Test*Expiry) again, on nodes started with --lock-delay 5s: each checks that right
+# after the expiry the second client is refused, still in the delay's last millisecond,
+# and acquires once the manual clock passes the delay (INTEROP_LOCK_DELAY_MS).
+if [[ "$KIND" == redlockd ]]; then
+  say "lock-delay pass: the expiry cases again, on $NUM_NODES nodes with --lock-delay 5s"
+  start_nodes "$NUM_NODES" --lock-delay 5s
+  echo "nodes: $NODES"
+  if [[ "$ONLY" != go ]]; then
+    t0=$SECONDS
+    REPORTS="$HERE/java/target/surefire-reports"
+    rm -rf "$REPORTS" # the first pass's reports: count only this pass's cases
+    set +e
+    (cd "$HERE/java" && INTEROP_NODES="$NODES" INTEROP_LOCK_DELAY_MS=5000 \
+      timeout -k 10 "$JAVA_TIMEOUT" "${MVN[@]}" test -Dgroups=expiry)
+    rc=$?
+    if [[ $rc -eq 0 ]]; then
+      # surefire runs no case and passes when no case has the tag: count them
+      ran="$(cat "$REPORTS"/TEST-*.xml 2>/dev/null | grep -c '<testcase ' || true)"
+      skipped="$(cat "$REPORTS"/TEST-*.xml 2>/dev/null | grep -c '<skipped' || true)"
+      if [[ "$ran" -lt 1 || "$skipped" -ne 0 ]]; then
+        echo "jvm_go: java lock-delay pass: $ran case(s) ran, $skipped skipped" >&2
+        rc=1
+      fi
+    fi
+    set -e
+    record "java expiry cases with --lock-delay 5s (mvn test -Dgroups=expiry)" "$rc" "$((SECONDS - t0))"
+  fi
+  if [[ "$ONLY" != java ]]; then
+    t0=$SECONDS
+    set +e
+    (cd "$HERE/go" && INTEROP_NODES="$NODES" INTEROP_LOCK_DELAY_MS=5000 timeout -k 10 "$GO_TIMEOUT" \
+      go test -count=1 -p 1 -timeout "$((GO_TIMEOUT - 20))s" -run 'Expiry$' -v . | tee "$WORK/go-delay.out")
+    rc=$?
+    if [[ $rc -eq 0 ]] && { ! grep -q '^--- PASS: Test.*Expiry' "$WORK/go-delay.out" || grep -q '^--- SKIP' "$WORK/go-delay.out"; }; then
+      echo "jvm_go: go lock-delay pass: no Test*Expiry case passed, or one was skipped" >&2
+      rc=1
+    fi
+    set -e
+    record "go expiry cases with --lock-delay 5s (go test -run 'Expiry\$')" "$rc" "$((SECONDS - t0))"
+  fi
+else
+  RESULTS+=("SKIP  expiry cases with --lock-delay 5s (redis-server has no lock-delay)")
 fi
 
 say "summary ($KIND)"

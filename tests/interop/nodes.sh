@@ -2,9 +2,11 @@
 # sets NAME (its log prefix), HERE, BIN, KIND (redlockd or redis) and WORK, and
 # declares PIDS=() and PORTS=() first.
 #
-#   start_nodes N   N nodes on free ports (redlockd: --max-ttl 30s --restart-delay 0
-#                   --clock manual --enable-debug-command, each with its own --dir;
-#                   redis-server: no persistence); sets PORTS and NODES ("host:port,...")
+#   start_nodes N [FLAG...]
+#                   N nodes on free ports (redlockd: --max-ttl 30s --restart-delay 0
+#                   --clock manual --enable-debug-command, each with its own --dir, then
+#                   FLAGs; redis-server: no persistence, FLAGs not allowed); adds their
+#                   ports to PORTS and sets NODES ("host:port,...") to these N nodes
 #   cleanup         the EXIT trap: stops every process started, and the cases' own
 #                   nodes listed in $WORK/extra-pids; keeps $WORK when the run failed
 
@@ -47,14 +49,17 @@ cleanup() {
   exit $rc
 }
 
-start_nodes() { # count
-  local port i
-  read -r -a PORTS <<<"$(python3 "$HERE/tools.py" free-ports "$1")"
+start_nodes() { # count [redlockd flag ...]
+  local count="$1" port new
+  shift
+  [[ "$KIND" == redlockd || $# -eq 0 ]] || { echo "$NAME: start_nodes: flags are redlockd's" >&2; exit 1; }
+  read -r -a new <<<"$(python3 "$HERE/tools.py" free-ports "$count")"
+  PORTS+=("${new[@]}")
   NODES=""
-  for port in "${PORTS[@]}"; do
+  for port in "${new[@]}"; do
     if [[ "$KIND" == redlockd ]]; then
       NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
-        --clock manual --enable-debug-command --dir "$WORK/node-$port" \
+        --clock manual --enable-debug-command --dir "$WORK/node-$port" "$@" \
         >"$WORK/node-$port.log" 2>&1 </dev/null &
     else
       "$BIN" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \
@@ -63,11 +68,11 @@ start_nodes() { # count
     PIDS+=("$!")
     NODES="${NODES:+$NODES,}127.0.0.1:$port"
   done
-  for i in "${!PORTS[@]}"; do
-    if ! python3 "$HERE/tools.py" wait-ping "127.0.0.1:${PORTS[$i]}" 20; then
-      echo "--- node-${PORTS[$i]}.log ---" >&2
-      tail -n 30 "$WORK/node-${PORTS[$i]}.log" >&2 || true
-      printf '%s: node on port %s did not answer PING\n' "$NAME" "${PORTS[$i]}" >&2
+  for port in "${new[@]}"; do
+    if ! python3 "$HERE/tools.py" wait-ping "127.0.0.1:$port" 20; then
+      echo "--- node-$port.log ---" >&2
+      tail -n 30 "$WORK/node-$port.log" >&2 || true
+      printf '%s: node on port %s did not answer PING\n' "$NAME" "$port" >&2
       exit 1
     fi
   done

@@ -8,6 +8,7 @@
 # Against redlockd the nodes run with --restart-delay 0 --clock manual
 # --enable-debug-command, so expiry is tested with DEBUG CLOCK ADVANCE instead of
 # sleeping; cases that need that (or the restart fence) are skipped against real Redis.
+# Against redlockd the expiry cases then run again on nodes with --lock-delay 5s.
 # Every process started here is stopped on exit. Exit status is non-zero on any failure.
 set -euo pipefail
 
@@ -195,6 +196,35 @@ print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "clu
   record "node cluster (ioredis Cluster, node-redis createCluster, node-redlock over 3 clusters)" "$rc"
 else
   echo "skipped: the cluster clients run against a redlockd cluster only (a Redis Cluster needs its own setup)"
+fi
+
+say "lock-delay pass: the expiry cases again, on 5 nodes with --lock-delay 5s"
+# The cases where a lock expires and a second client acquires it (pytest -m expiry; node
+# tests named "expiry...") on nodes started with --lock-delay 5s: each checks that right
+# after the expiry the second client is refused, still in the delay's last millisecond,
+# and acquires once the manual clock passes the delay (INTEROP_LOCK_DELAY_MS).
+if [[ "$KIND" == redlockd ]]; then
+  start_nodes "$NUM_NODES" --lock-delay 5s
+  echo "nodes: $NODES"
+  set +e
+  (cd "$HERE/python" && INTEROP_NODES="$NODES" INTEROP_LOCK_DELAY_MS=5000 timeout -k 10 120 \
+    "$VENV/bin/python" -m pytest -p no:cacheprovider -v --tb=short -m expiry .)
+  rc=$?
+  set -e
+  record "python expiry cases with --lock-delay 5s (pytest -m expiry)" "$rc"
+  mapfile -t EXPIRY_FILES < <(grep -l "^test('expiry" "$HERE"/node/*.test.js)
+  set +e
+  (cd "$HERE" && INTEROP_NODES="$NODES" INTEROP_LOCK_DELAY_MS=5000 timeout -k 10 120 \
+    node --test --test-concurrency=1 --test-timeout=60000 --test-name-pattern='^expiry' \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$WORK/node-delay.tap" "${EXPIRY_FILES[@]}")
+  rc=$?
+  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-delay.tap" "${#EXPIRY_FILES[@]}" pass; rc=$?; }
+  set -e
+  record "node expiry cases with --lock-delay 5s (node --test --test-name-pattern ^expiry)" "$rc"
+else
+  echo "skipped: redis-server has no lock-delay"
+  RESULTS+=("SKIP  expiry cases with --lock-delay 5s (redis-server has no lock-delay)")
 fi
 
 say "summary ($KIND)"

@@ -6,6 +6,9 @@
 //	INTEROP_NODES       host:port,... of the 5 shared nodes
 //	INTEROP_SERVER_BIN  the server binary, for cases that start (and kill) nodes of their own
 //	INTEROP_LOG_DIR     their logs; extra-pids lists them for the runner's cleanup
+//	INTEROP_LOCK_DELAY_MS  the shared nodes' --lock-delay: 0 in the first pass; the
+//	                    second pass runs the Test*Expiry cases again on nodes with
+//	                    --lock-delay 5s
 //
 // Against redlockd the shared nodes run on the manual clock (--clock manual
 // --enable-debug-command): expiry is tested with DEBUG CLOCK ADVANCE, not by sleeping;
@@ -35,7 +38,17 @@ var (
 	bin    = os.Getenv("INTEROP_SERVER_BIN")
 	logDir = envOr("INTEROP_LOG_DIR", os.TempDir())
 	nodes  = splitNodes(os.Getenv("INTEROP_NODES"))
+	// lockDelayMs is the shared nodes' --lock-delay in ms (0: off).
+	lockDelayMs = mustMs(envOr("INTEROP_LOCK_DELAY_MS", "0"))
 )
+
+func mustMs(s string) int64 {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms < 0 {
+		panic("INTEROP_LOCK_DELAY_MS must be a number of milliseconds, not " + strconv.Quote(s))
+	}
+	return ms
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -106,6 +119,28 @@ func advanceClock(t *testing.T, ms int64) {
 			t.Fatalf("DEBUG CLOCK ADVANCE on %s: %q %v", addr, res, err)
 		}
 	}
+}
+
+// passLockDelay is called when a lock's TTL has just run out on the shared nodes (their
+// clocks at its deadline + 1 ms). With their lock-delay on, it checks that refused()
+// holds then and in the delay's last millisecond, and moves the clocks past the delay;
+// with it off (Redis, and the first pass) it does nothing.
+func passLockDelay(t *testing.T, refused func() bool) {
+	t.Helper()
+	if lockDelayMs == 0 {
+		return
+	}
+	if !isRedlockd() {
+		t.Fatal("INTEROP_LOCK_DELAY_MS is redlockd's --lock-delay; Redis has none")
+	}
+	if !refused() {
+		t.Fatal("the expired lock was granted at once, during the lock-delay")
+	}
+	advanceClock(t, lockDelayMs-1)
+	if !refused() {
+		t.Fatal("the expired lock was granted in the lock-delay's last millisecond")
+	}
+	advanceClock(t, 1)
 }
 
 // node is a server process of the kind under test, owned by one case.

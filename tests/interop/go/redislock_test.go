@@ -83,6 +83,10 @@ func TestRedislockExpiry(t *testing.T) {
 	if err := lock.Refresh(ctx, time.Second, nil); !errors.Is(err, redislock.ErrNotObtained) {
 		t.Fatalf("Refresh of an expired lock: %v, want ErrNotObtained", err)
 	}
+	passLockDelay(t, func() bool {
+		_, err := locker.Obtain(ctx, key, time.Second, nil)
+		return errors.Is(err, redislock.ErrNotObtained)
+	})
 	again, err := locker.Obtain(ctx, key, time.Second, nil)
 	if err != nil {
 		t.Fatalf("Obtain after expiry: %v", err)

@@ -1,6 +1,7 @@
 'use strict';
 // Shared plumbing for the Node interop cases. run.sh sets INTEROP_SERVER
 // ("redlockd" or "redis") and INTEROP_NODES (comma-separated host:port, 5 nodes).
+const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 
 const KIND = process.env.INTEROP_SERVER || 'redlockd';
@@ -33,6 +34,31 @@ const redlockdOnly = KIND === 'redlockd'
   ? {}
   : { skip: 'needs redlockd (DEBUG CLOCK); real Redis lacks it' };
 
+// The shared nodes' --lock-delay in ms: 0 in the first pass; run.sh's second pass runs
+// the cases whose name starts with "expiry" again on nodes started with --lock-delay 5s
+// and sets INTEROP_LOCK_DELAY_MS=5000.
+const LOCK_DELAY_MS = Number(process.env.INTEROP_LOCK_DELAY_MS || 0);
+if (LOCK_DELAY_MS && KIND !== 'redlockd') {
+  throw new Error("INTEROP_LOCK_DELAY_MS is redlockd's --lock-delay; Redis has none");
+}
+
+// Moves the manual clock of the given clients' nodes forward by ms.
+async function advanceClock(clients, ms) {
+  for (const c of clients) assert.equal(await c.call('DEBUG', 'CLOCK', 'ADVANCE', String(ms)), 'OK');
+}
+
+// Call when a lock's TTL has just run out (the clocks at its deadline + 1 ms). With the
+// shared nodes' lock-delay on, `refused()` (which asserts that a second client is
+// refused) runs then and in the delay's last millisecond, and the clocks move past
+// the delay; with it off (Redis, and the first pass) does nothing.
+async function passLockDelay(clients, refused) {
+  if (!LOCK_DELAY_MS) return;
+  await refused();
+  await advanceClock(clients, LOCK_DELAY_MS - 1);
+  await refused();
+  await advanceClock(clients, 1);
+}
+
 function unique(prefix) {
   return `interop:${prefix}:${crypto.randomBytes(6).toString('hex')}`;
 }
@@ -46,4 +72,6 @@ function within(ms, promise, what) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-module.exports = { KIND, NODES, DEFAULT_NODES, redlockdOnly, unique, within };
+module.exports = {
+  KIND, NODES, DEFAULT_NODES, LOCK_DELAY_MS, redlockdOnly, advanceClock, passLockDelay, unique, within,
+};

@@ -4,7 +4,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
 const { default: Redlock, ExecutionError } = require('redlock');
-const { NODES, redlockdOnly, unique, within } = require('./common');
+const { NODES, redlockdOnly, passLockDelay, unique, within } = require('./common');
 
 let clients;
 let redlock;
@@ -162,6 +162,9 @@ test('expiry: after the TTL passes on every node, another client acquires', redl
   await assert.rejects(redlock.acquire([key], 10000, { retryCount: 0 }), ExecutionError);
   for (const c of clients) assert.equal(await c.pttl(key), 1);
   for (const c of clients) assert.equal(await c.call('DEBUG', 'CLOCK', 'ADVANCE', '2'), 'OK');
+  await passLockDelay(clients, () => assert.rejects(
+    redlock.acquire([key], 10000, { retryCount: 0 }), ExecutionError,
+    'the expired lock was granted during the lock-delay'));
   const second = await ok(redlock.acquire([key], 10000, { retryCount: 0 }), 'acquire after expiry');
   await allVotes(second);
   assert.deepEqual(await values(key), Array(5).fill(second.value));

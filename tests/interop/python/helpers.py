@@ -6,6 +6,9 @@ run.sh sets:
   INTEROP_SERVER_BIN  the server binary (redlockd, or redis-server)
   INTEROP_NODES       comma-separated host:port of the 5 shared nodes
   INTEROP_LOG_DIR     where extra nodes write their logs
+  INTEROP_LOCK_DELAY_MS  the shared nodes' --lock-delay in ms: unset (0) in the first
+                      pass; run.sh's second pass runs the `expiry` cases again on nodes
+                      started with --lock-delay 5s and sets it to 5000
 """
 import os
 import socket
@@ -31,12 +34,33 @@ def parse_nodes(text):
 
 
 NODES = parse_nodes(os.environ.get("INTEROP_NODES", ""))
+LOCK_DELAY_MS = int(os.environ.get("INTEROP_LOCK_DELAY_MS", "0"))
+if LOCK_DELAY_MS and KIND != "redlockd":
+    raise RuntimeError("INTEROP_LOCK_DELAY_MS is redlockd's --lock-delay; Redis has none")
 
 # Cases that move the server's clock with DEBUG CLOCK ADVANCE (or need other
 # redlockd-only behaviour) run only against redlockd; real Redis has no such thing.
 redlockd_only = pytest.mark.skipif(
     KIND != "redlockd", reason="needs redlockd (DEBUG CLOCK / restart fence); real Redis lacks it"
 )
+
+
+# The cases where a lock expires and a second client then acquires it. run.sh runs them
+# twice: on the shared nodes, and on nodes started with --lock-delay 5s (`-m expiry`).
+expiry = pytest.mark.expiry
+
+
+def pass_lock_delay(clients, refused):
+    """Call when a lock's TTL has just run out (the clocks at its deadline + 1 ms).
+    With the shared nodes' lock-delay on (INTEROP_LOCK_DELAY_MS), checks that
+    `refused()` holds from then through the delay's last millisecond, then moves the
+    clocks past it; with it off (Redis, and the first pass) does nothing."""
+    if not LOCK_DELAY_MS:
+        return
+    assert refused(), "the expired lock was granted at once, during the lock-delay"
+    advance_clock(clients, LOCK_DELAY_MS - 1)
+    assert refused(), "the expired lock was granted in the lock-delay's last millisecond"
+    advance_clock(clients, 1)
 
 
 def unique(prefix):

@@ -7,7 +7,7 @@ import pytest
 import redis
 from pottery import ExtendUnlockedLock, Redlock, ReleaseUnlockedLock, TooManyExtensions
 
-from helpers import advance_clock, redlockd_only, unique
+from helpers import advance_clock, expiry, pass_lock_delay, redlockd_only, unique
 
 
 def wait_until(pred, timeout=5.0, what="condition"):
@@ -104,6 +104,7 @@ def test_extend_restores_full_ttl_after_time_passes(masters):
 
 
 @redlockd_only
+@expiry
 def test_expiry_frees_the_lock(masters):
     key = unique("pottery")
     first = Redlock(key=key, masters=set(masters))
@@ -113,6 +114,7 @@ def test_expiry_frees_the_lock(masters):
     assert second.acquire(blocking=False) is False
     advance_clock(masters, 10001)
     assert first.locked() == 0
+    pass_lock_delay(masters, lambda: second.acquire(blocking=False) is False)
     assert second.acquire(blocking=False) is True
     with pytest.raises(ExtendUnlockedLock):
         first.extend()

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis_lock
 
-from helpers import LOG_DIR, advance_clock, redlockd_only, unique
+from helpers import LOG_DIR, advance_clock, expiry, pass_lock_delay, redlockd_only, unique
 
 
 def test_version():
@@ -163,6 +163,7 @@ def test_waiter_timeout_follows_the_manual_clock(r, make_client, nodes):
 
 
 @redlockd_only
+@expiry
 def test_expiry_lets_another_in(r):
     name = unique("prl")
     holder = redis_lock.Lock(r, name, expire=10)
@@ -171,6 +172,7 @@ def test_expiry_lets_another_in(r):
     assert other.acquire(blocking=False) is False
     advance_clock([r], 10001)
     assert r.exists("lock:" + name) == 0
+    pass_lock_delay([r], lambda: other.acquire(blocking=False) is False)
     assert other.acquire(blocking=False) is True
     with pytest.raises(redis_lock.NotAcquired):
         holder.release()

@@ -6,7 +6,7 @@ import pytest
 import redis
 from redis.exceptions import LockNotOwnedError, LockError
 
-from helpers import advance_clock, redlockd_only, unique
+from helpers import advance_clock, expiry, pass_lock_delay, redlockd_only, unique
 
 
 def test_default_client_negotiates_resp3_with_hello(r):
@@ -157,6 +157,7 @@ def test_release_of_someone_elses_lock_is_refused(client):
 
 
 @redlockd_only
+@expiry
 def test_expiry_lets_another_client_in(client):
     name = unique("rpy")
     first = client.lock(name, timeout=10)
@@ -167,6 +168,7 @@ def test_expiry_lets_another_client_in(client):
     assert second.acquire(blocking=False) is False
     advance_clock([client], 2)
     assert client.exists(name) == 0
+    pass_lock_delay([client], lambda: second.acquire(blocking=False) is False)
     assert second.acquire(blocking=False) is True
     # The first holder finds out it lost the lock.
     with pytest.raises(LockNotOwnedError):

@@ -25,13 +25,16 @@ import org.redisson.config.Config;
  * ../jvm_go.sh sets (the same variables as run.sh):
  * INTEROP_SERVER (redlockd | redis), INTEROP_NODES (host:port,...),
  * INTEROP_SERVER_BIN (for cases that start and kill nodes of their own),
- * INTEROP_LOG_DIR (their logs, and extra-pids for the runner's cleanup).
+ * INTEROP_LOG_DIR (their logs, and extra-pids for the runner's cleanup),
+ * INTEROP_LOCK_DELAY_MS (the shared nodes' --lock-delay: 0 in the first pass; jvm_go.sh's
+ * second pass runs the cases tagged "expiry" again on nodes with --lock-delay 5s).
  */
 final class Env {
     static final String KIND = System.getenv().getOrDefault("INTEROP_SERVER", "redlockd");
     static final String BIN = System.getenv().getOrDefault("INTEROP_SERVER_BIN", "");
     static final String LOG_DIR = System.getenv().getOrDefault("INTEROP_LOG_DIR", "/tmp");
     static final List<String> NODES = parse(System.getenv().getOrDefault("INTEROP_NODES", ""));
+    static final long LOCK_DELAY_MS = Long.parseLong(System.getenv().getOrDefault("INTEROP_LOCK_DELAY_MS", "0"));
 
     private Env() {}
 
@@ -78,10 +81,28 @@ final class Env {
 
     /** Moves the manual clock of every shared node forward by ms. */
     static void advanceClock(long ms) {
-        for (String n : NODES) {
-            Object r = Raw.call(n, "DEBUG", "CLOCK", "ADVANCE", Long.toString(ms));
-            if (!"OK".equals(r)) throw new AssertionError("DEBUG CLOCK ADVANCE replied " + r);
-        }
+        for (String n : NODES) advanceClock(n, ms);
+    }
+
+    /** Moves the manual clock of one node forward by ms. */
+    static void advanceClock(String addr, long ms) {
+        Object r = Raw.call(addr, "DEBUG", "CLOCK", "ADVANCE", Long.toString(ms));
+        if (!"OK".equals(r)) throw new AssertionError("DEBUG CLOCK ADVANCE on " + addr + " replied " + r);
+    }
+
+    /**
+     * Call when a lock's TTL has just run out on the shared nodes (their clocks at its
+     * deadline + 1 ms). With their lock-delay on (LOCK_DELAY_MS), checks that `refused`
+     * holds then and in the delay's last millisecond, and moves the clocks past the
+     * delay; with it off (Redis, and the first pass) does nothing.
+     */
+    static void passLockDelay(java.util.function.BooleanSupplier refused) {
+        if (LOCK_DELAY_MS == 0) return;
+        if (!redlockd()) throw new IllegalStateException("INTEROP_LOCK_DELAY_MS is redlockd's --lock-delay; Redis has none");
+        if (!refused.getAsBoolean()) throw new AssertionError("the expired lock was granted at once, during the lock-delay");
+        advanceClock(LOCK_DELAY_MS - 1);
+        if (!refused.getAsBoolean()) throw new AssertionError("the expired lock was granted in the lock-delay's last millisecond");
+        advanceClock(1);
     }
 
     /**
@@ -180,6 +201,11 @@ final class Env {
 
         Node() throws IOException, InterruptedException {
             this(freePort(), List.of());
+        }
+
+        /** A node on a free port, with extra flags after the usual ones. */
+        Node(List<String> extra) throws IOException, InterruptedException {
+            this(freePort(), extra);
         }
 
         /** A node on port, with extra flags after the usual ones (a cluster node's). */

@@ -16,7 +16,9 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.redisson.Redisson;
@@ -139,6 +141,7 @@ class RedissonTest {
     }
 
     @Test
+    @Tag("expiry")
     void lockWithWatchdogAndWithLease() throws Exception {
         String name = Env.unique("lock");
         RLock lock = a.getLock(name);
@@ -168,6 +171,7 @@ class RedissonTest {
             assertEquals(0L, Env.Raw.call(N0, "EXISTS", name));
             assertFalse(lock.isLocked());
             RLock other = b.getLock(name);
+            Env.passLockDelay(() -> !other.tryLock());
             assertTrue(other.tryLock());
             other.unlock();
         } else {
@@ -478,6 +482,7 @@ class RedissonTest {
     /** A holder process is killed with its lock held: its watchdog stops, and the lock
      * frees once the last lease runs out. */
     @Test
+    @Tag("expiry")
     void holderKilledLockFreesAfterLease() throws Exception {
         String name = Env.unique("killed");
         long watchdog = Env.redlockd() ? 30_000 : 2_000; // see the class comment
@@ -501,12 +506,81 @@ class RedissonTest {
                 Env.advanceClock(pttl); // a key lives through its deadline's millisecond
                 assertFalse(lock.tryLock(), "freed before the lease ran out");
                 Env.advanceClock(1);
+                Env.passLockDelay(() -> !lock.tryLock());
             }
             assertTrue(lock.tryLock(watchdog + 5_000, 30_000, TimeUnit.MILLISECONDS), "the lock never freed");
             lock.unlock();
         } finally {
             p.destroyForcibly();
             p.waitFor(10, TimeUnit.SECONDS);
+        }
+    }
+
+    /**
+     * redlockd's --lock-delay 5s, on a node of its own: an RLock whose lease ran out
+     * (lock(2, SECONDS): a lease, so no watchdog renews it) is refused to a second
+     * Redisson client until the delay has passed, and its first holder's unlock() finds
+     * it lost the lock; an RLock released with unlock() goes to the next client at once
+     * (a tryLock, and a waiter woken by the unlock message), with no time passing. With
+     * the delay set to 0 (CONFIG SET, live) an expired lease is free at once.
+     */
+    @Test
+    void lockDelayRefusesAnExpiredLeaseNotAnUnlockedLock() throws Exception {
+        Assumptions.assumeTrue(Env.redlockd(), "needs redlockd's --lock-delay (Redis has none) and manual clock");
+        try (Env.Node node = new Env.Node(List.of("--lock-delay", "5s"))) {
+            RedissonClient ca = Env.redisson(node.addr);
+            RedissonClient cb = Env.redisson(node.addr);
+            ExecutorService ex = Executors.newSingleThreadExecutor();
+            try {
+                String name = Env.unique("lock-delay");
+                RLock first = ca.getLock(name);
+                RLock second = cb.getLock(name);
+                first.lock(2, TimeUnit.SECONDS);
+                assertEquals(2_000L, Env.Raw.pttl(node.addr, name));
+                assertFalse(second.tryLock(), "a held lock was granted");
+                // The lease runs out: the key lives through its deadline's millisecond.
+                Env.advanceClock(node.addr, 2_000);
+                assertFalse(second.tryLock(), "granted before the lease ran out");
+                Env.advanceClock(node.addr, 1);
+                assertFalse(first.isLocked(), "the expired lock reads as held");
+                assertFalse(second.tryLock(), "the expired lock was granted during the lock-delay");
+                // Its holder, resumed, finds it lost the lock; nobody was granted it.
+                assertThrows(IllegalMonitorStateException.class, first::unlock);
+                assertFalse(second.tryLock(), "granted after the old holder's unlock");
+                // The delay ends 5 s after the deadline.
+                Env.advanceClock(node.addr, 4_999);
+                assertFalse(second.tryLock(), "granted in the lock-delay's last millisecond");
+                Env.advanceClock(node.addr, 1);
+                assertTrue(second.tryLock(0, 2, TimeUnit.SECONDS), "not granted after the lock-delay");
+                assertTrue(second.isHeldByCurrentThread());
+
+                // Released by its holder: free at once (the clock stands still).
+                second.unlock();
+                assertTrue(first.tryLock(0, 2, TimeUnit.SECONDS), "the unlocked lock was refused");
+                // A waiter parked on Redisson's pub/sub: the manual clock does not move, so
+                // only the unlock can free the lock it waits for.
+                Future<Boolean> waiter = ex.submit(() -> {
+                    RLock w = cb.getLock(name);
+                    boolean got = w.tryLock(30, 2, TimeUnit.SECONDS);
+                    if (got) w.unlock();
+                    return got;
+                });
+                assertTrue(Env.waitFor(10_000, () -> Env.subscribed(name, node.addr)), "the waiter never subscribed");
+                first.unlock();
+                assertTrue(waiter.get(30, TimeUnit.SECONDS), "the waiter did not get the unlocked lock");
+                assertEquals(0L, Env.Raw.call(node.addr, "EXISTS", name));
+
+                // The delay off: an expired lease goes to the next client at once.
+                assertEquals("OK", Env.Raw.call(node.addr, "CONFIG", "SET", "lock-delay", "0"));
+                first.lock(2, TimeUnit.SECONDS);
+                Env.advanceClock(node.addr, 2_001);
+                assertTrue(second.tryLock(0, 2, TimeUnit.SECONDS), "with the delay off the expired lock was refused");
+                second.unlock();
+            } finally {
+                ex.shutdownNow();
+                ca.shutdown();
+                cb.shutdown();
+            }
         }
     }
 }
