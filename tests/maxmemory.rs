@@ -109,7 +109,11 @@ async fn scripts_follow_redis_maxmemory_rules() {
     let lib = "#!lua name=ol
 redis.register_function('w', function(k, a) return redis.call('set', 'x', 'y') end)
 redis.register_function{function_name='r', callback=function(k, a) return redis.call('get', 'plain') end, flags={'no-writes'}}";
+    // FUNCTION LOAD is `write denyoom` in Redis 7.0: refused above the limit too.
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", lib]).await, err(OOM));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "0"]).await, OK);
     assert_eq!(c.cmd(&["FUNCTION", "LOAD", lib]).await, bulk("ol"));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "1"]).await, OK);
     assert_eq!(c.cmd(&["FCALL", "w", "0"]).await, err(OOM));
     assert_eq!(c.cmd(&["FCALL", "r", "0"]).await, bulk("x"));
 }
