@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -142,5 +143,75 @@ func TestRedsyncLostSetNXReplyOnEveryNode(t *testing.T) {
 	}
 	if ok, err := m.Unlock(); !ok || err != nil {
 		t.Fatalf("Unlock: %v %v", ok, err)
+	}
+}
+
+// scripts returns node i's recorded EVAL / EVALSHA of key: (command name, reply, outcome).
+func (h *harness) scripts(t *testing.T, i int, key string) [][3]any {
+	var out [][3]any
+	for _, e := range h.do(t, map[string]any{"op": "history", "node": i}).([]any) {
+		e := e.(map[string]any)
+		cmd := e["command"].([]any)
+		if len(cmd) > 3 && (cmd[0] == "eval" || cmd[0] == "evalsha") && cmd[3] == key {
+			out = append(out, [3]any{cmd[0], e["reply"], e["outcome"]})
+		}
+	}
+	return out
+}
+
+// The release's reply is lost on 2 of 3 nodes: the unlock script ran (the keys are
+// deleted), its reply is lost and the connection closed.
+func TestRedsyncLostUnlockReplyOnMajority(t *testing.T) {
+	redlockdOnly(t)
+	h := startHarness(t, 3)
+	name := unique("redsync-lost-unlock")
+	pools := make([]redis.Pool, 0, len(h.addrs))
+	for _, a := range h.addrs {
+		pools = append(pools, goredis.NewPool(client(t, a)))
+	}
+	m := redsync.New(pools...).NewMutex(name)
+	if err := m.Lock(); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	h.do(t, map[string]any{"op": "record"})
+	for i := 0; i < 2; i++ {
+		h.do(t, map[string]any{"op": "fault", "node": i, "action": "drop_reply", "command": "eval", "key": name, "count": 1})
+	}
+	// go-redis retries the EVAL on a new connection (the lost reply is an EOF); the
+	// script, run again, finds the key gone and answers -1, which redsync reads as
+	// ErrLockAlreadyExpired: 1 release of 3 counted, no quorum, Unlock fails.
+	ok, err := m.Unlock()
+	if ok || !errors.Is(err, redsync.ErrLockAlreadyExpired) {
+		t.Fatalf("Unlock: %v %v; want false and ErrLockAlreadyExpired", ok, err)
+	}
+	noscript := [3]any{"evalsha", map[string]any{"error": "NOSCRIPT No matching script. Please use EVAL."}, "answered"}
+	for i := range h.addrs {
+		want := [][3]any{noscript, {"eval", int64(1), "reply_dropped"}, {"eval", int64(-1), "answered"}}
+		if i == 2 {
+			want = [][3]any{noscript, {"eval", int64(1), "answered"}}
+		}
+		if got := h.scripts(t, i, name); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("node %d's scripts on the lock: %v; want %v", i, got, want)
+		}
+		// the lock is released on every node all the same
+		if n, err := raw(t, h.addrs[i]).Exists(context.Background(), name).Result(); err != nil || n != 0 {
+			t.Fatalf("node %d: EXISTS %d (%v), want 0: the unlock ran", i, n, err)
+		}
+	}
+	// each fault fired once, on the release (EVAL of the delete script, the mutex's value)
+	for i := 0; i < 2; i++ {
+		fs := h.do(t, map[string]any{"op": "faults", "node": i}).([]any)
+		f := fs[0].(map[string]any)
+		firing := f["firings"].([]any)[0].(map[string]any)["command"].([]any)
+		if len(fs) != 1 || f["fired"] != float64(1) || firing[0] != "eval" || firing[3] != name || firing[4] != m.Value() {
+			t.Fatalf("node %d's faults: %v", i, fs)
+		}
+	}
+	if fs := h.do(t, map[string]any{"op": "faults", "node": 2}).([]any); len(fs) != 0 {
+		t.Fatalf("node 2 has faults: %v", fs)
+	}
+	// and a new mutex gets it at once
+	if err := redsync.New(pools...).NewMutex(name).Lock(); err != nil {
+		t.Fatalf("Lock after the failed Unlock: %v", err)
 	}
 }
