@@ -577,19 +577,14 @@ pub(super) struct LuaPanic {
 /// where no `lua_pcall` protects the state, then calls `exit(EXIT_FAILURE)` if it
 /// returns.
 ///
-/// Why (issue 40): the process exited with status 1 and no log line after
-/// `SCRIPT FLUSH` and a script that ran out of memory. SCRIPT FLUSH builds a new VM,
-/// whose stage table had only slot 1; a script ending in an error (or returning a
-/// table) has its result stored in slot 2 by `take_result`, on the raw stack outside
-/// any protected call. The stage then grew its array part, an allocation, while the
-/// failed script's garbage still held the VM at its memory limit: mlua's allocator
-/// refused it, Lua raised `not enough memory` with no protected call to catch it, and,
-/// as a state made by `lua_newstate` has no panic function, Lua called `exit(1)`.
-/// Without the flush, an earlier table or error result had already grown the stage,
-/// which is why the same script usually got its error reply. The stage now has both
-/// slots from the start, and this function turns any unprotected error left (an
-/// allocation the machine itself refuses, a raw API call added later) into a logged,
-/// caught panic instead of an exit. Unwinding from here through Lua's C frames is
+/// Without it, a Lua error raised outside any protected call exits the process with
+/// status 1 and no log line (a state made by `lua_newstate` has no panic function).
+/// The one such call the VM's own code makes, storing a script's result in the stage
+/// table (`take_result`), cannot allocate: the stage has both slots from the start,
+/// so a VM at its memory limit (after SCRIPT FLUSH, say) still stores its error.
+/// This function turns any unprotected error left (an allocation the machine itself
+/// refuses, a raw API call added later) into a logged, caught panic instead of an
+/// exit. Unwinding from here through Lua's C frames is
 /// sound: they are C (no destructors; x86-64 and aarch64 builds carry unwind tables),
 /// the state has no protected call (`errorJmp`) below this frame, and Lua has reset
 /// the state's stack before calling this. The VM is never used again.
