@@ -60,13 +60,15 @@ impl Faults {
     }
 
     /// A connection read input; while paused, its backlog takes a place in the replay
-    /// order.
-    pub fn input_arrived(&self, client: &ClientInfo, paused: bool) {
-        // Release/Acquire is enough for `has_input`: it is only polled
-        // (`any_input_pending`), no decision pairs it with another store. A SeqCst store
-        // is an `xchg` on x86, a full barrier per request.
-        client.fault.has_input.store(true, Ordering::Release);
-        if paused {
+    /// order. The state is read here, after the read, not taken from before it: a
+    /// connection woken by `set_net` may read requests sent after the pause before it
+    /// has seen the pause, and those must queue behind earlier backlogs too.
+    pub fn input_arrived(&self, client: &ClientInfo) {
+        // SeqCst, paired with `set_net`'s store and scan: either the pause is seen
+        // here, or `set_net` sees this input and gives it a ticket (or both; a ticket
+        // is taken once). One barrier per read system call, not per request.
+        client.fault.has_input.store(true, Ordering::SeqCst);
+        if self.net_now.load(Ordering::SeqCst) == NetState::Paused as u8 {
             self.take_ticket(client);
         }
     }
@@ -79,8 +81,9 @@ impl Faults {
             self.take_ticket(client);
         } else {
             client.fault.has_input.store(false, Ordering::Release);
-            // Only this connection's task writes its ticket (here and in
-            // `input_arrived`): a load spares the swap when there is none.
+            // A load spares the store when there is none. A ticket `set_net` gave
+            // after this load is cleared when the node resumes: every connection then
+            // runs a batch, empty or not, and ends here.
             if client.fault.paused_ticket.load(Ordering::SeqCst) != 0 {
                 client.fault.paused_ticket.store(0, Ordering::SeqCst);
                 self.pause_turn.notify_waiters();
@@ -95,10 +98,17 @@ impl Faults {
         }
     }
 
+    /// Gives `client` a place in the replay order, unless it has one. Called by its
+    /// own task and by `set_net`: the first ticket stays.
     fn take_ticket(&self, client: &ClientInfo) {
         if client.fault.paused_ticket.load(Ordering::SeqCst) == 0 {
             let ticket = self.pause_tickets.fetch_add(1, Ordering::SeqCst) + 1;
-            client.fault.paused_ticket.store(ticket, Ordering::SeqCst);
+            let _ = client.fault.paused_ticket.compare_exchange(
+                0,
+                ticket,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
         }
     }
 }
@@ -148,6 +158,15 @@ impl Shared {
         }
         if state != NetState::Up {
             self.wait_for_requests_in_progress();
+        }
+        // Input read before the pause and not run yet (a batch cut short, a task not
+        // scheduled since its read) comes before anything read from now on.
+        if state == NetState::Paused {
+            for c in self.clients.iter() {
+                if c.fault.has_input.load(Ordering::SeqCst) {
+                    self.faults.take_ticket(&c);
+                }
+            }
         }
     }
 

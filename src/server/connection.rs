@@ -380,7 +380,7 @@ async fn run<S: Stream>(
                     eof = true;
                 } else {
                     rbuf_grown |= rbuf.len() > SHRINK_BUFFER_ABOVE;
-                    shared.faults.input_arrived(&info, paused);
+                    shared.faults.input_arrived(&info);
                 }
             }
             // The loop above writes it and any queued behind it.

@@ -225,14 +225,11 @@ async fn the_checker_finds_overlaps_without_the_restart_fence() {
     );
 }
 
-/// Two runs of one seed give one history. Known to fail now and then with both cores
-/// busy (`.ci/soak`), never so far without: the two runs' votes part at steps 118 or
-/// 139 of seed 7. At 139, one cluster's node 4 still held the key of the attempt made
-/// at step 137 while node 4 was paused: that attempt's SET and then its release both
-/// waited out the client's timeout on the paused node, the client closed both
-/// connections, and on resume the node ran the SET but not the release in one cluster
-/// and neither (or both) in the other. What a paused node does with the backlog of a
-/// connection its client has closed, and in which order, is where to look.
+/// Two runs of one seed give one history. A paused node replays the requests it
+/// buffered in the order they arrived (`Shared::wait_for_turn`), also those read by a
+/// connection that had not yet seen the pause: this test once failed at step 139 of
+/// seed 7, where a SET and its release, sent on two connections to a paused node, ran
+/// release first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_seed_same_history() {
     // A history records each denial's votes, so a node that is up must never time out:
