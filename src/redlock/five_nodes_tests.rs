@@ -32,7 +32,15 @@ async fn on<T: redis::FromRedisValue>(c: &TestCluster, nodes: &[usize], args: &[
     let mut out = Vec::new();
     for &i in nodes {
         let client = redis::Client::open(c.node(i).url()).unwrap();
-        let mut con = client.get_multiplexed_async_connection().await.unwrap();
+        // The crate's defaults (1 s to connect, 500 ms per reply) are met by a loaded
+        // machine.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(std::time::Duration::from_secs(10)))
+            .set_response_timeout(Some(std::time::Duration::from_secs(10)));
+        let mut con = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap();
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {
             cmd.arg(*a);

@@ -181,7 +181,7 @@ impl HandleRef {
         let client = redis::Client::open(format!("redis://{}/", self.0)).unwrap();
         let mut ps = client.get_async_pubsub().await.unwrap();
         ps.subscribe(channel("lock")).await.unwrap();
-        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let mut c = support::multiplexed(&client).await;
         let mut attempts = 0;
         let mut messages = ps.on_message();
         loop {

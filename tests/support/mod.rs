@@ -61,12 +61,23 @@ pub async fn conn_resp3(node: &impl Addressed) -> MultiplexedConnection {
 /// a loaded machine); `q` bounds each query by `TIMEOUT` too.
 pub async fn connect_url(url: &str) -> MultiplexedConnection {
     let c = redis::Client::open(url).expect("valid url");
-    let mut con = tokio::time::timeout(TIMEOUT, c.get_multiplexed_async_connection())
-        .await
-        .expect("connect in time")
-        .expect("connect");
-    con.set_response_timeout(SLOW_REPLY);
-    con
+    multiplexed(&c).await
+}
+
+/// A multiplexed connection of `client`, bounded by `TIMEOUT` to connect and
+/// `SLOW_REPLY` per reply: the crate's defaults (1 s to connect, 500 ms per reply, its
+/// handshake included) are met by a loaded machine.
+pub async fn multiplexed(client: &redis::Client) -> MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(SLOW_REPLY));
+    tokio::time::timeout(
+        TIMEOUT,
+        client.get_multiplexed_async_connection_with_config(&config),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connect")
 }
 
 /// The longest a reply may take on a `redis` crate connection.
