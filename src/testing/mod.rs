@@ -13,6 +13,7 @@
 //! # }
 //! ```
 
+#[doc(hidden)]
 pub mod harness;
 
 pub use crate::node::faults::scoped::{
@@ -107,6 +108,7 @@ impl TestServer {
         self.shared().node_dir.as_ref().map(|d| d.path())
     }
 
+    /// The node's plain TCP address (127.0.0.1 and the port it got).
     pub fn addr(&self) -> SocketAddr {
         self.handle.addr()
     }
@@ -116,6 +118,7 @@ impl TestServer {
         format!("redis://{}/", self.addr())
     }
 
+    /// The node's clock (manual).
     pub fn clock(&self) -> &Clock {
         self.handle.clock()
     }
@@ -409,30 +412,37 @@ impl TestCluster {
         Ok(TestCluster { nodes, clock })
     }
 
+    /// Node `i`, in start order.
     pub fn node(&self, i: usize) -> &TestServer {
         &self.nodes[i]
     }
 
+    /// All the nodes, in start order.
     pub fn nodes(&self) -> &[TestServer] {
         &self.nodes
     }
 
+    /// How many nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Whether there are no nodes.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
+    /// Every node's address, in start order.
     pub fn addrs(&self) -> Vec<SocketAddr> {
         self.nodes.iter().map(TestServer::addr).collect()
     }
 
+    /// Every node's `redis://` URL, in start order.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(TestServer::url).collect()
     }
 
+    /// The clock every node shares.
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
@@ -449,6 +459,7 @@ impl TestCluster {
         }
     }
 
+    /// Shuts every node down, one after the other.
     pub async fn shutdown(self) {
         for node in self.nodes {
             node.shutdown().await;

@@ -9,7 +9,7 @@ use crate::support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use redlockd::cluster::Mode;
+use redlockd::config::ClusterMode as Mode;
 use redlockd::redlock::{NodeError, Redlock, RedlockError};
 use redlockd::slot::key_slot;
 use redlockd::testing::{TestCluster, TestServer};

@@ -313,11 +313,11 @@ impl ServerArgs {
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             maxmemory: self.maxmemory,
-            cluster: redlockd::cluster::ClusterConfig {
+            cluster: redlockd::config::ClusterConfig {
                 mode: match self.cluster_mode {
-                    ClusterModeArg::Off => redlockd::cluster::Mode::Off,
-                    ClusterModeArg::Emulated => redlockd::cluster::Mode::Emulated,
-                    ClusterModeArg::Map => redlockd::cluster::Mode::Map,
+                    ClusterModeArg::Off => redlockd::config::ClusterMode::Off,
+                    ClusterModeArg::Emulated => redlockd::config::ClusterMode::Emulated,
+                    ClusterModeArg::Map => redlockd::config::ClusterMode::Map,
                 },
                 node_id: self.cluster_node_id.clone(),
                 announce_host: self.cluster_announce_ip.clone(),
