@@ -17,8 +17,8 @@
 pub mod harness;
 
 pub use crate::node::faults::scoped::{
-    Action, ClientRef, DelayClock, Exchange, FaultSpec, FaultStatus, Firing, Outcome, Scope,
-    LOADING, TRYAGAIN,
+    Action, ClientRef, DelayClock, Exchange, FaultError, FaultSpec, FaultStatus, Firing, Outcome,
+    Scope, LOADING, TRYAGAIN,
 };
 /// The replies a history records.
 pub use crate::protocol::Reply;
@@ -317,7 +317,8 @@ impl TestServer {
     /// Adds a fault scoped to a command, key or client (`FaultSpec`). It is in force
     /// when this returns: every request read afterwards, on any connection, is checked
     /// against it. Faults stay through restarts, until removed. Returns its id.
-    pub fn add_fault(&self, spec: FaultSpec) -> Result<u64, String> {
+    /// Refused (nothing added) when [`FaultSpec::validate`] refuses it.
+    pub fn add_fault(&self, spec: FaultSpec) -> Result<u64, FaultError> {
         spec.validate()?;
         Ok(self.shared().faults.scoped.add(spec))
     }

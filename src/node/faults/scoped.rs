@@ -186,21 +186,24 @@ impl FaultSpec {
 
     /// Checks what the type cannot: a probability within 0..=1, a command name the
     /// table knows (with a subcommand it has), an error text with a code.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FaultError> {
         if let Some(p) = self.probability {
             if !(0.0..=1.0).contains(&p) {
-                return Err(format!("probability must be from 0 to 1, not {p}"));
+                return Err(FaultError::Probability(p));
             }
         }
         if let Some(c) = &self.scope.command {
             let (name, sub) = split_command(c);
             let Some(spec) = lookup(name.as_bytes()) else {
-                return Err(format!("unknown command {name:?}"));
+                return Err(FaultError::UnknownCommand(name.to_string()));
             };
             if let Some(sub) = sub {
                 let args = [Bytes::from(name.to_string()), Bytes::from(sub.to_string())];
                 if spec.subcommand(&args).is_none() {
-                    return Err(format!("{name} has no subcommand {sub:?}"));
+                    return Err(FaultError::UnknownSubcommand {
+                        command: name.to_string(),
+                        subcommand: sub.to_string(),
+                    });
                 }
             }
         }
@@ -212,14 +215,50 @@ impl FaultSpec {
                     .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
                 || text.contains(['\r', '\n'])
             {
-                return Err(format!(
-                    "an error reply starts with its code in capitals (\"ERR ...\", \"NOSCRIPT ...\") and has no line break, not {text:?}"
-                ));
+                return Err(FaultError::ErrorText(text.clone()));
             }
         }
         Ok(())
     }
 }
+
+/// Why a fault was refused ([`FaultSpec::validate`], `TestServer::add_fault`).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum FaultError {
+    /// A probability outside 0..=1.
+    Probability(f64),
+    /// A command name the command table does not know.
+    UnknownCommand(String),
+    /// A subcommand the command does not have.
+    UnknownSubcommand {
+        /// The command, as the scope names it.
+        command: String,
+        /// The subcommand it does not have.
+        subcommand: String,
+    },
+    /// An `Action::Error` text without a code in capitals first, or with a line break.
+    ErrorText(String),
+}
+
+impl std::fmt::Display for FaultError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FaultError::Probability(p) => write!(f, "probability must be from 0 to 1, not {p}"),
+            FaultError::UnknownCommand(name) => write!(f, "unknown command {name:?}"),
+            FaultError::UnknownSubcommand {
+                command,
+                subcommand,
+            } => write!(f, "{command} has no subcommand {subcommand:?}"),
+            FaultError::ErrorText(text) => write!(
+                f,
+                "an error reply starts with its code in capitals (\"ERR ...\", \"NOSCRIPT ...\") and has no line break, not {text:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FaultError {}
 
 /// `client|kill` or `client kill`: the name and the subcommand.
 fn split_command(c: &str) -> (&str, Option<&str>) {
