@@ -1,12 +1,12 @@
 //! redlockd: a Redis-compatible lock server with monotonic TTLs and a restart fence,
-//! usable as a binary or in-process (tests start servers and clusters with a manual
+//! usable as a binary or in-process (tests start servers and groups of them with a manual
 //! clock), plus a Redlock client for any Redis-compatible nodes.
 //!
 //! The public API:
 //! - [`Server`], [`ServerHandle`], [`StartError`]: run a node in your process, set up
 //!   by a [`Config`] ([`config`] also holds its TLS and Redis Cluster settings).
 //! - [`Clock`]: the real or a manual clock (`clock::MANUAL_WALL_START_MS`).
-//! - [`testing`]: `TestServer` / `TestCluster` with fault controls.
+//! - [`testing`]: `TestServer` / `TestGroup` with fault controls.
 //! - [`redlock`]: the Redlock client.
 //! - [`inmem`]: one session on an in-memory server, for benchmarks and fuzzing.
 //! - [`slot`]: a key's Redis Cluster hash slot.

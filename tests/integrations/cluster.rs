@@ -38,8 +38,8 @@ fn map_json(version: u64, nodes: &[(u16, Vec<(u16, u16)>)]) -> String {
 }
 
 /// `n` nodes in map mode sharing one manual clock, with ids `node_id(i)` and no map.
-async fn map_nodes(n: usize) -> TestCluster {
-    TestCluster::try_start_with(n, |i, mut c| {
+async fn map_nodes(n: usize) -> TestGroup {
+    TestGroup::try_start_with(n, |i, mut c| {
         c.cluster.mode = Mode::Map;
         c.cluster.node_id = Some(node_id(i));
         c
@@ -48,8 +48,8 @@ async fn map_nodes(n: usize) -> TestCluster {
     .expect("map-mode nodes start")
 }
 
-/// The even three-way split, as `redlockd cluster` makes it.
-fn thirds(nodes: &TestCluster, version: u64) -> String {
+/// The even three-way split, as `redlockd group` makes it.
+fn thirds(nodes: &TestGroup, version: u64) -> String {
     let p = |i: usize| nodes.node(i).addr().port();
     map_json(
         version,
@@ -511,7 +511,7 @@ async fn the_map_and_its_fences_survive_a_restart() {
 }
 
 /// The JSON CLUSTER GETMAP gives for `thirds`.
-fn redlockd_map_json(nodes: &TestCluster, version: u64) -> String {
+fn redlockd_map_json(nodes: &TestGroup, version: u64) -> String {
     let p = |i: usize| nodes.node(i).addr().port();
     let node = |i: usize, a: u16, b: u16| {
         format!(

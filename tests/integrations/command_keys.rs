@@ -934,7 +934,7 @@ fn key_in(slot: u16, prefix: &str) -> String {
 /// BITFIELD SET, GETEX PX) get the slot fence's TRYAGAIN until it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subcommand_keys_are_routed_and_slot_fenced() {
-    let nodes = TestCluster::try_start_with(2, |i, mut c| {
+    let nodes = TestGroup::try_start_with(2, |i, mut c| {
         c.cluster.mode = Mode::Map;
         c.cluster.node_id = Some(node_id(i));
         c
