@@ -1,25 +1,25 @@
 #!/usr/bin/env python3
-"""Hand-over under contention with and without the lock-delay: three clusters of 5
+"""Hand-over under contention with and without the lock-delay: three groups of 5
 redlockd nodes in one run, interleaved rounds, compared as ratios to the first.
 
     benches/lock_delay_handover.py BASE_REDLOCKD [NEW_REDLOCKD]
         (ROUNDS=5 CLIENTS=2,8,32 SECONDS=2; NEW_REDLOCKD: target/release/redlockd)
 
-The clusters: `base` (BASE_REDLOCKD, e.g. main before the lock-delay), `off`
+The groups: `base` (BASE_REDLOCKD, e.g. main before the lock-delay), `off`
 (NEW_REDLOCKD, its defaults: no lock-delay) and `5s` (NEW_REDLOCKD --lock-delay 5s).
 Each round runs target/release/examples/redlock_contention (ROUNDS=1, FENCING=off) on
 the pairs (base, off) and (base, 5s), each cell SECONDS long; the order of the pairs and
-of the two clusters inside a pair alternates from round to round, so every cluster sees
+of the two groups inside a pair alternates from round to round, so every group sees
 the same machine load. A cycle is a hand-over: a client's `try_acquire` (SET NX PX on
 5 nodes) won, then its release (EVAL compare-and-delete), while the other clients keep
 trying. The lock is always released, never expires: what is measured is the cost of the
 lock-delay's check on the hot path, not a delay.
 
-Printed per number of clients and cluster: cycles/s (median and min-max over rounds),
+Printed per number of clients and group: cycles/s (median and min-max over rounds),
 the median (and min-max) of the per-round ratios to the base cell run beside it, and
 the median of the per-round p50 / p99 attempt latencies, the node errors summed over
 the rounds (the client's 50 ms per-node timeout on a loaded machine); then the server
-CPU time per cycle (user + system of the cluster's 5 processes over a run, divided by
+CPU time per cycle (user + system of the group's 5 processes over a run, divided by
 the cycles of all its cells), less sensitive than cycles/s to which client wins on a
 loaded machine. Needs the release example:
 cargo build --release --bin redlockd --example redlock_contention.
@@ -62,7 +62,7 @@ def cpu_seconds(pids):
     return total / tick
 
 
-def start_cluster(binary, extra, workdir, procs):
+def start_group(binary, extra, workdir, procs):
     """5 nodes; returns ("host:port,...", their pids)."""
     addrs = []
     pids = []
@@ -85,7 +85,7 @@ def start_cluster(binary, extra, workdir, procs):
 
 
 def run_pair(first, second, clients, seconds):
-    """One redlock_contention run (one round) of two clusters (each (nodes, pids)):
+    """One redlock_contention run (one round) of two groups (each (nodes, pids)):
     ({clients: (first's row, second's row)}, (first's, second's) server CPU seconds), a
     row being (cycles/s, p50 us, p99 us, errors): errors are node requests that failed,
     mostly the client's 50 ms per-node timeout on a loaded machine."""
@@ -97,7 +97,7 @@ def run_pair(first, second, clients, seconds):
     rows = {}
     for line in out.splitlines():
         f = line.split()
-        # clients cluster cycles/s min-max ratio won split p50 p99 p99.9 errors
+        # clients group cycles/s min-max ratio won split p50 p99 p99.9 errors
         if len(f) == 11 and f[0].isdigit() and f[1] in ("redis", "redlockd"):
             rows.setdefault(int(f[0]), {})[f[1]] = (float(f[2]), float(f[7]), float(f[8]), int(f[10]))
     return {n: (r["redis"], r["redlockd"]) for n, r in rows.items()}, cpu
@@ -119,13 +119,13 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         try:
             nodes = {  # name -> (addresses, pids)
-                "base": start_cluster(base_bin, [], work, procs),
-                "off": start_cluster(new_bin, [], work, procs),
-                "5s": start_cluster(new_bin, ["--lock-delay", "5s"], work, procs),
+                "base": start_group(base_bin, [], work, procs),
+                "off": start_group(new_bin, [], work, procs),
+                "5s": start_group(new_bin, ["--lock-delay", "5s"], work, procs),
             }
-            # (clients, cluster) -> per-round (cycles/s, ratio to base, p50, p99, errors)
+            # (clients, group) -> per-round (cycles/s, ratio to base, p50, p99, errors)
             res = {}
-            # cluster -> per-run (server CPU us per cycle, its ratio to base's in that run)
+            # group -> per-run (server CPU us per cycle, its ratio to base's in that run)
             cpu = {}
             for r in range(rounds):
                 pairs = ["off", "5s"] if r % 2 == 0 else ["5s", "off"]
@@ -158,7 +158,7 @@ def main():
                     p.wait(timeout=5)
     print(f"{rounds} rounds x 2 pairs, {seconds} s per cell, clients {clients}; "
           f"base={base_bin} new={new_bin}")
-    print(f"{'clients':>7} {'cluster':<8} {'cycles/s':>9} {'min-max':>13} {'ratio':>7} "
+    print(f"{'clients':>7} {'group':<8} {'cycles/s':>9} {'min-max':>13} {'ratio':>7} "
           f"{'ratio min-max':>14} {'p50 us':>7} {'p99 us':>7} {'errors':>6}")
     for n in sorted({k[0] for k in res}):
         for name in ("base", "off", "5s"):
@@ -171,7 +171,7 @@ def main():
                   f"{statistics.median(x[2] for x in v):>7.0f} "
                   f"{statistics.median(x[3] for x in v):>7.0f} {sum(x[4] for x in v):>6}")
     print("server CPU (user + system, 5 nodes) per cycle, all client counts pooled per run:")
-    print(f"{'cluster':<8} {'us/cycle':>8} {'min-max':>13} {'ratio':>7} {'ratio min-max':>14}")
+    print(f"{'group':<8} {'us/cycle':>8} {'min-max':>13} {'ratio':>7} {'ratio min-max':>14}")
     for name in ("base", "off", "5s"):
         v = cpu[name]
         us = [x[0] for x in v]

@@ -1,8 +1,8 @@
 //! What the test backend costs a test: starting (and shutting down) a TestServer and a
-//! 5-node TestCluster.
+//! 5-node TestGroup.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use redlockd::testing::{TestCluster, TestServer};
+use redlockd::testing::{TestGroup, TestServer};
 
 fn startup(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -14,8 +14,8 @@ fn startup(c: &mut Criterion) {
     g.bench_function("TestServer start + shutdown", |b| {
         b.iter(|| rt.block_on(async { TestServer::start().await.shutdown().await }))
     });
-    g.bench_function("TestCluster(5) start + shutdown", |b| {
-        b.iter(|| rt.block_on(async { TestCluster::start(5).await.shutdown().await }))
+    g.bench_function("TestGroup(5) start + shutdown", |b| {
+        b.iter(|| rt.block_on(async { TestGroup::start(5).await.shutdown().await }))
     });
     g.finish();
 }

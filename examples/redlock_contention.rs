@@ -1,11 +1,11 @@
-//! Contended Redlock, two clusters side by side in one run: lock cycles/s, how many of
+//! Contended Redlock, two groups side by side in one run: lock cycles/s, how many of
 //! the nodes granted each attempt (split votes), attempt latency.
 //!
 //! ```text
 //! cargo run --release --example redlock_contention -- REDIS_NODES REDLOCKD_NODES
 //! # e.g. 127.0.0.1:7101,...,127.0.0.1:7105 127.0.0.1:7201,...,127.0.0.1:7205
 //! ```
-//! benches/contention.sh starts both clusters and runs it.
+//! benches/contention.sh starts both groups and runs it.
 //!
 //! Each cell: CLIENTS independent clients (each its own `Redlock`, so its own connection
 //! to every node), one resource, SECONDS long. A client loops `try_acquire` (one round,
@@ -15,7 +15,7 @@
 //! vote. Latency is one `try_acquire` (won or lost, its clean-up included).
 //!
 //! Rounds are interleaved (ROUNDS, default 3): every round runs every cell once, the
-//! order of the clusters alternating, so both see the same machine load. Printed per
+//! order of the groups alternating, so both see the same machine load. Printed per
 //! cell: the median over rounds and the spread (min-max) of cycles/s, the median of the
 //! per-round ratios redlockd / redis, and split votes and latency pooled over rounds.
 //! Fencing tokens (FENCING.GRANT / FENCING.COMMIT) exist on redlockd only: their row is
@@ -186,7 +186,7 @@ async fn main() {
         "on" => &[true],
         _ => die("FENCING: both, off or on"),
     };
-    // (cluster, fencing) -> the cells' names, in print order.
+    // (group, fencing) -> the cells' names, in print order.
     let mut configs: Vec<(&str, &[String], bool)> = vec![("redis", &redis, false)];
     for &f in fencing {
         configs.push((
@@ -222,7 +222,7 @@ async fn main() {
     println!(
         "{:>7} {:<17} {:>9} {:>13} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9} {:>6}",
         "clients",
-        "cluster",
+        "group",
         "cycles/s",
         "min-max",
         "ratio",

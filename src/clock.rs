@@ -140,6 +140,7 @@ impl Clock {
         }
     }
 
+    /// Whether this is a manual clock (moved by `advance`), not the real one.
     pub fn is_manual(&self) -> bool {
         matches!(self.inner.source, Source::Manual { .. })
     }

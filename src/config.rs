@@ -1,6 +1,8 @@
 //! Server configuration: defaults, validation, and the durations syntax the CLI accepts.
 
 use crate::clock::Clock;
+/// The Redis Cluster settings ([`Config::cluster`]); the protocol itself is crate-private.
+pub use crate::cluster::{ClusterConfig, Mode as ClusterMode};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,8 +22,12 @@ pub const TEST_MAX_TTL: Duration = Duration::from_secs(30);
 /// nodes and the client's own timing slack.
 pub const RESTART_MARGIN: Duration = Duration::from_secs(1);
 
+/// A node's settings: the CLI's flags and config file, or a test's struct literal
+/// (`Config { port: 0, ..Config::for_tests() }`). [`Config::validate`] refuses what
+/// cannot work; [`Server::start`](crate::Server::start) calls it.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// The address to listen on (plain TCP and TLS).
     pub bind: IpAddr,
     /// The plain TCP port; 0 picks a free port (see `ServerHandle::addr`).
     pub port: u16,
@@ -48,6 +54,7 @@ pub struct Config {
     pub lock_delay: Duration,
     /// The key prefixes the lock-delay applies to; empty: every lock.
     pub lock_delay_prefixes: Vec<String>,
+    /// Redis's `requirepass`: the default user's password; `None`: no password.
     pub requirepass: Option<String>,
     /// Redis's `protected-mode`: while the default user has no password, clients
     /// from anywhere but the loopback address get `-DENIED` and are disconnected.
@@ -56,8 +63,11 @@ pub struct Config {
     /// Users from a file in Redis's ACL syntax (`--aclfile`), read at start; ACL LOAD
     /// reads it again, ACL SAVE writes it.
     pub aclfile: Option<PathBuf>,
+    /// Redis's `maxclients`: more connections are refused with an error.
     pub maxclients: usize,
+    /// Redis's `databases`: how many numbered databases SELECT reaches.
     pub databases: usize,
+    /// Redis's `proto-max-bulk-len`: the largest bulk string a request may carry.
     pub proto_max_bulk_len: usize,
     /// Past this, other clients get BUSY while a script runs and SCRIPT KILL works.
     pub busy_script_time: Duration,
@@ -83,7 +93,7 @@ pub struct Config {
     /// lock). 0: no limit. CONFIG SET maxmemory changes it live.
     pub maxmemory: u64,
     /// Redis Cluster's protocol (`--cluster-mode`): off, emulated or a slot map.
-    pub cluster: crate::cluster::ClusterConfig,
+    pub cluster: ClusterConfig,
 }
 
 impl Default for Config {
@@ -114,7 +124,7 @@ impl Default for Config {
             metrics_auth: None,
             dir: None,
             maxmemory: 0,
-            cluster: crate::cluster::ClusterConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -246,18 +256,25 @@ pub enum AuthClients {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// max-ttl is 0: no lock could be granted.
     MaxTtlZero,
     /// A restarted node could grant a lock another node still holds.
     RestartDelayShorterThanMaxTtl {
+        /// The restart delay configured.
         restart_delay: Duration,
+        /// The max-ttl it must cover.
         max_ttl: Duration,
     },
     /// A lock-delay longer than max-ttl (it would outlast any lock's TTL).
     LockDelayAboveMaxTtl {
+        /// The lock-delay configured.
         lock_delay: Duration,
+        /// The max-ttl it may not exceed.
         max_ttl: Duration,
     },
+    /// `databases` is 0.
     NoDatabases,
+    /// `maxclients` is 0.
     NoClients,
     /// Plain TCP is off and there is no TLS port: the node would listen nowhere.
     NoListener,

@@ -25,6 +25,7 @@ const TABLE: [u16; 256] = {
     table
 };
 
+/// CRC16 (XMODEM) of `bytes`, as Redis Cluster's `crc16`.
 pub fn crc16(bytes: &[u8]) -> u16 {
     bytes.iter().fold(0u16, |crc, &b| {
         (crc << 8) ^ TABLE[usize::from(((crc >> 8) as u8) ^ b)]

@@ -258,7 +258,7 @@ async fn the_metrics_endpoint_counts_cluster_redirections() {
     plain.shutdown().await;
     let h = start_with(|c| {
         c.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
-        c.cluster.mode = redlockd::cluster::Mode::Map;
+        c.cluster.mode = redlockd::config::ClusterMode::Map;
         c.cluster.node_id = Some(format!("{:040x}", 1));
     })
     .await;

@@ -28,13 +28,18 @@ use std::sync::Arc;
 /// `--cluster-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Mode {
+    /// A plain node: no slot check at all.
     #[default]
     Off,
+    /// This node serves all 16384 slots: cluster clients work against one node, and
+    /// CROSSSLOT is enforced.
     Emulated,
+    /// A configured slot map over several nodes.
     Map,
 }
 
 impl Mode {
+    /// The mode's name, as `--cluster-mode` and INFO spell it.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Off => "off",
@@ -47,6 +52,7 @@ impl Mode {
 /// The cluster settings of a node.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterConfig {
+    /// Off, emulated or map.
     pub mode: Mode,
     /// This node's id in the map (40 hex digits); `None`: derived from the data
     /// directory's node id (or random without one).
@@ -61,6 +67,8 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// Refuses settings that cannot work: a node id that is not 40 lowercase hex
+    /// digits, a map file without map mode.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(id) = &self.node_id {
             if !map::valid_id(id) {
@@ -344,11 +352,6 @@ impl Cluster {
             }
         }
         *self.view.write() = Arc::new(view);
-    }
-
-    /// The slots fenced at `now_ms`, as ranges (persisted with the map).
-    pub fn fenced_ranges(&self, now_ms: u64) -> Vec<(u16, u16)> {
-        ranges_of(&self.view().fenced_until, now_ms)
     }
 
     /// `CLUSTER SETMAP`: parses `text` (`force`: slots may stay unassigned), installs

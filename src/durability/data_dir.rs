@@ -217,6 +217,7 @@ impl NodeDir {
         self.lock.lock().take();
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -226,10 +227,12 @@ impl NodeDir {
         self.created
     }
 
+    /// Where the node's snapshot file is (or will be) in the directory.
     pub fn snapshot_path(&self) -> PathBuf {
         self.path.join(SNAPSHOT_FILE)
     }
 
+    /// The node's state record as last read or written.
     pub fn state(&self) -> NodeState {
         self.state.lock().current
     }

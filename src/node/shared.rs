@@ -15,7 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
-/// Everything one server shares between its connections.
+/// One node's state: everything its connections share (config, clock, keyspace, the
+/// restart fence, clients, ACL, pub/sub, scripts, the data directory, the test
+/// backend's faults, stats). One per running node (`Server::start` makes it; an
+/// in-process group has one per node); every command sees it through `Ctx`.
 pub struct Shared {
     pub config: Config,
     pub clock: Clock,

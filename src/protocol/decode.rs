@@ -15,6 +15,8 @@ use bytes::{Buf, Bytes, BytesMut};
 /// Longest header line or inline request without a newline (Redis's PROTO_INLINE_MAX_SIZE).
 const MAX_LINE: usize = 64 * 1024;
 
+/// The bounds a request must stay within (Redis's `proto-max-bulk-len` and its own
+/// fixed limits); past them the parser answers an error instead of buffering more.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Largest bulk string accepted (`proto-max-bulk-len`).

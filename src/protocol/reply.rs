@@ -9,12 +9,15 @@ pub enum Reply {
     Status(Bytes),
     /// An error; the text includes its code (`ERR ...`, `WRONGTYPE ...`).
     Error(Bytes),
+    /// An integer (`:42`).
     Integer(i64),
+    /// A bulk string (`$3 foo`).
     Bulk(Bytes),
     /// RESP2 `$-1`, RESP3 `_`.
     Null,
     /// RESP2 `*-1`, RESP3 `_`.
     NullArray,
+    /// An array of replies.
     Array(Vec<Reply>),
     /// RESP3 map; RESP2 flattens it into an array of key, value, key, value...
     Map(Vec<(Reply, Reply)>),
@@ -37,6 +40,7 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// A simple string reply (`+PONG`).
     pub fn status(s: &'static str) -> Reply {
         Reply::Status(Bytes::from_static(s.as_bytes()))
     }
@@ -46,14 +50,17 @@ impl Reply {
         Reply::Error(Bytes::from(s.into()))
     }
 
+    /// A bulk string reply.
     pub fn bulk(b: impl Into<Bytes>) -> Reply {
         Reply::Bulk(b.into())
     }
 
+    /// A bulk string reply holding `s`'s bytes.
     pub fn bulk_str(s: &str) -> Reply {
         Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
     }
 
+    /// Whether this is an error reply.
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(_))
     }

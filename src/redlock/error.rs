@@ -11,12 +11,20 @@ use super::{quorum, NodeError};
 #[non_exhaustive]
 pub enum RedlockError {
     /// Every attempt allowed by `retry_count` failed; `last` says how the final one went.
-    NotAcquired { attempts: u32, last: AttemptReport },
+    NotAcquired {
+        /// Attempts made.
+        attempts: u32,
+        /// How the final attempt went.
+        last: AttemptReport,
+    },
     /// The wait given to [`Redlock::acquire_within`](super::Redlock::acquire_within) ran
     /// out before a majority was won.
     Timeout {
+        /// How long it waited.
         waited: Duration,
+        /// Attempts made.
         attempts: u32,
+        /// How the final attempt went, if one was made.
         last: Option<AttemptReport>,
     },
     /// The lock can no longer be guaranteed: an extension did not win a majority before

@@ -4,7 +4,7 @@
 //! validity on tokio's real one, so it is checked against bounds.
 
 use super::*;
-use crate::testing::TestCluster;
+use crate::testing::TestGroup;
 
 const TTL: Duration = Duration::from_secs(10);
 /// TTL minus the drift allowance (1% + 2 ms): no validity can be longer.
@@ -14,7 +14,7 @@ const LEAST: Duration = Duration::from_secs(5);
 
 /// A client whose per-node timeout leaves room for a loaded machine (the default, 50 ms
 /// at most, can count a busy node as failed).
-fn client(c: &TestCluster, fencing_tokens: bool) -> Redlock {
+fn client(c: &TestGroup, fencing_tokens: bool) -> Redlock {
     Redlock::new(
         c.urls(),
         RedlockOptions {
@@ -28,7 +28,7 @@ fn client(c: &TestCluster, fencing_tokens: bool) -> Redlock {
 }
 
 /// Runs one command on each node of `nodes`, in order.
-async fn on<T: redis::FromRedisValue>(c: &TestCluster, nodes: &[usize], args: &[&str]) -> Vec<T> {
+async fn on<T: redis::FromRedisValue>(c: &TestGroup, nodes: &[usize], args: &[&str]) -> Vec<T> {
     let mut out = Vec::new();
     for &i in nodes {
         let client = redis::Client::open(c.node(i).url()).unwrap();
@@ -82,7 +82,7 @@ fn not_acquired(r: Result<Lock, RedlockError>) -> (u32, AttemptReport) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_is_held_on_every_node_with_its_ttl_and_released_everywhere() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let rl = client(&c, false);
     let lock = rl.try_acquire(b"r", TTL).await.unwrap();
     assert_eq!(lock.resource(), b"r");
@@ -101,7 +101,7 @@ async fn a_lock_is_held_on_every_node_with_its_ttl_and_released_everywhere() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_lock_is_refused_with_a_report_that_says_so() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let (a, b) = (client(&c, false), client(&c, false));
     let held = a.try_acquire(b"r", TTL).await.unwrap();
     let err = b.try_acquire(b"r", TTL).await.unwrap_err();
@@ -145,7 +145,7 @@ async fn a_held_lock_is_refused_with_a_report_that_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_of_five_is_a_majority_two_is_not_and_a_failed_round_cleans_up() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let rl = client(&c, false);
     // Someone else holds "two" on nodes 0 and 1: the three others make a majority.
     on::<String>(&c, &[0, 1], &["SET", "two", "other", "PX", "10000"]).await;
@@ -168,7 +168,7 @@ async fn three_of_five_is_a_majority_two_is_not_and_a_failed_round_cleans_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_three_nodes_down_the_nodes_are_unavailable_and_with_two_they_are_not() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let (a, b) = (client(&c, false), client(&c, false));
     c.node(0).stop().await;
     c.node(1).stop().await;
@@ -202,7 +202,7 @@ async fn with_three_nodes_down_the_nodes_are_unavailable_and_with_two_they_are_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_lock_without_validity_left_and_a_ttl_below_1_ms_is_refused() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let rl = client(&c, false);
     // 2 ms is all drift allowance: every node grants, and the lock is not held.
     let err = rl
@@ -228,7 +228,7 @@ async fn no_lock_without_validity_left_and_a_ttl_below_1_ms_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_renews_a_valid_lock_and_refuses_a_lost_one() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let (a, b) = (client(&c, false), client(&c, false));
     let mut lock = a.try_acquire(b"r", TTL).await.unwrap();
     c.advance(Duration::from_millis(6000));
@@ -276,7 +276,7 @@ async fn extend_renews_a_valid_lock_and_refuses_a_lost_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_within_retries_until_its_wait_is_over_and_no_longer() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let a = client(&c, false);
     let b = Redlock::new(
         c.urls(),
@@ -327,7 +327,7 @@ async fn acquire_within_retries_until_its_wait_is_over_and_no_longer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_locks_get_growing_tokens_and_failed_rounds_commit_nothing() {
-    let c = TestCluster::start(5).await;
+    let c = TestGroup::start(5).await;
     let (a, b) = (client(&c, true), client(&c, true));
     let lock = a.try_acquire(b"r", TTL).await.unwrap();
     assert_eq!(lock.token(), Some(1));
@@ -410,7 +410,7 @@ async fn answering(reply: &'static [u8]) -> String {
 /// out: they count as failed, and the three others make the lock and its token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_answering_a_negative_mark_counts_as_failed() {
-    let c = TestCluster::start(3).await;
+    let c = TestGroup::start(3).await;
     let mut nodes = c.urls();
     nodes.push(answering(b":-1\r\n").await);
     nodes.push(answering(b":-1\r\n").await);
@@ -438,7 +438,7 @@ async fn a_node_answering_a_negative_mark_counts_as_failed() {
 /// no lock, and the report counts the three refusals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_majority_of_commits_there_is_no_token() {
-    let c = TestCluster::start(2).await;
+    let c = TestGroup::start(2).await;
     let mut nodes = c.urls();
     for _ in 0..3 {
         nodes.push(answering(b":0\r\n").await);

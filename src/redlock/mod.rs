@@ -22,6 +22,7 @@ mod fenced;
 #[cfg(all(test, feature = "server"))]
 mod five_nodes_tests;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod flock;
 mod nodes;
 mod watchdog;

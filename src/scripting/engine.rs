@@ -264,10 +264,10 @@ impl Vm {
         let xpcall: Function = lua.globals().raw_get("xpcall")?;
         let handler: Function = imp.raw_get("handler")?;
         let mut state = std::ptr::null_mut();
+        let mut refs = [0; 6];
         // SAFETY: `exec_raw` runs on the main state (no script runs yet) with the six
         // values pushed; each luaL_ref pops the top one into the registry, which keeps
         // it for the VM's life.
-        let mut refs = [0; 6];
         unsafe {
             lua.exec_raw::<()>((&globals, &stage, &xpcall, &handler, "KEYS", "ARGV"), |s| {
                 state = s;
@@ -484,6 +484,7 @@ impl Vm {
         let guard = SlotGuard::enter(&slot);
         // SAFETY: as above, with 4 free stack slots.
         let top = unsafe { ffi::lua_gettop(self.state) };
+        // SAFETY: as above: the main state, between mlua calls, 4 free stack slots.
         let status = unsafe { self.call_staged() };
         drop(guard);
         let resp3 = slot.resp3.get();

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// Read buffer growth step, and the size of a pooled buffer.
@@ -149,32 +149,38 @@ async fn refuse_protected<S: Stream>(stream: &mut S) {
     .await;
 }
 
+/// One connection's turns: run every complete request read (`Conn::run_batch`), write
+/// the replies at once, then wait for input, a pub/sub message or a wake-up
+/// (`Conn::next_event`), until the client goes or is killed.
 async fn run<S: Stream>(
     shared: &Shared,
     stream: &mut S,
     client: &mut ClientState,
 ) -> std::io::Result<()> {
-    let mut limits = Limits {
-        max_bulk_len: shared.config.proto_max_bulk_len,
-        ..Limits::default()
-    };
     let info = client.info.clone();
-    // This connection's pub/sub delivery queue.
     let subscriber = Subscriber::new(info.clone());
     // Other connections' client-side caching invalidations come through it too.
     let _ = info.pushes.set(Arc::downgrade(&subscriber));
     client.pubsub.handle = Some(subscriber.clone());
-    // Both from the pool while they hold bytes (`pool`).
-    let mut rbuf = BytesMut::new();
-    let mut wbuf = BytesMut::new();
+    let mut conn = Conn {
+        shared,
+        stream,
+        client,
+        info,
+        subscriber,
+        limits: Limits {
+            max_bulk_len: shared.config.proto_max_bulk_len,
+            ..Limits::default()
+        },
+        rbuf: BytesMut::new(),
+        wbuf: BytesMut::new(),
+        args: Vec::new(),
+    };
     let mut eof = false;
     // The read buffer held more than SHRINK_BUFFER_ABOVE at some point: once empty, it
     // is dropped, not pooled (split off request by request, its capacity no longer
     // says how big its allocation is).
     let mut rbuf_grown = false;
-    // One request's arguments (slices of the read buffer): reused, emptied after each
-    // command so they never pin a big request's buffer.
-    let mut args = Vec::new();
     // The waker this loop last put in the client's wake slot (`WakeSlot::register_again`).
     let mut registered = None;
     loop {
@@ -183,125 +189,9 @@ async fn run<S: Stream>(
         let net_seen = shared.faults.net_now.load(Ordering::SeqCst);
         let paused = net_seen == NetState::Paused as u8;
         if !paused {
-            shared.wait_for_turn(&info).await;
-            if rbuf.len() >= PREFETCH_MIN_BYTES {
-                prefetch_keys(shared, client, &rbuf, &limits);
-            }
-            // Execute every complete request in the buffer, then write all replies at once.
-            let mut close = false;
-            // Paused (or taken down) in the middle of the batch: the rest waits.
-            let mut held = false;
-            // Stopped at WRITE_BATCH_LIMIT: more requests may be buffered already.
-            let mut more = false;
-            // Requests run in this batch.
-            let mut ran = 0;
-            // The mark that this connection is executing (`Shared::continue_request`):
-            // set by the batch's first request, cleared when the batch stops or a
-            // command blocks.
-            let mut executing = None;
-            if !rbuf.is_empty() || subscriber.has_queued() {
-                pool::take(&mut wbuf);
-            }
-            loop {
-                // Nothing left to run: no request to mark (`begin_request` and its
-                // guard store with SeqCst, a full barrier each).
-                if rbuf.is_empty() {
-                    break;
-                }
-                // A node a fault control took off the network executes nothing more,
-                // not even requests already read (see `Shared::set_net`).
-                match shared.continue_request(&info, &mut executing) {
-                    Ok(()) => {}
-                    Err(NetState::Down) => return Ok(()),
-                    Err(_) => {
-                        held = true;
-                        break;
-                    }
-                }
-                // AUTH earlier in this batch lifts the pre-AUTH limits for the rest.
-                limits.unauthenticated = !client.authed;
-                match parse_request_into(&mut rbuf, &limits, &mut args) {
-                    Ok(false) => break,
-                    Ok(true) if args.is_empty() => continue,
-                    Ok(true) => {
-                        ran += 1;
-                        // A scoped fault or the history (`faults::scoped`): `None`,
-                        // after one atomic load, when neither is set.
-                        let scoped = &shared.faults.scoped;
-                        let hook = scoped.before_request(&shared.clock, &info, &args);
-                        let instead = hook.as_ref().and_then(|h| h.instead(scoped));
-                        let mut reply = match instead {
-                            None => {
-                                let mut ctx = Ctx::new(shared, client);
-                                dispatch_caught(&mut ctx, &mut args).await
-                            }
-                            Some(Instead::Answer(r)) => r,
-                            Some(Instead::Close) => {
-                                args.clear();
-                                close = true;
-                                break;
-                            }
-                        };
-                        args.clear();
-                        // Wake BLPOP waiters on keys this command pushed to, queue
-                        // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
-                        // to oneself), and wait here if the command blocked.
-                        crate::commands::exec::gate::serve_blocked(shared).await;
-                        take_messages(&subscriber, client.proto, &mut wbuf);
-                        if let Some(blocked) = client.blocked.take() {
-                            // Waiting is not executing (`set_net` must not wait for it).
-                            executing = None;
-                            if !write_out(stream, &mut wbuf, &info).await? {
-                                return Ok(());
-                            }
-                            // Boxed, as rare: its timers stay out of the task's size.
-                            let wait = wait_blocked(shared, stream, &mut rbuf, &info, blocked);
-                            match Box::pin(wait).await? {
-                                Some(r) => reply = r,
-                                None => return Ok(()),
-                            }
-                        }
-                        if let Some(hook) = hook {
-                            // A delay is a wait, not execution (`set_net` must not
-                            // wait for it).
-                            executing = None;
-                            let after = hook.after(scoped, &shared.clock, &info, &reply);
-                            match Box::pin(after).await {
-                                After::Send => {}
-                                After::SendAndClose => close = true,
-                                After::Drop => {
-                                    close = true;
-                                    break;
-                                }
-                            }
-                        }
-                        encode(&reply, client.proto, &mut wbuf);
-                        // Invalidations of this client's own changes follow its reply.
-                        for push in client.tracking.after_reply.drain(..) {
-                            encode(&push, client.proto, &mut wbuf);
-                        }
-                        if client.close_after_reply || close {
-                            close = true;
-                            break;
-                        }
-                        // Big replies (GETs of a large value, pipelined): write what
-                        // there is before running more, so the replies of a client that
-                        // does not read wait in its socket, not in our memory.
-                        if wbuf.len() >= WRITE_BATCH_LIMIT {
-                            more = true;
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::debug!(client = client.id(), "{e}");
-                        encode(&Reply::error(format!("ERR {e}")), client.proto, &mut wbuf);
-                        close = true;
-                        break;
-                    }
-                }
-            }
-            drop(executing);
-            take_messages(&subscriber, client.proto, &mut wbuf);
+            let Some(batch) = conn.run_batch().await? else {
+                return Ok(());
+            };
             // A pipelined batch's replies wait until the other ready connections have
             // run theirs, as Redis writes all replies in one pass before it waits
             // again: a client woken by the first of a burst of replies is still awake
@@ -318,17 +208,20 @@ async fn run<S: Stream>(
             // the client's CPU per request down ~3% and the rps up ~3%, for ~2% more
             // server CPU. With one connection open nobody shares the wake, and the
             // extra driver poll would only add latency: answered at once.
-            let company = ran > 1 || shared.connections.load(Ordering::Relaxed) > 1;
-            if company && !wbuf.is_empty() {
+            let company = batch.ran > 1 || shared.connections.load(Ordering::Relaxed) > 1;
+            if company && !conn.wbuf.is_empty() {
                 tokio::task::yield_now().await;
             }
             // A peer that went away still had its requests executed; that is all.
-            let written = write_out(stream, &mut wbuf, &info).await;
-            shared.faults.batch_done(&info, held);
-            if !matches!(written, Ok(true)) || close || info.killed.load(Ordering::SeqCst) {
+            let written = write_out(conn.stream, &mut conn.wbuf, &conn.info).await;
+            shared.faults.batch_done(&conn.info, batch.held);
+            if !matches!(written, Ok(true))
+                || batch.close
+                || conn.info.killed.load(Ordering::SeqCst)
+            {
                 return Ok(());
             }
-            if held || more {
+            if batch.held || batch.more {
                 continue;
             }
             if eof {
@@ -337,62 +230,236 @@ async fn run<S: Stream>(
         }
         // Idle: the buffers go back to the pool (a write that failed left bytes in
         // wbuf only on the way out).
-        if wbuf.is_empty() {
-            pool::give(&mut wbuf);
+        if conn.wbuf.is_empty() {
+            pool::give(&mut conn.wbuf);
         }
-        if rbuf_grown && rbuf.is_empty() {
-            rbuf = BytesMut::new();
+        if rbuf_grown && conn.rbuf.is_empty() {
+            conn.rbuf = BytesMut::new();
             rbuf_grown = false;
         }
-        let input_full = paused && rbuf.len() > PAUSED_INPUT_LIMIT;
+        let input_full = paused && conn.rbuf.len() > PAUSED_INPUT_LIMIT;
         let can_read = !eof && !input_full;
-        // One wait per turn, on one task wake-up: the socket, the pub/sub queue (not
-        // while paused: a stopped process sends nothing) and the wake slot (a kill, a
-        // change of the node's network state, a message queued for this client).
-        // Nothing is built or registered with anything shared by other connections.
-        let event = {
-            let net_now = &shared.faults.net_now;
-            std::future::poll_fn(|cx| {
-                if can_read {
-                    if let Poll::Ready(n) = poll_read_pooled(stream, cx, &mut rbuf) {
-                        return Poll::Ready(Event::Read(n));
-                    }
-                }
-                info.wake.register_again(cx.waker(), &mut registered);
-                // Checked after registering: a message, a kill or a change queued in
-                // between woke nobody.
-                if !paused && subscriber.has_queued() {
-                    if let Some(msg) = subscriber.pop() {
-                        return Poll::Ready(Event::Message(msg));
-                    }
-                }
-                if info.killed.load(Ordering::SeqCst) || net_now.load(Ordering::SeqCst) != net_seen
-                {
-                    return Poll::Ready(Event::Woken);
-                }
-                Poll::Pending
-            })
+        match conn
+            .next_event(can_read, paused, net_seen, &mut registered)
             .await
-        };
-        match event {
+        {
             Event::Read(n) => {
                 if n? == 0 {
                     eof = true;
                 } else {
-                    rbuf_grown |= rbuf.len() > SHRINK_BUFFER_ABOVE;
-                    shared.faults.input_arrived(&info);
+                    rbuf_grown |= conn.rbuf.len() > SHRINK_BUFFER_ABOVE;
+                    shared.faults.input_arrived(&conn.info);
                 }
             }
-            // The loop above writes it and any queued behind it.
+            // The batch above writes it and any queued behind it.
             Event::Message(msg) => {
-                subscriber.taken(&msg);
-                pool::take(&mut wbuf);
-                encode(&msg.reply, client.proto, &mut wbuf);
+                conn.subscriber.taken(&msg);
+                pool::take(&mut conn.wbuf);
+                encode(&msg.reply, conn.client.proto, &mut conn.wbuf);
             }
-            Event::Woken if info.killed.load(Ordering::SeqCst) => return Ok(()),
+            Event::Woken if conn.info.killed.load(Ordering::SeqCst) => return Ok(()),
             // The network state changed: the loop reads it again.
             Event::Woken => {}
         }
+    }
+}
+
+/// One connection's state across its turns (`run`).
+struct Conn<'a, S> {
+    shared: &'a Shared,
+    stream: &'a mut S,
+    client: &'a mut ClientState,
+    info: Arc<ClientInfo>,
+    /// This connection's pub/sub delivery queue.
+    subscriber: Arc<Subscriber>,
+    limits: Limits,
+    /// Input read and not run yet, and replies not written yet: both from the pool
+    /// while they hold bytes (`pool`).
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// One request's arguments (slices of the read buffer): reused, emptied after each
+    /// command so they never pin a big request's buffer.
+    args: Vec<bytes::Bytes>,
+}
+
+/// How a batch stopped (`Conn::run_batch`).
+struct BatchEnd {
+    /// Requests run in this batch.
+    ran: usize,
+    /// The connection closes once the replies are written.
+    close: bool,
+    /// Paused (or taken down) in the middle of the batch: the rest waits.
+    held: bool,
+    /// Stopped at WRITE_BATCH_LIMIT: more requests may be buffered already.
+    more: bool,
+}
+
+impl<S: Stream> Conn<'_, S> {
+    /// Waits for this connection's turn, then executes every complete request in the
+    /// read buffer, their replies (and pub/sub messages queued meanwhile) into the
+    /// write buffer, to be written at once. `None`: the connection is over (the node
+    /// was taken off the network, or the client went or was killed while a command
+    /// blocked).
+    async fn run_batch(&mut self) -> std::io::Result<Option<BatchEnd>> {
+        let shared = self.shared;
+        let info = &*self.info;
+        let subscriber = &*self.subscriber;
+        shared.wait_for_turn(info).await;
+        if self.rbuf.len() >= PREFETCH_MIN_BYTES {
+            prefetch_keys(shared, self.client, &self.rbuf, &self.limits);
+        }
+        let mut end = BatchEnd {
+            ran: 0,
+            close: false,
+            held: false,
+            more: false,
+        };
+        // The mark that this connection is executing (`Shared::continue_request`):
+        // set by the batch's first request, cleared when the batch stops or a
+        // command blocks.
+        let mut executing = None;
+        if !self.rbuf.is_empty() || subscriber.has_queued() {
+            pool::take(&mut self.wbuf);
+        }
+        loop {
+            // Nothing left to run: no request to mark (`begin_request` and its
+            // guard store with SeqCst, a full barrier each).
+            if self.rbuf.is_empty() {
+                break;
+            }
+            // A node a fault control took off the network executes nothing more,
+            // not even requests already read (see `Shared::set_net`).
+            match shared.continue_request(info, &mut executing) {
+                Ok(()) => {}
+                Err(NetState::Down) => return Ok(None),
+                Err(_) => {
+                    end.held = true;
+                    break;
+                }
+            }
+            // AUTH earlier in this batch lifts the pre-AUTH limits for the rest.
+            self.limits.unauthenticated = !self.client.authed;
+            match parse_request_into(&mut self.rbuf, &self.limits, &mut self.args) {
+                Ok(false) => break,
+                Ok(true) if self.args.is_empty() => continue,
+                Ok(true) => {
+                    end.ran += 1;
+                    // A scoped fault or the history (`faults::scoped`): `None`,
+                    // after one atomic load, when neither is set.
+                    let scoped = &shared.faults.scoped;
+                    let hook = scoped.before_request(&shared.clock, info, &self.args);
+                    let instead = hook.as_ref().and_then(|h| h.instead(scoped));
+                    let mut reply = match instead {
+                        None => {
+                            let mut ctx = Ctx::new(shared, self.client);
+                            dispatch_caught(&mut ctx, &mut self.args).await
+                        }
+                        Some(Instead::Answer(r)) => r,
+                        Some(Instead::Close) => {
+                            self.args.clear();
+                            end.close = true;
+                            break;
+                        }
+                    };
+                    self.args.clear();
+                    // Wake BLPOP waiters on keys this command pushed to, queue
+                    // pub/sub messages ahead of the reply (as Redis orders a PUBLISH
+                    // to oneself), and wait here if the command blocked.
+                    crate::commands::exec::gate::serve_blocked(shared).await;
+                    take_messages(subscriber, self.client.proto, &mut self.wbuf);
+                    if let Some(blocked) = self.client.blocked.take() {
+                        // Waiting is not executing (`set_net` must not wait for it).
+                        executing = None;
+                        if !write_out(self.stream, &mut self.wbuf, info).await? {
+                            return Ok(None);
+                        }
+                        // Boxed, as rare: its timers stay out of the task's size.
+                        let wait = wait_blocked(shared, self.stream, &mut self.rbuf, info, blocked);
+                        match Box::pin(wait).await? {
+                            Some(r) => reply = r,
+                            None => return Ok(None),
+                        }
+                    }
+                    if let Some(hook) = hook {
+                        // A delay is a wait, not execution (`set_net` must not
+                        // wait for it).
+                        executing = None;
+                        let after = hook.after(scoped, &shared.clock, info, &reply);
+                        match Box::pin(after).await {
+                            After::Send => {}
+                            After::SendAndClose => end.close = true,
+                            After::Drop => {
+                                end.close = true;
+                                break;
+                            }
+                        }
+                    }
+                    encode(&reply, self.client.proto, &mut self.wbuf);
+                    // Invalidations of this client's own changes follow its reply.
+                    for push in self.client.tracking.after_reply.drain(..) {
+                        encode(&push, self.client.proto, &mut self.wbuf);
+                    }
+                    if self.client.close_after_reply || end.close {
+                        end.close = true;
+                        break;
+                    }
+                    // Big replies (GETs of a large value, pipelined): write what
+                    // there is before running more, so the replies of a client that
+                    // does not read wait in its socket, not in our memory.
+                    if self.wbuf.len() >= WRITE_BATCH_LIMIT {
+                        end.more = true;
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(client = self.client.id(), "{e}");
+                    let reply = Reply::error(format!("ERR {e}"));
+                    encode(&reply, self.client.proto, &mut self.wbuf);
+                    end.close = true;
+                    break;
+                }
+            }
+        }
+        drop(executing);
+        take_messages(subscriber, self.client.proto, &mut self.wbuf);
+        Ok(Some(end))
+    }
+
+    /// Waits for what comes first: input (when `can_read`), a pub/sub message (not
+    /// while `paused`: a stopped process sends nothing), a kill or a change of the
+    /// node's network state from `net_seen`, or a message queued for this client (the
+    /// wake slot). One wait per turn, on one task wake-up: nothing is built or
+    /// registered with anything shared by other connections.
+    async fn next_event(
+        &mut self,
+        can_read: bool,
+        paused: bool,
+        net_seen: u8,
+        registered: &mut Option<(Waker, u64)>,
+    ) -> Event {
+        let net_now = &self.shared.faults.net_now;
+        let (stream, rbuf) = (&mut *self.stream, &mut self.rbuf);
+        let (info, subscriber) = (&*self.info, &*self.subscriber);
+        std::future::poll_fn(|cx| {
+            if can_read {
+                if let Poll::Ready(n) = poll_read_pooled(stream, cx, rbuf) {
+                    return Poll::Ready(Event::Read(n));
+                }
+            }
+            info.wake.register_again(cx.waker(), registered);
+            // Checked after registering: a message, a kill or a change queued in
+            // between woke nobody.
+            if !paused && subscriber.has_queued() {
+                if let Some(msg) = subscriber.pop() {
+                    return Poll::Ready(Event::Message(msg));
+                }
+            }
+            if info.killed.load(Ordering::SeqCst) || net_now.load(Ordering::SeqCst) != net_seen {
+                return Poll::Ready(Event::Woken);
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 
+/// Starts nodes: [`Server::start`] binds the listeners and returns a [`ServerHandle`].
 pub struct Server;
 
 /// Why [`Server::start`] did not start a node.

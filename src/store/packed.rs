@@ -59,6 +59,7 @@ pub struct Packed(NonNull<u8>);
 // SAFETY: a view only reads its slot (the access clock atomically) while its holder
 // keeps the shard locked; writes go through the shard's write lock.
 unsafe impl Send for Packed {}
+// SAFETY: as for Send: shared views only read, under the shard lock.
 unsafe impl Sync for Packed {}
 
 fn len_u32(n: usize) -> u32 {

@@ -116,6 +116,7 @@ pub struct Slab {
 // SAFETY: the pages are owned by the slab alone (plain bytes); `&Slab` only reads
 // them (entries' atomic words aside), `&mut Slab` is needed to change them.
 unsafe impl Send for Slab {}
+// SAFETY: as for Send: `&Slab` only reads the pages.
 unsafe impl Sync for Slab {}
 
 impl Default for Slab {

@@ -1,11 +1,11 @@
-//! The test harness: a [`TestCluster`] driven over JSON lines, so that tests in any
+//! The test harness: a [`TestGroup`] driven over JSON lines, so that tests in any
 //! language get the manual clock and the node faults (`redlockd harness`, docs/testing.md).
 //!
 //! The harness prints one ready line, then answers one reply line per request line, in
 //! order. Bad input of any kind gets an error reply and the harness goes on; it stops at
 //! the end of its input (or on `{"op":"shutdown"}`).
 
-use super::{Action, ClientRef, DelayClock, Exchange, FaultSpec, FaultStatus, TestCluster};
+use super::{Action, ClientRef, DelayClock, Exchange, FaultSpec, FaultStatus, TestGroup};
 use crate::config::Config;
 use crate::durability::restart::BootKind;
 use crate::protocol::Reply;
@@ -83,7 +83,7 @@ enum RestartMode {
 
 /// N test nodes on one manual clock, with the state of each.
 pub struct Harness {
-    cluster: TestCluster,
+    group: TestGroup,
     states: Vec<NodeState>,
 }
 
@@ -107,7 +107,7 @@ impl Harness {
             );
             return Err(StartError::Io(e));
         }
-        let cluster = TestCluster::try_start_with(n, |i, c| Config {
+        let group = TestGroup::try_start_with(n, |i, c| Config {
             port: 0,
             fence_at_boot: false,
             enable_debug_command: true,
@@ -117,19 +117,19 @@ impl Harness {
         })
         .await?;
         // A test server leaves nothing behind: no clean-shutdown snapshot at the end.
-        for node in cluster.nodes() {
+        for node in group.nodes() {
             node.shared()
                 .save_on_shutdown
                 .store(false, Ordering::SeqCst);
         }
         Ok(Harness {
             states: vec![NodeState::Up; n],
-            cluster,
+            group,
         })
     }
 
-    pub fn cluster(&self) -> &TestCluster {
-        &self.cluster
+    pub fn group(&self) -> &TestGroup {
+        &self.group
     }
 
     /// The ready line (without its newline): every node's address, the process, the
@@ -137,7 +137,7 @@ impl Harness {
     pub fn ready_line(&self) -> String {
         let pid = std::process::id();
         let nodes: Vec<Value> = self
-            .cluster
+            .group
             .nodes()
             .iter()
             .enumerate()
@@ -265,7 +265,7 @@ impl Harness {
                         e
                     }
                 })?;
-                self.cluster.advance(Duration::from_millis(ms as u64));
+                self.group.advance(Duration::from_millis(ms as u64));
                 Ok(self.clock_reading())
             }
             "jump_wall" | "set_wall" => {
@@ -282,7 +282,7 @@ impl Harness {
                     None => (0..self.states.len()).collect(),
                 };
                 for i in nodes {
-                    let node = self.cluster.node(i);
+                    let node = self.group.node(i);
                     if op == "jump_wall" {
                         node.jump_wall(v);
                     } else {
@@ -320,7 +320,7 @@ impl Harness {
                 args.only(FAULT_FIELDS)?;
                 let i = args.node(self.states.len())?;
                 let spec = fault_spec(&args)?;
-                let node = self.cluster.node(i);
+                let node = self.group.node(i);
                 let id = node.add_fault(spec).map_err(|e| format!("fault: {e}"))?;
                 let status = node.fault(id).expect("a fault just added is listed");
                 Ok(fault_json(i, &status))
@@ -329,7 +329,7 @@ impl Harness {
                 args.only(&["node"])?;
                 let mut out = Vec::new();
                 for i in self.nodes_named(&args)? {
-                    let node = self.cluster.node(i);
+                    let node = self.group.node(i);
                     let list = if op == "faults" {
                         node.faults()
                     } else {
@@ -343,7 +343,7 @@ impl Harness {
                 args.only(&["node", "fault"])?;
                 let i = args.node(self.states.len())?;
                 let id = args.int("fault", 1, i64::MAX)?;
-                match self.cluster.node(i).remove_fault(id as u64) {
+                match self.group.node(i).remove_fault(id as u64) {
                     Some(f) => Ok(fault_json(i, &f)),
                     None => Err(format!("clear_fault: node {i} has no fault {id}")),
                 }
@@ -355,7 +355,7 @@ impl Harness {
                     Some(_) => args.int("capacity", 0, MAX_HISTORY as i64)? as usize,
                 };
                 for i in self.nodes_named(&args)? {
-                    self.cluster.node(i).record(capacity);
+                    self.group.node(i).record(capacity);
                 }
                 Ok(Value::Bool(capacity > 0))
             }
@@ -370,7 +370,7 @@ impl Harness {
                 };
                 let mut out = Vec::new();
                 for i in self.nodes_named(&args)? {
-                    let node = self.cluster.node(i);
+                    let node = self.group.node(i);
                     let h = if take {
                         node.take_history()
                     } else {
@@ -396,7 +396,7 @@ impl Harness {
     async fn fault(&mut self, op: &str, i: usize) -> Result<(), String> {
         self.refuse_if_shut_down(op, i)?;
         let state = self.states[i];
-        let node = self.cluster.node(i);
+        let node = self.group.node(i);
         let refuse = |hint: &str| {
             Err(format!(
                 "{op}: node {i} is {}{}",
@@ -443,7 +443,7 @@ impl Harness {
 
     async fn restart(&mut self, i: usize, mode: RestartMode) -> Result<BootKind, String> {
         self.refuse_if_shut_down("restart", i)?;
-        let node = self.cluster.node(i);
+        let node = self.group.node(i);
         let killed = self.states[i] == NodeState::Killed;
         match (mode, killed) {
             (RestartMode::Clean, true) => {
@@ -472,7 +472,7 @@ impl Harness {
 
     /// Whether a client's SHUTDOWN stopped node `i` (its port refuses connections).
     fn shut_down(&self, i: usize) -> bool {
-        let shared = self.cluster.node(i).shared();
+        let shared = self.group.node(i).shared();
         shared.shutting_down.load(Ordering::SeqCst)
     }
 
@@ -488,7 +488,7 @@ impl Harness {
     }
 
     fn node_status(&self, i: usize) -> Value {
-        let node = self.cluster.node(i);
+        let node = self.group.node(i);
         let state = if self.shut_down(i) {
             "shut_down"
         } else {
@@ -505,16 +505,16 @@ impl Harness {
 
     /// The shared monotonic reading and each node's wall time.
     fn clock_reading(&self) -> Value {
-        let nodes = self.cluster.nodes();
+        let nodes = self.group.nodes();
         json!({
-            "mono_ms": self.cluster.clock().now_ms(),
+            "mono_ms": self.group.clock().now_ms(),
             "wall_ms": nodes.iter().map(|n| n.clock().wall_ms()).collect::<Vec<_>>(),
         })
     }
 
     /// Stops every node (no snapshot) and removes the temporary directories.
     pub async fn shutdown(self) {
-        self.cluster.shutdown().await;
+        self.group.shutdown().await;
     }
 }
 

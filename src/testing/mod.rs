@@ -1,23 +1,24 @@
 //! A deterministic test backend: in-process servers on a manual clock, with the faults
 //! a Redlock deployment meets (crash-restart, stop/start, pause, partition, wall-clock
-//! jumps), and clusters of them sharing one clock.
+//! jumps), and groups of them sharing one clock.
 //!
 //! ```no_run
 //! # async fn demo() {
-//! use redlockd::testing::TestCluster;
+//! use redlockd::testing::TestGroup;
 //! use std::time::Duration;
-//! let cluster = TestCluster::start(5).await;
-//! let urls = cluster.urls(); // hand these to any Redis client
-//! cluster.node(0).crash_restart(); // node 0 forgets its keys; its fence goes up
-//! cluster.advance(Duration::from_secs(31)); // TTLs and fences move; no sleeping
+//! let group = TestGroup::start(5).await;
+//! let urls = group.urls(); // hand these to any Redis client
+//! group.node(0).crash_restart(); // node 0 forgets its keys; its fence goes up
+//! group.advance(Duration::from_secs(31)); // TTLs and fences move; no sleeping
 //! # }
 //! ```
 
+#[doc(hidden)]
 pub mod harness;
 
 pub use crate::node::faults::scoped::{
-    Action, ClientRef, DelayClock, Exchange, FaultSpec, FaultStatus, Firing, Outcome, Scope,
-    LOADING, TRYAGAIN,
+    Action, ClientRef, DelayClock, Exchange, FaultError, FaultSpec, FaultStatus, Firing, Outcome,
+    Scope, LOADING, TRYAGAIN,
 };
 /// The replies a history records.
 pub use crate::protocol::Reply;
@@ -107,6 +108,7 @@ impl TestServer {
         self.shared().node_dir.as_ref().map(|d| d.path())
     }
 
+    /// The node's plain TCP address (127.0.0.1 and the port it got).
     pub fn addr(&self) -> SocketAddr {
         self.handle.addr()
     }
@@ -116,6 +118,7 @@ impl TestServer {
         format!("redis://{}/", self.addr())
     }
 
+    /// The node's clock (manual).
     pub fn clock(&self) -> &Clock {
         self.handle.clock()
     }
@@ -151,14 +154,14 @@ impl TestServer {
         self.handle.shared()
     }
 
-    /// Moves this node's clock (and every node of its cluster). Expired keys are gone,
+    /// Moves this node's clock (and every node of its group). Expired keys are gone,
     /// and timers on the clock have been woken, when this returns.
     pub fn advance(&self, d: Duration) {
         self.clock().advance(d);
     }
 
     /// Steps this node's wall time only: TTLs and the fence do not move; TIME and
-    /// EXPIRETIME do. Other nodes of its cluster keep theirs.
+    /// EXPIRETIME do. Other nodes of its group keep theirs.
     pub fn jump_wall(&self, delta_ms: i64) {
         self.clock().jump_wall(delta_ms);
     }
@@ -314,7 +317,8 @@ impl TestServer {
     /// Adds a fault scoped to a command, key or client (`FaultSpec`). It is in force
     /// when this returns: every request read afterwards, on any connection, is checked
     /// against it. Faults stay through restarts, until removed. Returns its id.
-    pub fn add_fault(&self, spec: FaultSpec) -> Result<u64, String> {
+    /// Refused (nothing added) when [`FaultSpec::validate`] refuses it.
+    pub fn add_fault(&self, spec: FaultSpec) -> Result<u64, FaultError> {
         spec.validate()?;
         Ok(self.shared().faults.scoped.add(spec))
     }
@@ -368,22 +372,22 @@ impl TestServer {
 
 /// N independent nodes (own keyspace and fence each) sharing one manual clock: one
 /// `advance` moves them all; each node's wall time can be stepped on its own.
-pub struct TestCluster {
+pub struct TestGroup {
     nodes: Vec<TestServer>,
     clock: Clock,
 }
 
-impl TestCluster {
+impl TestGroup {
     /// `n` nodes, fence down at first boot and up on restarts.
-    pub async fn start(n: usize) -> TestCluster {
-        TestCluster::start_with(n, |c| c).await
+    pub async fn start(n: usize) -> TestGroup {
+        TestGroup::start_with(n, |c| c).await
     }
 
     /// `n` nodes, each with `TestServer::config(shared clock)` passed through `adjust`
     /// (e.g. `|c| Config { restart_delay: Some(Duration::ZERO), ..c }` turns the
     /// fence off).
-    pub async fn start_with(n: usize, adjust: impl Fn(Config) -> Config) -> TestCluster {
-        TestCluster::try_start_with(n, |_, c| adjust(c))
+    pub async fn start_with(n: usize, adjust: impl Fn(Config) -> Config) -> TestGroup {
+        TestGroup::try_start_with(n, |_, c| adjust(c))
             .await
             .expect("test nodes bind 127.0.0.1:0 and open their directories")
     }
@@ -393,7 +397,7 @@ impl TestCluster {
     pub async fn try_start_with(
         n: usize,
         adjust: impl Fn(usize, Config) -> Config,
-    ) -> Result<TestCluster, StartError> {
+    ) -> Result<TestGroup, StartError> {
         let clock = Clock::manual();
         let mut nodes = Vec::with_capacity(n);
         for i in 0..n {
@@ -406,33 +410,40 @@ impl TestCluster {
             };
             nodes.push(TestServer::try_start_with(config).await?);
         }
-        Ok(TestCluster { nodes, clock })
+        Ok(TestGroup { nodes, clock })
     }
 
+    /// Node `i`, in start order.
     pub fn node(&self, i: usize) -> &TestServer {
         &self.nodes[i]
     }
 
+    /// All the nodes, in start order.
     pub fn nodes(&self) -> &[TestServer] {
         &self.nodes
     }
 
+    /// How many nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Whether there are no nodes.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
+    /// Every node's address, in start order.
     pub fn addrs(&self) -> Vec<SocketAddr> {
         self.nodes.iter().map(TestServer::addr).collect()
     }
 
+    /// Every node's `redis://` URL, in start order.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(TestServer::url).collect()
     }
 
+    /// The clock every node shares.
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
@@ -449,6 +460,7 @@ impl TestCluster {
         }
     }
 
+    /// Shuts every node down, one after the other.
     pub async fn shutdown(self) {
         for node in self.nodes {
             node.shutdown().await;

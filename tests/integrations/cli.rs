@@ -1,4 +1,4 @@
-//! The binary: --help, one node, a local cluster, signals, and flag errors.
+//! The binary: --help, one node, a local group, signals, and flag errors.
 
 use crate::support;
 
@@ -20,7 +20,7 @@ fn help_describes_the_flags() {
         "--max-ttl",
         "--restart-delay",
         "--require-ttl",
-        "cluster",
+        "group",
     ] {
         assert!(text.contains(flag), "{flag} missing from --help:\n{text}");
     }
@@ -41,24 +41,24 @@ fn a_node_answers_ping_and_stops_on_sigterm() {
 }
 
 #[test]
-fn a_cluster_answers_on_consecutive_ports_and_stops_on_sigint() {
-    let log = std::env::temp_dir().join(format!("redlockd-cli-cluster-{}.log", std::process::id()));
+fn a_group_answers_on_consecutive_ports_and_stops_on_sigint() {
+    let log = std::env::temp_dir().join(format!("redlockd-cli-group-{}.log", std::process::id()));
     // Another process may take one of the ports between the check and the bind; the
-    // cluster then exits with "cannot start a node", and only then is it tried again.
+    // group then exits with "cannot start a node", and only then is it tried again.
     for attempt in 1..=3 {
         let base = free_ports(3);
-        let mut cluster = Proc::spawn(
-            &os_args(&["cluster", "--nodes", "3", "--base-port", &base.to_string()]),
+        let mut group = Proc::spawn(
+            &os_args(&["group", "--nodes", "3", "--base-port", &base.to_string()]),
             std::fs::File::create(&log).unwrap().into(),
         );
         let answered = (base..base + 3).try_for_each(wait_for_pong);
         if let Err(e) = answered {
-            // A cluster that failed to bind exits at once; give it a moment to.
+            // A group that failed to bind exits at once; give it a moment to.
             let deadline = Instant::now() + Duration::from_secs(2);
-            let mut exited = cluster.child.try_wait().ok().flatten();
+            let mut exited = group.child.try_wait().ok().flatten();
             while exited.is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
-                exited = cluster.child.try_wait().ok().flatten();
+                exited = group.child.try_wait().ok().flatten();
             }
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let bind_failed =
@@ -66,11 +66,11 @@ fn a_cluster_answers_on_consecutive_ports_and_stops_on_sigint() {
             if attempt < 3 && bind_failed {
                 continue;
             }
-            panic!("{e}; cluster exit: {exited:?}; its log:\n{text}");
+            panic!("{e}; group exit: {exited:?}; its log:\n{text}");
         }
         let _ = std::fs::remove_file(&log);
-        signal(&cluster.child, "-INT");
-        let status = wait_bounded(&mut cluster.child);
+        signal(&group.child, "-INT");
+        let status = wait_bounded(&mut group.child);
         assert!(status.success(), "{status:?}");
         return;
     }
@@ -116,6 +116,7 @@ fn bad_usage_exits_64_everywhere_and_help_exits_0() {
     for args in [
         &["lock", "--bogus"][..],
         &["lock", "--ttl", "10s"][..],
+        &["group", "--port", "7000"][..],
         &["cluster", "--port", "7000"][..],
         &["--max-ttl", "5d"][..],
         &["--threads", "0"][..],
@@ -232,11 +233,11 @@ fn port_0_is_told_on_a_ready_line() {
 }
 
 #[test]
-fn a_cluster_on_base_port_0_gets_ephemeral_ports_and_one_manual_clock() {
-    let dir = support::process::data_dir("cluster0");
+fn a_group_on_base_port_0_gets_ephemeral_ports_and_one_manual_clock() {
+    let dir = support::process::data_dir("group0");
     let (mut child, ready) = spawn_reading_ready(
         &[
-            "cluster",
+            "group",
             "--nodes",
             "3",
             "--base-port",
@@ -290,5 +291,47 @@ fn a_cluster_on_base_port_0_gets_ephemeral_ports_and_one_manual_clock() {
     );
     signal(&child, "-INT");
     assert!(wait_bounded(&mut child).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `redlockd cluster`, the group's old name, still runs a group, and says on stderr
+/// that it is the old name ("cluster" now means Redis Cluster only).
+#[test]
+fn the_old_name_cluster_runs_a_group_and_says_so() {
+    use std::io::{BufRead, Read};
+    let dir = support::process::data_dir("oldname");
+    let mut child = Command::new(BIN)
+        .args(["cluster", "--nodes", "2", "--base-port", "0"])
+        .args(["--restart-delay", "0", "--log", "warn", "--dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let nodes = ready["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{line}");
+    for n in nodes {
+        wait_for_pong(n["port"].as_u64().unwrap() as u16).unwrap();
+    }
+    signal(&child, "-INT");
+    assert!(wait_bounded(&mut child).success());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("`cluster` is the old name of `group`"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,7 @@
 //! fence on (none) and off (some: the checker can fail).
 
 use crate::support;
-use redlockd::cluster::Mode;
+use redlockd::config::ClusterMode as Mode;
 use std::time::Duration;
 use support::redis_server::RedisNode;
 use support::*;
@@ -38,8 +38,8 @@ fn map_json(version: u64, nodes: &[(u16, Vec<(u16, u16)>)]) -> String {
 }
 
 /// `n` nodes in map mode sharing one manual clock, with ids `node_id(i)` and no map.
-async fn map_nodes(n: usize) -> TestCluster {
-    TestCluster::try_start_with(n, |i, mut c| {
+async fn map_nodes(n: usize) -> TestGroup {
+    TestGroup::try_start_with(n, |i, mut c| {
         c.cluster.mode = Mode::Map;
         c.cluster.node_id = Some(node_id(i));
         c
@@ -48,8 +48,8 @@ async fn map_nodes(n: usize) -> TestCluster {
     .expect("map-mode nodes start")
 }
 
-/// The even three-way split, as `redlockd cluster` makes it.
-fn thirds(nodes: &TestCluster, version: u64) -> String {
+/// The even three-way split, as `redlockd group` makes it.
+fn thirds(nodes: &TestGroup, version: u64) -> String {
     let p = |i: usize| nodes.node(i).addr().port();
     map_json(
         version,
@@ -409,14 +409,14 @@ async fn map_changes_are_checked_and_clients_get_moved() {
     // "{q}x" hashes to 16383? Find a key in slot 16383 by CLUSTER KEYSLOT.
     let key = (0..100_000)
         .map(|i| format!("k{i}"))
-        .find(|k| redlockd::cluster::slot::key_slot(k.as_bytes()) == 16383)
+        .find(|k| redlockd::slot::key_slot(k.as_bytes()) == 16383)
         .unwrap();
     n0.check(&["GET", &key], &err("CLUSTERDOWN Hash slot not served"))
         .await;
     // Version 3 moves slot 0 (key "{b}0"... any key of slot 0) from node 0 to node 1.
     let key0 = (0..100_000)
         .map(|i| format!("k{i}"))
-        .find(|k| redlockd::cluster::slot::key_slot(k.as_bytes()) == 0)
+        .find(|k| redlockd::slot::key_slot(k.as_bytes()) == 0)
         .unwrap();
     n0.check(&["SET", &key0, "held", "PX", "10000"], OK).await;
     n0.check(&["CLUSTER", "COUNTKEYSINSLOT", "0"], &int(1))
@@ -481,7 +481,7 @@ async fn the_map_and_its_fences_survive_a_restart() {
     assert_eq!(setmap(&node, &v2).await, OK);
     let key0 = (0..100_000)
         .map(|i| format!("k{i}"))
-        .find(|k| redlockd::cluster::slot::key_slot(k.as_bytes()) == 0)
+        .find(|k| redlockd::slot::key_slot(k.as_bytes()) == 0)
         .unwrap();
     let mut c = Raw::to(&node).await;
     let map = c.cmd(&["CLUSTER", "GETMAP"]).await;
@@ -511,7 +511,7 @@ async fn the_map_and_its_fences_survive_a_restart() {
 }
 
 /// The JSON CLUSTER GETMAP gives for `thirds`.
-fn redlockd_map_json(nodes: &TestCluster, version: u64) -> String {
+fn redlockd_map_json(nodes: &TestGroup, version: u64) -> String {
     let p = |i: usize| nodes.node(i).addr().port();
     let node = |i: usize, a: u16, b: u16| {
         format!(
@@ -566,7 +566,7 @@ async fn contend_across_a_move(fence: bool) -> Vec<String> {
     let nodes = map_nodes(2).await;
     let p = |i: usize| nodes.node(i).addr().port();
     let lock = "lock:orders";
-    let slot = redlockd::cluster::slot::key_slot(lock.as_bytes());
+    let slot = redlockd::slot::key_slot(lock.as_bytes());
     let v1 = map_json(1, &[(p(0), vec![(0, 16383)]), (p(1), vec![])]);
     for n in nodes.nodes() {
         assert_eq!(setmap(n, &v1).await, OK);

@@ -22,7 +22,7 @@ fn keys(prefix: &str, n: usize) -> Vec<String> {
 }
 
 /// DBSIZE of each node.
-async fn sizes(c: &redlockd::testing::TestCluster) -> Vec<i64> {
+async fn sizes(c: &redlockd::testing::TestGroup) -> Vec<i64> {
     let mut out = Vec::new();
     for n in c.nodes() {
         let reply = Raw::to(n).await.cmd(&["DBSIZE"]).await;

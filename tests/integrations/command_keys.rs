@@ -7,7 +7,7 @@
 
 use crate::support;
 use redis::Value;
-use redlockd::cluster::Mode;
+use redlockd::config::ClusterMode as Mode;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use support::redis_server::RedisNode;
@@ -924,7 +924,7 @@ fn map_json(version: u64, nodes: &[(u16, &[(u16, u16)])]) -> String {
 fn key_in(slot: u16, prefix: &str) -> String {
     (0..1_000_000)
         .map(|i| format!("{prefix}{i}"))
-        .find(|k| redlockd::cluster::slot::key_slot(k.as_bytes()) == slot)
+        .find(|k| redlockd::slot::key_slot(k.as_bytes()) == slot)
         .expect("a key of the slot")
 }
 
@@ -934,7 +934,7 @@ fn key_in(slot: u16, prefix: &str) -> String {
 /// BITFIELD SET, GETEX PX) get the slot fence's TRYAGAIN until it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subcommand_keys_are_routed_and_slot_fenced() {
-    let nodes = TestCluster::try_start_with(2, |i, mut c| {
+    let nodes = TestGroup::try_start_with(2, |i, mut c| {
         c.cluster.mode = Mode::Map;
         c.cluster.node_id = Some(node_id(i));
         c

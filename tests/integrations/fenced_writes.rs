@@ -1,5 +1,5 @@
 //! A checker in the style of Jepsen's fenced-write workload. Redlock clients on a
-//! 5-node TestCluster take a lock, may pause (the manual clock moves) between acquiring
+//! 5-node TestGroup take a lock, may pause (the manual clock moves) between acquiring
 //! and writing, and write to a storage that refuses a token lower than the highest it
 //! has accepted. A seeded schedule crash-restarts nodes (one, or all five at once),
 //! pauses them, partitions them and jumps their wall clocks.
@@ -18,9 +18,9 @@ use crate::support;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock};
-use redlockd::testing::TestCluster;
+use redlockd::testing::TestGroup;
 use std::time::Duration;
-use support::nodes::{checker_clients, checker_cluster, CheckerFaults, CHECKER_NODE_TIMEOUT_MS};
+use support::nodes::{checker_clients, checker_group, CheckerFaults, CHECKER_NODE_TIMEOUT_MS};
 
 const NODES: usize = 5;
 const CLIENTS: usize = 3;
@@ -130,8 +130,8 @@ struct Outcome {
 }
 
 /// INCR on node 0, bounded: `None` when the node is down, paused or fenced.
-async fn incr_on_node0(cluster: &TestCluster) -> Option<u64> {
-    let client = redis::Client::open(cluster.node(0).url()).ok()?;
+async fn incr_on_node0(group: &TestGroup) -> Option<u64> {
+    let client = redis::Client::open(group.node(0).url()).ok()?;
     let work = async {
         let mut con = client.get_multiplexed_async_connection().await.ok()?;
         redis::cmd("INCR")
@@ -148,7 +148,7 @@ async fn incr_on_node0(cluster: &TestCluster) -> Option<u64> {
 
 /// Client `c` tries once to acquire; returns a line for the history.
 async fn acquire(
-    cluster: &TestCluster,
+    group: &TestGroup,
     redlock: &Redlock,
     tokens: Tokens,
     slot: &mut Option<Holder>,
@@ -165,7 +165,7 @@ async fn acquire(
     let token = match tokens {
         Tokens::Fencing => lock.token(),
         Tokens::None => None,
-        Tokens::IncrOnNode0 => match incr_on_node0(cluster).await {
+        Tokens::IncrOnNode0 => match incr_on_node0(group).await {
             Some(t) => Some(t),
             None => {
                 redlock.release(&lock).await;
@@ -188,21 +188,21 @@ async fn acquire(
 
 /// Runs one seeded schedule with `tokens`.
 async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
-    let cluster = checker_cluster(NODES, TTL, fence).await;
+    let group = checker_group(NODES, TTL, fence).await;
     let redlocks = checker_clients(
-        &cluster,
+        &group,
         CLIENTS,
         tokens == Tokens::Fencing,
         CHECKER_NODE_TIMEOUT_MS,
     );
-    let clock = cluster.clock().clone();
+    let clock = group.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<Holder>> = (0..CLIENTS).map(|_| None).collect();
     let mut storage = Storage::default();
     let mut issued = Vec::new();
     let mut next_number = 0;
     let mut history = Vec::new();
-    let mut faults = CheckerFaults::new(&cluster);
+    let mut faults = CheckerFaults::new(&group);
     for step in 0..STEPS {
         let now = clock.now_ms();
         let roll = rng.random_range(0..100);
@@ -211,7 +211,7 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
         let event = match roll {
             0..=29 => {
                 let r = acquire(
-                    &cluster,
+                    &group,
                     &redlocks[c],
                     tokens,
                     &mut held[c],
@@ -262,7 +262,7 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
             88..=92 => faults.isolate_or_heal(n).await,
             93..=96 => {
                 let r = acquire(
-                    &cluster,
+                    &group,
                     &redlocks[c],
                     tokens,
                     &mut held[c],
@@ -277,7 +277,7 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
         };
         history.push(format!("{step:4} t={now} {event}"));
     }
-    cluster.shutdown().await;
+    group.shutdown().await;
     let violations = check(&storage, &issued);
     Outcome {
         history,
@@ -291,7 +291,7 @@ async fn run_schedule(seed: u64, tokens: Tokens, fence: bool) -> Outcome {
 async fn fencing_tokens_protect_the_storage_and_the_checker_can_fail() {
     let (mut accepted, mut refused, mut holders) = (0, 0, 0);
     let (mut corrupted, mut backwards) = (0, 0);
-    // Every schedule runs on its own cluster, all at once: a paused node costs a
+    // Every schedule runs on its own group, all at once: a paused node costs a
     // per-node timeout of real time, and the waits overlap.
     let runs = futures_util::future::join_all(SEEDS.map(|seed| async move {
         tokio::join!(
@@ -353,10 +353,10 @@ async fn fencing_tokens_protect_the_storage_and_the_checker_can_fail() {
 /// acquires and writes, A wakes up and writes. Only the token stops A.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_holder_is_refused_by_its_token() {
-    let cluster = checker_cluster(NODES, TTL, true).await;
-    let rl = checker_clients(&cluster, CLIENTS, true, CHECKER_NODE_TIMEOUT_MS);
+    let group = checker_group(NODES, TTL, true).await;
+    let rl = checker_clients(&group, CLIENTS, true, CHECKER_NODE_TIMEOUT_MS);
     let a = rl[0].try_acquire(RESOURCE, TTL).await.expect("A acquires");
-    cluster.advance(TTL + Duration::from_millis(1));
+    group.advance(TTL + Duration::from_millis(1));
     let b = rl[1].try_acquire(RESOURCE, TTL).await.expect("B acquires");
     let (ta, tb) = (a.token().unwrap(), b.token().unwrap());
     assert!(tb > ta, "{tb} > {ta}");
@@ -376,13 +376,13 @@ async fn a_paused_holder_is_refused_by_its_token() {
     rl[1].extend(&mut b, TTL).await.expect("extend");
     assert_eq!(b.token(), Some(tb));
     for i in 0..NODES {
-        cluster.node(i).crash_restart();
+        group.node(i).crash_restart();
     }
-    cluster.advance(TTL + Duration::from_secs(2));
+    group.advance(TTL + Duration::from_secs(2));
     let c = rl[2]
         .try_acquire(RESOURCE, TTL)
         .await
         .expect("C acquires after the fence");
     assert!(c.token().unwrap() > tb);
-    cluster.shutdown().await;
+    group.shutdown().await;
 }

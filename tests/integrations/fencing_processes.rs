@@ -468,20 +468,20 @@ fn a_restored_backup_is_refused() {
     assert!(e.contains("exited at start"), "{e}");
 }
 
-/// `redlockd cluster` declares the node directories it makes: locks at once.
+/// `redlockd group` declares the node directories it makes: locks at once.
 #[test]
 fn a_fresh_cluster_accepts_locks_at_once() {
     let base = free_ports(3);
     let dir = support::process::data_dir("cluster");
     let mut child = std::process::Command::new(support::process::BIN)
-        .args(["cluster", "--nodes", "3", "--base-port", &base.to_string()])
+        .args(["group", "--nodes", "3", "--base-port", &base.to_string()])
         .args(["--log", "warn", "--dir"])
         .arg(&dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .expect("spawn redlockd cluster");
+        .expect("spawn redlockd group");
     // A fenced node answers TRYAGAIN for max-ttl + 1 s (31 s here) after it starts, so
     // a grant on each node's first answer means none raised a fence (how long the
     // processes took to start is the machine's business, not the fence's).

@@ -224,7 +224,7 @@ async fn shutdown_replies_then_stops() {
 async fn one_advance_moves_every_node_and_wall_jumps_are_per_node() {
     let mut h = harness(3).await;
     let mut clients = Vec::new();
-    for node in h.cluster().nodes() {
+    for node in h.group().nodes() {
         let mut c = Raw::connect(node.addr()).await;
         assert_eq!(
             c.try_cmd(STEP, &["SET", "k", "v", "PX", "1000"])
@@ -389,7 +389,7 @@ fn a_given_dir_is_kept_without_a_snapshot() {
 #[tokio::test]
 async fn a_node_stopped_by_shutdown_is_reported_and_the_others_serve() {
     let mut h = harness(3).await;
-    let addr = h.cluster().node(1).addr();
+    let addr = h.group().node(1).addr();
     let mut c = Raw::connect(addr).await;
     c.send(&support::resp(&["SHUTDOWN", "NOSAVE"])).await;
     assert_eq!(c.read_to_close().await, b"", "no reply, as redis-server");
@@ -413,7 +413,7 @@ async fn a_node_stopped_by_shutdown_is_reported_and_the_others_serve() {
         );
     }
     for i in [0, 2] {
-        let mut c = Raw::to(h.cluster().node(i)).await;
+        let mut c = Raw::to(h.group().node(i)).await;
         assert_eq!(c.cmd(&["PING"]).await, "+PONG\r\n");
     }
     h.shutdown().await;
@@ -424,7 +424,7 @@ async fn a_node_stopped_by_shutdown_is_reported_and_the_others_serve() {
 #[tokio::test]
 async fn scoped_faults_and_the_history_over_the_protocol() {
     let mut h = harness(2).await;
-    let addr = h.cluster().node(1).addr();
+    let addr = h.group().node(1).addr();
     let mut c = Raw::connect(addr).await;
     c.cmd(&["CLIENT", "SETNAME", "w1"]).await;
     let mut other = Raw::connect(addr).await;
@@ -440,7 +440,7 @@ async fn scoped_faults_and_the_history_over_the_protocol() {
     assert_eq!(f["action"], "drop_reply");
     assert_eq!(f["fired"], 0);
     // In force now, on node 1 only and for w1's SET of lock:* only.
-    let mut n0 = Raw::connect(h.cluster().node(0).addr()).await;
+    let mut n0 = Raw::connect(h.group().node(0).addr()).await;
     n0.cmd(&["CLIENT", "SETNAME", "w1"]).await;
     assert_eq!(n0.cmd(&["SET", "lock:a", "x", "NX"]).await, "+OK\r\n");
     assert_eq!(other.cmd(&["SET", "lock:b", "x", "NX"]).await, "+OK\r\n");
@@ -459,7 +459,7 @@ async fn scoped_faults_and_the_history_over_the_protocol() {
         json!(["SET", "lock:a", "w1", "NX", "PX", "1000"])
     );
     assert_eq!(firing["client"]["name"], "w1");
-    assert_eq!(firing["mono_ms"], h.cluster().clock().now_ms());
+    assert_eq!(firing["mono_ms"], h.group().clock().now_ms());
     let hist = ask(&mut h, r#"{"op":"history","node":1}"#).await;
     let hist = hist["ok"].as_array().unwrap();
     let last = &hist[hist.len() - 2];

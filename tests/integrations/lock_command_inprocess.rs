@@ -12,7 +12,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use redlockd::redlock::flock::{EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED, EXIT_UNAVAILABLE, EXIT_USAGE};
-use redlockd::testing::TestCluster;
+use redlockd::testing::TestGroup;
 use support::nodes::{nodes_arg, on_node, opts, redlock, NODE_TIMEOUT_MS};
 use support::process::BIN;
 use support::{wait_until, TempPath};
@@ -44,16 +44,16 @@ fn bare(flags: &[&str], name: &str, command: &[&str]) -> Command {
 }
 
 /// `redlockd lock --nodes ... <flags> NAME -- <command>`.
-fn lock_command(cluster: &TestCluster, flags: &[&str], name: &str, command: &[&str]) -> Command {
-    let nodes = nodes_arg(cluster);
+fn lock_command(group: &TestGroup, flags: &[&str], name: &str, command: &[&str]) -> Command {
+    let nodes = nodes_arg(group);
     let mut all = vec!["--nodes", &nodes];
     all.extend_from_slice(flags);
     bare(&all, name, command)
 }
 
 /// The same, started; killed if the test drops it.
-fn lock(cluster: &TestCluster, flags: &[&str], name: &str, command: &[&str]) -> Child {
-    lock_command(cluster, flags, name, command)
+fn lock(group: &TestGroup, flags: &[&str], name: &str, command: &[&str]) -> Child {
+    lock_command(group, flags, name, command)
         .spawn()
         .expect("spawn redlockd lock")
 }
@@ -108,10 +108,10 @@ fn shell_with_grandchild(prefix: &str, sh_pid: &TempPath, gc_pid: &TempPath) -> 
 }
 
 /// SET calls counted by every node (acquire attempts send one SET per node).
-async fn set_calls(cluster: &TestCluster) -> u64 {
+async fn set_calls(group: &TestGroup) -> u64 {
     let mut total = 0;
-    for i in 0..cluster.len() {
-        let info: String = on_node(cluster, i, &["INFO", "commandstats"]).await;
+    for i in 0..group.len() {
+        let info: String = on_node(group, i, &["INFO", "commandstats"]).await;
         total += info
             .lines()
             .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
@@ -123,25 +123,25 @@ async fn set_calls(cluster: &TestCluster) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_exit_status_passes_through() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let flags = ["--ttl", "10s", "--wait", "5s"];
-    let status = exit_of(lock(&cluster, &flags, "x", &["sh", "-c", "exit 7"])).await;
+    let status = exit_of(lock(&group, &flags, "x", &["sh", "-c", "exit 7"])).await;
     assert_eq!(status.code(), Some(7));
-    let status = exit_of(lock(&cluster, &flags, "x", &["true"])).await;
+    let status = exit_of(lock(&group, &flags, "x", &["true"])).await;
     assert_eq!(status.code(), Some(0));
     // Released at the end of each run: the name is free.
-    let rl = redlock(&cluster, opts(100));
+    let rl = redlock(&group, opts(100));
     rl.try_acquire(b"x", Duration::from_secs(10))
         .await
         .expect("released after the command");
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// Two invocations at once: the second is refused while the first's command runs (its
 /// attempt is seen on the nodes while the first has not finished), and runs after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_invocations_run_one_after_the_other() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let file = TempPath::new("serial");
     let go = TempPath::new("serial-go");
     // Each command holds until the test creates `go`.
@@ -151,13 +151,13 @@ async fn two_concurrent_invocations_run_one_after_the_other() {
         go.0.display()
     );
     let flags = ["--ttl", "10s", "--wait", "5s"];
-    let a = lock(&cluster, &flags, "job", &["sh", "-c", &script]);
-    let b = lock(&cluster, &flags, "job", &["sh", "-c", &script]);
+    let a = lock(&group, &flags, "job", &["sh", "-c", &script]);
+    let b = lock(&group, &flags, "job", &["sh", "-c", &script]);
     wait_until("one command started", BOUND, || file.read() == "start\n").await;
     // The other one tries (SET on every node) and is refused while the first holds.
-    let before = set_calls(&cluster).await;
+    let before = set_calls(&group).await;
     let deadline = std::time::Instant::now() + BOUND;
-    while set_calls(&cluster).await < before + 5 {
+    while set_calls(&group).await < before + 5 {
         assert!(std::time::Instant::now() < deadline, "no second attempt");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -166,18 +166,18 @@ async fn two_concurrent_invocations_run_one_after_the_other() {
     let (sa, sb) = tokio::join!(exit_of(a), exit_of(b));
     assert_eq!((sa.code(), sb.code()), (Some(0), Some(0)));
     assert_eq!(file.read(), "start\nend\nstart\nend\n");
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_name_exits_75_and_a_fenced_majority_exits_69_with_one_line_per_reason() {
-    let cluster = TestCluster::start(5).await;
-    let rl = redlock(&cluster, opts(100));
+    let group = TestGroup::start(5).await;
+    let rl = redlock(&group, opts(100));
     let held = rl
         .try_acquire(b"busy", Duration::from_secs(10))
         .await
         .expect("held");
-    let (status, said) = finish(lock(&cluster, &["--ttl", "10s"], "busy", &["true"])).await;
+    let (status, said) = finish(lock(&group, &["--ttl", "10s"], "busy", &["true"])).await;
     assert_eq!(status.code(), Some(EXIT_NOT_ACQUIRED));
     assert_eq!(
         said,
@@ -187,9 +187,9 @@ async fn a_held_name_exits_75_and_a_fenced_majority_exits_69_with_one_line_per_r
     rl.release(&held).await;
 
     for i in 0..3 {
-        cluster.node(i).crash_restart();
+        group.node(i).crash_restart();
     }
-    let (status, said) = finish(lock(&cluster, &["--ttl", "10s"], "busy", &["true"])).await;
+    let (status, said) = finish(lock(&group, &["--ttl", "10s"], "busy", &["true"])).await;
     assert_eq!(status.code(), Some(EXIT_UNAVAILABLE));
     let lines: Vec<&str> = said.lines().collect();
     assert_eq!(
@@ -202,28 +202,28 @@ async fn a_held_name_exits_75_and_a_fenced_majority_exits_69_with_one_line_per_r
         "redlockd lock: lock \"busy\" not taken, too few nodes reachable: 2/5 nodes granted \
          (need 3), 0 held elsewhere, 3 failed"
     );
-    let addrs = cluster.addrs();
+    let addrs = group.addrs();
     let fenced = format!(
         "redlockd lock:   3 nodes ({}, {}, {}): error reply: TRYAGAIN ",
         addrs[0], addrs[1], addrs[2]
     );
     assert!(lines[1].starts_with(&fenced), "{said}");
-    cluster.advance(Duration::from_secs(31));
-    let status = exit_of(lock(&cluster, &["--ttl", "10s"], "busy", &["true"])).await;
+    group.advance(Duration::from_secs(31));
+    let status = exit_of(lock(&group, &["--ttl", "10s"], "busy", &["true"])).await;
     assert_eq!(status.code(), Some(0), "fence lifted");
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// A TTL every node refuses (above their max-ttl, 30 s by default) is a setting: exit
 /// 64 at once, even with --wait, with the nodes' reason as the headline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ttl_above_the_nodes_max_ttl_exits_64_with_that_reason() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let ran = TempPath::new("above-max-ttl");
     let touch = format!("touch '{}'", ran.0.display());
     // --wait 1h: retrying would outlast BOUND.
     let flags = ["--ttl", "60s", "--wait", "1h"];
-    let (status, said) = finish(lock(&cluster, &flags, "long", &["sh", "-c", &touch])).await;
+    let (status, said) = finish(lock(&group, &flags, "long", &["sh", "-c", &touch])).await;
     assert_eq!(status.code(), Some(EXIT_USAGE));
     let headline = said.lines().next().unwrap_or("");
     assert!(
@@ -234,16 +234,16 @@ async fn a_ttl_above_the_nodes_max_ttl_exits_64_with_that_reason() {
         "{said}"
     );
     assert!(!ran.0.exists(), "the command did not run");
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// `--ttl 30` (a cron user meaning seconds) would be a 30 ms lock: refused, with the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bare_ttl_below_a_second_is_refused() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let ran = TempPath::new("bare-ttl");
     let touch = format!("touch '{}'", ran.0.display());
-    let (status, said) = finish(lock(&cluster, &["--ttl", "30"], "x", &["sh", "-c", &touch])).await;
+    let (status, said) = finish(lock(&group, &["--ttl", "30"], "x", &["sh", "-c", &touch])).await;
     assert_eq!(status.code(), Some(EXIT_USAGE));
     assert!(
         said.contains("a bare number is milliseconds: 30 would be 30 ms; write 30s for seconds"),
@@ -251,21 +251,21 @@ async fn a_bare_ttl_below_a_second_is_refused() {
     );
     assert!(!ran.0.exists(), "the command did not run");
     // With a unit, milliseconds are taken as meant.
-    let status = exit_of(lock(&cluster, &["--ttl", "300ms"], "x", &["true"])).await;
+    let status = exit_of(lock(&group, &["--ttl", "300ms"], "x", &["true"])).await;
     assert_eq!(status.code(), Some(0));
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// Starts `sh` with a `sleep 100` grandchild under the lock; returns `redlockd lock` and the pids of `sh` and `sleep`.
 async fn grandchild_under_lock(
-    cluster: &TestCluster,
+    group: &TestGroup,
     flags: &[&str],
     prefix: &str,
     tag: &str,
 ) -> (Child, i32, i32) {
     let (sh_file, gc_file) = (TempPath::new(tag), TempPath::new(&format!("{tag}-gc")));
     let script = shell_with_grandchild(prefix, &sh_file, &gc_file);
-    let child = lock(cluster, flags, tag, &["sh", "-c", &script]);
+    let child = lock(group, flags, tag, &["sh", "-c", &script]);
     let sh = pid_in(&sh_file).await;
     let gc = pid_in(&gc_file).await;
     assert!(running(sh) && running(gc));
@@ -284,12 +284,12 @@ async fn stopped_as_lost(child: Child, sh: i32, gc: i32) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_lost_to_a_majority_crash_restart_stops_the_whole_group_before_74() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let (child, sh, gc) =
-        grandchild_under_lock(&cluster, &["--ttl", "1s", "--grace", "2s"], "", "crash").await;
+        grandchild_under_lock(&group, &["--ttl", "1s", "--grace", "2s"], "", "crash").await;
     // A majority forgets the lock: the next extension is refused there.
     for i in 0..3 {
-        cluster.node(i).crash_restart();
+        group.node(i).crash_restart();
     }
     let said = stopped_as_lost(child, sh, gc).await;
     assert!(
@@ -298,34 +298,33 @@ async fn a_lock_lost_to_a_majority_crash_restart_stops_the_whole_group_before_74
         ),
         "{said}"
     );
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_lost_to_a_partition_stops_the_whole_group_before_74() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let (child, sh, gc) =
-        grandchild_under_lock(&cluster, &["--ttl", "1s", "--grace", "2s"], "", "cut").await;
+        grandchild_under_lock(&group, &["--ttl", "1s", "--grace", "2s"], "", "cut").await;
     // One node crashes and two are cut off: no majority can be reached.
-    cluster.node(0).crash_restart();
-    cluster.node(1).isolate().await;
-    cluster.node(2).isolate().await;
+    group.node(0).crash_restart();
+    group.node(1).isolate().await;
+    group.node(2).isolate().await;
     stopped_as_lost(child, sh, gc).await;
-    cluster.node(1).heal().await;
-    cluster.node(2).heal().await;
-    cluster.shutdown().await;
+    group.node(1).heal().await;
+    group.node(2).heal().await;
+    group.shutdown().await;
 }
 
 /// A group that ignores SIGTERM gets SIGKILL when the lock's validity ends (under 1 s
 /// here), not after --grace (an hour: waiting for it would outlast BOUND).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_grace_is_capped_at_the_validity_left() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let flags = ["--ttl", "1s", "--grace", "1h"];
-    let (child, sh, gc) =
-        grandchild_under_lock(&cluster, &flags, "trap '' TERM;", "stubborn").await;
+    let (child, sh, gc) = grandchild_under_lock(&group, &flags, "trap '' TERM;", "stubborn").await;
     for i in 0..3 {
-        cluster.node(i).crash_restart();
+        group.node(i).crash_restart();
     }
     let said = stopped_as_lost(child, sh, gc).await;
     // The refusal comes at the next extension, with up to 2/3 of the validity left
@@ -335,15 +334,15 @@ async fn the_grace_is_capped_at_the_validity_left() {
             || said.contains("(SIGKILL now: the lock's validity has ended)"),
         "{said}"
     );
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// SIGTERM to `redlockd lock` reaches every process of the command's group; the lock
 /// is held until they are gone, then released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_sigterm_reaches_the_grandchild() {
-    let cluster = TestCluster::start(5).await;
-    let (child, sh, gc) = grandchild_under_lock(&cluster, &["--ttl", "10s"], "", "fwd").await;
+    let group = TestGroup::start(5).await;
+    let (child, sh, gc) = grandchild_under_lock(&group, &["--ttl", "10s"], "", "fwd").await;
     let pid = child.id().expect("running") as i32;
     // SAFETY: kill(2) has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
@@ -354,22 +353,22 @@ async fn a_forwarded_sigterm_reaches_the_grandchild() {
         "sh died of SIGTERM"
     );
     assert!(!running(sh) && !running(gc));
-    let rl = redlock(&cluster, opts(100));
+    let rl = redlock(&group, opts(100));
     rl.try_acquire(b"fwd", Duration::from_secs(10))
         .await
         .expect("released");
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// A command that exits leaving a background process: that process is stopped before
 /// the lock is released (it would run on unlocked), and the command's status is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_left_behind_are_stopped_before_the_release() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let gc_file = TempPath::new("left-gc");
     let script = format!("sleep 100 & echo $! > '{}'; exit 3", gc_file.0.display());
     let (status, said) = finish(lock(
-        &cluster,
+        &group,
         &["--ttl", "10s"],
         "left",
         &["sh", "-c", &script],
@@ -382,18 +381,17 @@ async fn processes_left_behind_are_stopped_before_the_release() {
         said.contains("the command left processes running in its process group"),
         "{said}"
     );
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_tokens_reach_the_command_and_grow_from_run_to_run() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let out = TempPath::new("token");
     let flags = ["--ttl", "10s", "--fencing-token", "-v"];
     let write_token = format!("echo $REDLOCKD_FENCING_TOKEN >> {}", out.0.display());
     for _ in 0..2 {
-        let (status, said) =
-            finish(lock(&cluster, &flags, "tok", &["sh", "-c", &write_token])).await;
+        let (status, said) = finish(lock(&group, &flags, "tok", &["sh", "-c", &write_token])).await;
         assert_eq!(status.code(), Some(0));
         assert!(said.contains("acquired \"tok\", fencing token "), "{said}");
     }
@@ -402,20 +400,14 @@ async fn fencing_tokens_reach_the_command_and_grow_from_run_to_run() {
     assert!(tokens[1] > tokens[0], "{tokens:?}");
     // Without the flag the command gets no token.
     let check = "test -z \"$REDLOCKD_FENCING_TOKEN\"";
-    let status = exit_of(lock(
-        &cluster,
-        &["--ttl", "10s"],
-        "tok",
-        &["sh", "-c", check],
-    ))
-    .await;
+    let status = exit_of(lock(&group, &["--ttl", "10s"], "tok", &["sh", "-c", check])).await;
     assert_eq!(status.code(), Some(0));
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// What the command sees of REDLOCKD_PASSWORD and REDLOCKD_NODES ("unset" if absent),
 /// with `redlockd lock` given both by the environment and `flags`; and its stderr.
-async fn credentials_seen(cluster: &TestCluster, flags: &[&str]) -> (String, String) {
+async fn credentials_seen(group: &TestGroup, flags: &[&str]) -> (String, String) {
     let out = TempPath::new("seen");
     let script = format!(
         "echo \"${{REDLOCKD_PASSWORD-unset}} ${{REDLOCKD_NODES-unset}}\" > '{}'",
@@ -425,7 +417,7 @@ async fn credentials_seen(cluster: &TestCluster, flags: &[&str]) -> (String, Str
     all.extend_from_slice(flags);
     let child = bare(&all, "creds", &["sh", "-c", &script])
         .env("REDLOCKD_PASSWORD", "s3cret")
-        .env("REDLOCKD_NODES", nodes_arg(cluster))
+        .env("REDLOCKD_NODES", nodes_arg(group))
         .spawn()
         .expect("spawn");
     let (status, said) = finish(child).await;
@@ -435,22 +427,22 @@ async fn credentials_seen(cluster: &TestCluster, flags: &[&str]) -> (String, Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_does_not_inherit_the_credentials_unless_asked() {
-    let cluster = TestCluster::start_with(5, |mut c| {
+    let group = TestGroup::start_with(5, |mut c| {
         c.requirepass = Some("s3cret".into());
         c
     })
     .await;
-    let (seen, said) = credentials_seen(&cluster, &[]).await;
+    let (seen, said) = credentials_seen(&group, &[]).await;
     assert_eq!(seen, "unset unset\n");
     assert_eq!(said, "", "no warning for credentials from the environment");
-    let (seen, _) = credentials_seen(&cluster, &["--inherit-credentials"]).await;
-    assert_eq!(seen, format!("s3cret {}\n", nodes_arg(&cluster)));
-    cluster.shutdown().await;
+    let (seen, _) = credentials_seen(&group, &["--inherit-credentials"]).await;
+    assert_eq!(seen, format!("s3cret {}\n", nodes_arg(&group)));
+    group.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passwords_on_the_command_line_are_warned_about_and_files_and_stdin_are_not() {
-    let cluster = TestCluster::start_with(5, |mut c| {
+    let group = TestGroup::start_with(5, |mut c| {
         c.requirepass = Some("s3cret".into());
         c
     })
@@ -459,7 +451,7 @@ async fn passwords_on_the_command_line_are_warned_about_and_files_and_stdin_are_
                         other users (ps) while the command runs; use REDLOCKD_PASSWORD or \
                         --password-file\n";
     let (status, said) = finish(lock(
-        &cluster,
+        &group,
         &["--ttl", "10s", "--password", "s3cret"],
         "pw",
         &["true"],
@@ -467,7 +459,7 @@ async fn passwords_on_the_command_line_are_warned_about_and_files_and_stdin_are_
     .await;
     assert_eq!((status.code(), said.as_str()), (Some(0), flag_warning));
 
-    let urls: Vec<String> = cluster
+    let urls: Vec<String> = group
         .addrs()
         .iter()
         .map(|a| format!("redis://:s3cret@{a}"))
@@ -495,7 +487,7 @@ async fn passwords_on_the_command_line_are_warned_about_and_files_and_stdin_are_
         .expect("chmod");
     let path = file.0.to_str().expect("utf-8 path");
     let (status, said) = finish(lock(
-        &cluster,
+        &group,
         &["--ttl", "10s", "--password-file", path],
         "pw",
         &["true"],
@@ -506,7 +498,7 @@ async fn passwords_on_the_command_line_are_warned_about_and_files_and_stdin_are_
     // A wrong password in the file: every node answers WRONGPASS, no majority.
     std::fs::write(&file.0, "wrong\n").expect("write");
     let (status, _) = finish(lock(
-        &cluster,
+        &group,
         &["--ttl", "10s", "--password-file", path],
         "pw",
         &["true"],
@@ -518,7 +510,7 @@ async fn passwords_on_the_command_line_are_warned_about_and_files_and_stdin_are_
     let out = TempPath::new("stdin-rest");
     let cat = format!("cat > '{}'", out.0.display());
     let mut child = lock_command(
-        &cluster,
+        &group,
         &["--ttl", "10s", "--password-file", "-"],
         "pw",
         &["sh", "-c", &cat],
@@ -535,5 +527,5 @@ async fn passwords_on_the_command_line_are_warned_about_and_files_and_stdin_are_
     let (status, said) = finish(child).await;
     assert_eq!((status.code(), said.as_str()), (Some(0), ""));
     assert_eq!(out.read(), "for the command\n");
-    cluster.shutdown().await;
+    group.shutdown().await;
 }

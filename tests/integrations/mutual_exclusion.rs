@@ -1,7 +1,7 @@
 //! A Jepsen-style mutual-exclusion checker: Redlock clients (this crate's client)
-//! contend for one resource on a 5-node TestCluster while a seeded schedule injects
+//! contend for one resource on a 5-node TestGroup while a seeded schedule injects
 //! crash-restarts, pauses, partitions and wall-clock jumps. Every grant is recorded with
-//! its validity window on the cluster's manual clock; no two windows may overlap. A
+//! its validity window on the group's manual clock; no two windows may overlap. A
 //! second workload pauses each holder past its TTL (`paused_holder_schedule`): the
 //! lock-delay must keep the others out until it is done.
 //!
@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock, RedlockError};
 use std::time::Duration;
 use support::nodes::{
-    checker_clients, checker_cluster, opts, redlock, CheckerFaults, CHECKER_NODE_TIMEOUT_MS,
+    checker_clients, checker_group, opts, redlock, CheckerFaults, CHECKER_NODE_TIMEOUT_MS,
 };
 
 const NODES: usize = 5;
@@ -114,14 +114,14 @@ async fn attempt(
 /// Runs `steps` seeded steps and checks every pair of grants; the clients wait
 /// `node_timeout_ms` for each node.
 async fn run_schedule(seed: u64, steps: usize, fence: bool, node_timeout_ms: u64) -> Outcome {
-    let cluster = checker_cluster(NODES, TTL, fence).await;
-    let redlocks = checker_clients(&cluster, CLIENTS, false, node_timeout_ms);
-    let clock = cluster.clock().clone();
+    let group = checker_group(NODES, TTL, fence).await;
+    let redlocks = checker_clients(&group, CLIENTS, false, node_timeout_ms);
+    let clock = group.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<(Lock, usize)>> = vec![None; CLIENTS];
     let mut grants: Vec<Grant> = Vec::new();
     let mut history = Vec::new();
-    let mut faults = CheckerFaults::new(&cluster);
+    let mut faults = CheckerFaults::new(&group);
     for step in 0..steps {
         let now = clock.now_ms();
         let roll = rng.random_range(0..100);
@@ -162,7 +162,7 @@ async fn run_schedule(seed: u64, steps: usize, fence: bool, node_timeout_ms: u64
         };
         history.push(format!("{step:4} t={now} {event}"));
     }
-    cluster.shutdown().await;
+    group.shutdown().await;
     let violations = overlaps(&grants);
     Outcome {
         history,
@@ -177,7 +177,7 @@ const SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
 const DETERMINISM_NODE_TIMEOUT_MS: u64 = 5_000;
 const STEPS: usize = 400;
 
-/// Every seed's schedule, each on its own cluster, all at once: a paused node costs a
+/// Every seed's schedule, each on its own group, all at once: a paused node costs a
 /// per-node timeout of real time, and the waits overlap.
 async fn all_seeds(fence: bool) -> Vec<Outcome> {
     futures_util::future::join_all(
@@ -253,21 +253,21 @@ async fn same_seed_same_history() {
 /// unreachable), one of its nodes crashes and restarts empty, the partition heals, and a
 /// second client asks. Without the fence the restarted node grants it a majority.
 async fn crash_of_a_majority_member(fence: bool) -> (bool, bool) {
-    let cluster = checker_cluster(NODES, TTL, fence).await;
+    let group = checker_group(NODES, TTL, fence).await;
     // A per-node timeout of 1 s, not the checker's 150 ms: with both cores busy a
     // healthy node can answer late, and a vote lost that way would hide the outcome.
-    let redlocks: Vec<Redlock> = (0..2).map(|_| redlock(&cluster, opts(1_000))).collect();
-    cluster.node(3).isolate().await;
-    cluster.node(4).isolate().await;
+    let redlocks: Vec<Redlock> = (0..2).map(|_| redlock(&group, opts(1_000))).collect();
+    group.node(3).isolate().await;
+    group.node(4).isolate().await;
     let first = redlocks[0].try_acquire(RESOURCE, TTL).await;
     assert!(first.is_ok(), "a majority of 3 is enough: {first:?}");
-    cluster.node(0).crash_restart();
-    cluster.node(3).heal().await;
-    cluster.node(4).heal().await;
-    cluster.advance(Duration::from_millis(100));
+    group.node(0).crash_restart();
+    group.node(3).heal().await;
+    group.node(4).heal().await;
+    group.advance(Duration::from_millis(100));
     let second = redlocks[1].try_acquire(RESOURCE, TTL).await;
     let first_still_valid = first.as_ref().is_ok_and(|l| l.validity() > Duration::ZERO);
-    cluster.shutdown().await;
+    group.shutdown().await;
     (first_still_valid, second.is_ok())
 }
 
@@ -299,13 +299,13 @@ const LOCK_DELAY: Duration = Duration::from_secs(5);
 /// refuse an expired lock for that long (pause overrun + work < 4 s < the delay), so no
 /// one is granted before the paused holder is done.
 async fn paused_holder_schedule(seed: u64, rounds: usize, lock_delay: Duration) -> Outcome {
-    let cluster = checker_cluster(NODES, TTL, false).await;
+    let group = checker_group(NODES, TTL, false).await;
     let delay_ms = lock_delay.as_millis().to_string();
     let set: Vec<String> =
-        support::nodes::on_every_node(&cluster, &["CONFIG", "SET", "lock-delay", &delay_ms]).await;
+        support::nodes::on_every_node(&group, &["CONFIG", "SET", "lock-delay", &delay_ms]).await;
     assert!(set.iter().all(|r| r == "OK"), "{set:?}");
-    let redlocks = checker_clients(&cluster, CLIENTS, false, CHECKER_NODE_TIMEOUT_MS);
-    let clock = cluster.clock().clone();
+    let redlocks = checker_clients(&group, CLIENTS, false, CHECKER_NODE_TIMEOUT_MS);
+    let clock = group.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<(Lock, usize)>> = vec![None; CLIENTS];
     let mut grants: Vec<Grant> = Vec::new();
@@ -346,7 +346,7 @@ async fn paused_holder_schedule(seed: u64, rounds: usize, lock_delay: Duration) 
         }
         clock.advance(TTL + lock_delay);
     }
-    cluster.shutdown().await;
+    group.shutdown().await;
     let violations = overlaps(&grants);
     Outcome {
         history,

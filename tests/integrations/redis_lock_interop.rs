@@ -17,7 +17,7 @@ use redlockd::{Clock, Config};
 use std::sync::Arc;
 use std::time::Duration;
 use support::nodes::{get, on_every_node, on_node, pttl, Nodes};
-use support::{TestCluster, TestServer};
+use support::{TestGroup, TestServer};
 use tokio::sync::Mutex;
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -147,16 +147,16 @@ async fn multi_resource_lock_default_expiration_is_above_a_default_max_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_across_five_nodes_holds_a_majority_and_releases() {
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let mut conns = Vec::new();
-    for url in cluster.urls() {
+    for url in group.urls() {
         conns.push(Arc::new(Mutex::new(connect(&url).await)));
     }
     let options = redis_lock::LockAcrossOptions {
         ttl: Duration::from_secs(10),
         ..Default::default()
     };
-    let addrs = Nodes::addrs(&cluster);
+    let addrs = Nodes::addrs(&group);
     let seen = redis_lock::lock_across(
         &conns,
         "acct",
@@ -177,14 +177,14 @@ async fn lock_across_five_nodes_holds_a_majority_and_releases() {
     assert!(holders >= 3, "{seen:?}");
     assert!(seen.iter().flatten().all(|v| *v == value), "{seen:?}");
     assert_eq!(
-        on_every_node::<Option<String>>(&cluster, &["GET", "redlock:acct"]).await,
+        on_every_node::<Option<String>>(&group, &["GET", "redlock:acct"]).await,
         vec![None; 5]
     );
 
     // A second holder is refused while the first holds a majority.
     for i in 0..3 {
         on_node::<()>(
-            &cluster,
+            &group,
             i,
             &["SET", "redlock:busy", "someone", "PX", "10000"],
         )
@@ -207,10 +207,10 @@ async fn lock_across_five_nodes_holds_a_majority_and_releases() {
     );
     // The refused attempt left the holder's value alone.
     assert_eq!(
-        get(&cluster, 0, "redlock:busy").await.as_deref(),
+        get(&group, 0, "redlock:busy").await.as_deref(),
         Some("someone")
     );
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 /// The crate stores `{"holder": id, "resources": [..]}` with cjson; a tiny reader for

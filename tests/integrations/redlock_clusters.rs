@@ -9,10 +9,10 @@ use crate::support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use redlockd::cluster::Mode;
+use redlockd::config::ClusterMode as Mode;
 use redlockd::redlock::{NodeError, Redlock, RedlockError};
 use redlockd::slot::key_slot;
-use redlockd::testing::{TestCluster, TestServer};
+use redlockd::testing::{TestGroup, TestServer};
 use support::nodes::{opts, NODE_TIMEOUT_MS};
 use support::process::BIN;
 use support::Raw;
@@ -28,7 +28,7 @@ fn node_id(i: usize) -> String {
 }
 
 /// Version `version` of a map giving node i the slot ranges `ranges[i]`.
-fn map_json(nodes: &TestCluster, version: u64, ranges: &[Vec<(u16, u16)>]) -> String {
+fn map_json(nodes: &TestGroup, version: u64, ranges: &[Vec<(u16, u16)>]) -> String {
     let entries: Vec<String> = ranges
         .iter()
         .enumerate()
@@ -59,8 +59,8 @@ async fn push(nodes: &[&TestServer], json: &str) {
 }
 
 /// A 3-node cluster in map mode with the even split pushed (version 1).
-pub(crate) async fn cluster() -> TestCluster {
-    let c = TestCluster::try_start_with(3, |i, mut c| {
+pub(crate) async fn cluster() -> TestGroup {
+    let c = TestGroup::try_start_with(3, |i, mut c| {
         c.cluster.mode = Mode::Map;
         c.cluster.node_id = Some(node_id(i));
         c
@@ -73,11 +73,11 @@ pub(crate) async fn cluster() -> TestCluster {
 }
 
 /// The vote a cluster is: `cluster:` and one seed (the others are learned).
-fn spec(c: &TestCluster) -> String {
+fn spec(c: &TestGroup) -> String {
     format!("cluster:{}", c.node(0).addr())
 }
 
-fn client(clusters: &[&TestCluster]) -> Redlock {
+fn client(clusters: &[&TestGroup]) -> Redlock {
     Redlock::new(clusters.iter().map(|c| spec(c)), opts(NODE_TIMEOUT_MS)).expect("valid nodes")
 }
 
@@ -91,7 +91,7 @@ pub(crate) fn owner(key: &str) -> usize {
 }
 
 /// `GET key` on node `i` of `c`, as the raw reply.
-async fn get_on(c: &TestCluster, i: usize, key: &str) -> String {
+async fn get_on(c: &TestGroup, i: usize, key: &str) -> String {
     Raw::to(c.node(i)).await.cmd(&["GET", key]).await
 }
 
@@ -279,7 +279,7 @@ async fn a_slot_no_node_serves_is_a_failed_vote() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlockd_lock_takes_clusters_as_votes() {
     let (a, b, c) = (cluster().await, cluster().await, cluster().await);
-    let seeds = |cl: &TestCluster| {
+    let seeds = |cl: &TestGroup| {
         cl.addrs()
             .iter()
             .map(|a| a.to_string())

@@ -1,5 +1,5 @@
 //! SHUTDOWN stops the node it is sent to, as it stops one redis-server: the connection
-//! closes without a reply; in `redlockd cluster` the other nodes keep serving and the
+//! closes without a reply; in `redlockd group` the other nodes keep serving and the
 //! process ends with its last node.
 
 use crate::support;
@@ -32,13 +32,13 @@ fn wait_refused(port: u16) {
     }
 }
 
-/// `redlockd cluster --nodes 3` on free ports, all answering.
-fn cluster_of_3() -> (Proc, u16) {
+/// `redlockd group --nodes 3` on free ports, all answering.
+fn group_of_3() -> (Proc, u16) {
     for _ in 0..3 {
         let base = free_ports(3);
-        let cluster = Proc::spawn(
+        let group = Proc::spawn(
             &os_args(&[
-                "cluster",
+                "group",
                 "--nodes",
                 "3",
                 "--base-port",
@@ -52,15 +52,15 @@ fn cluster_of_3() -> (Proc, u16) {
         );
         // A port taken between the check and the bind: the process exits; try again.
         if (base..base + 3).try_for_each(wait_for_pong).is_ok() {
-            return (cluster, base);
+            return (group, base);
         }
     }
-    panic!("no cluster of 3 on free ports");
+    panic!("no group of 3 on free ports");
 }
 
 #[test]
-fn shutdown_stops_one_node_of_a_cluster_and_the_others_keep_serving() {
-    let (mut cluster, base) = cluster_of_3();
+fn shutdown_stops_one_node_of_a_group_and_the_others_keep_serving() {
+    let (mut group, base) = group_of_3();
     let stopped = base + 1;
     assert_eq!(
         call(base, &["SET", "k0", "v", "PX", "60000"]).as_deref(),
@@ -74,12 +74,7 @@ fn shutdown_stops_one_node_of_a_cluster_and_the_others_keep_serving() {
     wait_refused(stopped);
     // Its clean-shutdown snapshot is written (once its connections have ended), in its
     // own directory only.
-    let snapshot = |port: u16| {
-        cluster
-            .dir
-            .join(format!("node-{port}"))
-            .join("snapshot.rdl")
-    };
+    let snapshot = |port: u16| group.dir.join(format!("node-{port}")).join("snapshot.rdl");
     let deadline = Instant::now() + BOUND;
     while !snapshot(stopped).exists() {
         assert!(
@@ -98,7 +93,7 @@ fn shutdown_stops_one_node_of_a_cluster_and_the_others_keep_serving() {
     }
     assert_eq!(call(base, &["GET", "k0"]).as_deref(), Some("$1"));
     assert!(
-        cluster.child.try_wait().unwrap().is_none(),
+        group.child.try_wait().unwrap().is_none(),
         "the process runs on"
     );
     // NOSAVE stops another without a snapshot; the last node's stop ends the process.
@@ -106,18 +101,18 @@ fn shutdown_stops_one_node_of_a_cluster_and_the_others_keep_serving() {
     wait_refused(base);
     assert!(!snapshot(base).exists());
     assert_eq!(call(base + 2, &["PING"]).as_deref(), Some("+PONG"));
-    assert!(cluster.child.try_wait().unwrap().is_none());
+    assert!(group.child.try_wait().unwrap().is_none());
     assert_eq!(
         send_and_read_to_close(base + 2, &["SHUTDOWN", "NOW", "FORCE"]),
         b""
     );
-    let status = wait_bounded(&mut cluster.child);
+    let status = wait_bounded(&mut group.child);
     assert!(status.success(), "{status:?}");
 }
 
 #[test]
 fn shutdown_refusals_leave_the_node_serving() {
-    let (mut cluster, base) = cluster_of_3();
+    let (mut group, base) = group_of_3();
     for (args, reply) in [
         (&["SHUTDOWN", "ABORT"][..], "-ERR No shutdown in progress."),
         (&["SHUTDOWN", "ABORT", "NOW"], "-ERR syntax error"),
@@ -127,8 +122,8 @@ fn shutdown_refusals_leave_the_node_serving() {
         assert_eq!(call(base, args).as_deref(), Some(reply), "{args:?}");
     }
     assert_eq!(call(base, &["PING"]).as_deref(), Some("+PONG"));
-    support::process::signal(&cluster.child, "-TERM");
-    assert!(wait_bounded(&mut cluster.child).success());
+    support::process::signal(&group.child, "-TERM");
+    assert!(wait_bounded(&mut group.child).success());
 }
 
 /// What a client sees of a successful SHUTDOWN, raw and through redis-cli: redlockd's

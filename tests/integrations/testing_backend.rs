@@ -1,10 +1,10 @@
-//! The test backend: TestServer / TestCluster, the manual clock, and fault controls.
+//! The test backend: TestServer / TestGroup, the manual clock, and fault controls.
 
 use crate::support;
 
 mod scoped_faults;
 
-use redlockd::testing::{TestCluster, TestServer};
+use redlockd::testing::{TestGroup, TestServer};
 use std::time::{Duration, Instant};
 use support::Raw;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -192,24 +192,24 @@ async fn isolate_drops_connections_but_keeps_memory() {
 }
 
 #[tokio::test]
-async fn cluster_nodes_share_one_clock_but_nothing_else() {
+async fn group_nodes_share_one_clock_but_nothing_else() {
     let started = Instant::now();
-    let cluster = TestCluster::start(5).await;
+    let group = TestGroup::start(5).await;
     let elapsed = started.elapsed();
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
-    let mut a = Raw::connect(cluster.node(0).addr()).await;
-    let mut b = Raw::connect(cluster.node(1).addr()).await;
+    let mut a = Raw::connect(group.node(0).addr()).await;
+    let mut b = Raw::connect(group.node(1).addr()).await;
     a.try_cmd(STEP, &["SET", "lock", "a", "PX", "1000"]).await;
     assert_eq!(
         b.try_cmd(STEP, &["GET", "lock"]).await.as_deref(),
         Some("$-1\r\n")
     );
-    cluster.advance(Duration::from_millis(1001));
+    group.advance(Duration::from_millis(1001));
     assert_eq!(
         a.try_cmd(STEP, &["GET", "lock"]).await.as_deref(),
         Some("$-1\r\n")
     );
-    cluster.shutdown().await;
+    group.shutdown().await;
 }
 
 #[tokio::test]

@@ -167,7 +167,7 @@ if [[ "$KIND" == redlockd ]]; then
   # cases use the first; node-redlock votes over all three and kills the third.
   CLUSTERS=""
   for c in 1 2 3; do
-    NO_COLOR=1 "$BIN" cluster --clusters 1 --nodes-per-cluster 3 --base-port 0 --bind 127.0.0.1 \
+    NO_COLOR=1 "$BIN" group --clusters 1 --nodes-per-cluster 3 --base-port 0 --bind 127.0.0.1 \
       --max-ttl 30s --restart-delay 0 --dir "$WORK/cluster$c" \
       >"$WORK/cluster$c.out" 2>"$WORK/cluster$c.log" </dev/null &
     PIDS+=("$!")

@@ -15,7 +15,7 @@ pub mod raw;
 pub mod redis_server;
 
 pub use raw::{frame_len, Addressed, Raw};
-pub use redlockd::testing::{TestCluster, TestServer};
+pub use redlockd::testing::{TestGroup, TestServer};
 pub use redlockd::Config;
 
 use redis::aio::MultiplexedConnection;

@@ -1,9 +1,9 @@
-//! One way to run a Redlock scenario against in-process nodes (`TestCluster`) and
+//! One way to run a Redlock scenario against in-process nodes (`TestGroup`) and
 //! against real redis-servers (`[RedisNode]`): a scenario takes `&impl Nodes` and
 //! talks to the nodes only over the wire, so the same body checks both.
 
 use super::redis_server::RedisNode;
-use super::{connect_url, q, TestCluster, TestServer};
+use super::{connect_url, q, TestGroup, TestServer};
 use redlockd::redlock::{Redlock, RedlockError, RedlockOptions};
 use std::future::Future;
 use std::pin::Pin;
@@ -15,9 +15,9 @@ pub trait Nodes {
     fn addrs(&self) -> Vec<String>;
 }
 
-impl Nodes for TestCluster {
+impl Nodes for TestGroup {
     fn addrs(&self) -> Vec<String> {
-        TestCluster::addrs(self)
+        TestGroup::addrs(self)
             .iter()
             .map(ToString::to_string)
             .collect()
@@ -205,10 +205,10 @@ pub mod scenario {
     }
 }
 
-/// The cluster of the Jepsen-style checkers: `n` nodes with max-ttl `ttl` (so the
+/// The group of the Jepsen-style checkers: `n` nodes with max-ttl `ttl` (so the
 /// fence, max-ttl + 1 s, stays short), the restart fence on or off.
-pub async fn checker_cluster(n: usize, ttl: Duration, fence: bool) -> TestCluster {
-    TestCluster::start_with(n, |c| {
+pub async fn checker_group(n: usize, ttl: Duration, fence: bool) -> TestGroup {
+    TestGroup::start_with(n, |c| {
         let c = redlockd::Config { max_ttl: ttl, ..c };
         if fence {
             c
@@ -233,7 +233,7 @@ pub const CHECKER_NODE_TIMEOUT_MS: u64 = 1_000;
 /// `count` checker clients: one round each, per-node timeout `node_timeout_ms`
 /// (`CHECKER_NODE_TIMEOUT_MS` unless a test needs longer).
 pub fn checker_clients(
-    cluster: &TestCluster,
+    group: &TestGroup,
     count: usize,
     fencing: bool,
     node_timeout_ms: u64,
@@ -244,39 +244,39 @@ pub fn checker_clients(
                 fencing_tokens: fencing,
                 ..opts(node_timeout_ms)
             };
-            redlock(cluster, opts)
+            redlock(group, opts)
         })
         .collect()
 }
 
-/// The faults both checkers inject into their cluster; each returns its line for the
+/// The faults both checkers inject into their group; each returns its line for the
 /// history. Only the schedule draws random numbers (`wall_jump` one, from its rng), so
 /// a seed still gives one history.
 pub struct CheckerFaults<'c> {
-    cluster: &'c TestCluster,
+    group: &'c TestGroup,
     isolated: Vec<bool>,
 }
 
 impl<'c> CheckerFaults<'c> {
-    pub fn new(cluster: &'c TestCluster) -> CheckerFaults<'c> {
+    pub fn new(group: &'c TestGroup) -> CheckerFaults<'c> {
         CheckerFaults {
-            cluster,
-            isolated: vec![false; cluster.len()],
+            group,
+            isolated: vec![false; group.len()],
         }
     }
 
-    /// Node `n` crashes and restarts at once (its fence goes up, if the cluster has one).
+    /// Node `n` crashes and restarts at once (its fence goes up, if the group has one).
     pub fn crash_restart(&mut self, n: usize) -> String {
-        self.cluster.node(n).crash_restart();
+        self.group.node(n).crash_restart();
         self.isolated[n] = false;
         format!("crash-restart node {n}")
     }
 
     pub fn crash_restart_all(&mut self) -> String {
-        for n in 0..self.cluster.len() {
+        for n in 0..self.group.len() {
             self.crash_restart(n);
         }
-        format!("crash-restart all {} nodes", self.cluster.len())
+        format!("crash-restart all {} nodes", self.group.len())
     }
 
     /// Node `n` restarts as a new process with another --max-ttl (cleanly or after a
@@ -294,7 +294,7 @@ impl<'c> CheckerFaults<'c> {
         } else {
             normal
         };
-        let restored = self.cluster.node(n).restart_with_max_ttl(to, clean);
+        let restored = self.group.node(n).restart_with_max_ttl(to, clean);
         self.isolated[n] = false;
         format!(
             "restart node {n} ({}) with max-ttl {} ms (snapshot restored: {restored})",
@@ -306,14 +306,14 @@ impl<'c> CheckerFaults<'c> {
     /// Node `n` crashes and restarts, and its first durable write fails (a failed
     /// fsync at boot).
     pub fn crash_restart_failing_fsync(&mut self, n: usize) -> String {
-        self.cluster.node(n).crash_restart_failing_fsync();
+        self.group.node(n).crash_restart_failing_fsync();
         self.isolated[n] = false;
         format!("crash-restart node {n}, its boot fsync fails")
     }
 
     /// Partitions node `n` away, or heals it if it was.
     pub async fn isolate_or_heal(&mut self, n: usize) -> String {
-        let node = self.cluster.node(n);
+        let node = self.group.node(n);
         if self.isolated[n] {
             node.heal().await;
             self.isolated[n] = false;
@@ -335,7 +335,7 @@ impl<'c> CheckerFaults<'c> {
         action: impl Future<Output = String> + 'a,
     ) -> Pin<Box<dyn Future<Output = String> + 'a>> {
         Box::pin(async move {
-            let node = self.cluster.node(n);
+            let node = self.group.node(n);
             node.pause();
             let what = action.await;
             node.resume().await;
@@ -343,10 +343,10 @@ impl<'c> CheckerFaults<'c> {
         })
     }
 
-    /// Steps the cluster's wall clock by up to an hour either way (TTLs must not move).
+    /// Steps the group's wall clock by up to an hour either way (TTLs must not move).
     pub fn wall_jump(&self, rng: &mut impl rand::Rng) -> String {
         let delta = rng.random_range(-3_600_000..3_600_000i64);
-        self.cluster.jump_wall(delta);
+        self.group.jump_wall(delta);
         format!("wall jump {delta} ms")
     }
 }

@@ -1,4 +1,4 @@
-"""pottery's Redlock (default settings: 10 s auto-release) over a 5-node cluster."""
+"""pottery's Redlock (default settings: 10 s auto-release) over a group of 5 nodes."""
 
 import time
 

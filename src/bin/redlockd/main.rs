@@ -1,4 +1,4 @@
-//! The redlockd binary: parse flags, start logging, run one node or a local cluster.
+//! The redlockd binary: parse flags, start logging, run one node or a local group of nodes.
 
 mod conffile;
 mod harness;
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// A Redis-compatible lock server. TTLs run on a monotonic clock, and for max-ttl after
 /// boot (the restart fence) writes are refused with TRYAGAIN, so that N independent
-/// redlockd nodes form a safe Redlock cluster.
+/// redlockd nodes form a safe Redlock group.
 #[derive(Parser, Debug)]
 #[command(
     name = "redlockd",
@@ -39,9 +39,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run N independent nodes (own keyspace and fence each) on consecutive ports in
-    /// one process: a local Redlock cluster. With --clock manual the nodes share one
+    /// one process: a local Redlock group. With --clock manual the nodes share one
     /// clock (DEBUG CLOCK ADVANCE on any node moves all; wall jumps stay per node).
-    Cluster(ClusterArgs),
+    /// (`cluster`, its old name, still works.)
+    #[command(alias = "cluster")]
+    Group(GroupArgs),
     /// The test mode, for tests in any language: N nodes on ephemeral ports and one
     /// manual clock, no fence at first start, a temporary data directory; prints one
     /// JSON ready line, then answers JSON requests on stdin (advance the clock, kill,
@@ -73,7 +75,7 @@ struct InitArgs {
 }
 
 #[derive(Args, Debug)]
-struct ClusterArgs {
+struct GroupArgs {
     /// How many nodes. (No environment variable: REDLOCKD_NODES is `lock`'s node list.)
     #[arg(long, default_value_t = 5)]
     nodes: u16,
@@ -121,7 +123,7 @@ enum AuthClientsArg {
     No,
 }
 
-/// Flags for one node (every node of a cluster gets the same).
+/// Flags for one node (every node of a group gets the same).
 #[derive(Args, Debug, Clone)]
 struct ServerArgs {
     /// Address to listen on.
@@ -180,7 +182,7 @@ struct ServerArgs {
     #[arg(long, env = "REDLOCKD_SEED")]
     seed: Option<u64>,
     /// Serve Prometheus metrics at http://ADDR/metrics: IP:PORT, or a bare PORT for
-    /// 127.0.0.1:PORT. Off by default. A cluster serves node i's on ADDR's port + i.
+    /// 127.0.0.1:PORT. Off by default. A group serves node i's on ADDR's port + i.
     #[arg(long, value_parser = parse_metrics_addr, env = "REDLOCKD_METRICS_ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
     /// USER:PASSWORD a scrape of the metrics must send (HTTP basic auth).
@@ -195,11 +197,11 @@ struct ServerArgs {
     #[arg(long, env = "REDLOCKD_METRICS_AUTH_FILE")]
     metrics_auth_file: Option<PathBuf>,
     /// Data directory: the fencing-token reservation and the clean-shutdown snapshot.
-    /// Created if missing, locked while the node runs. `redlockd cluster` gives each
+    /// Created if missing, locked while the node runs. `redlockd group` gives each
     /// node its own subdirectory, node-PORT (node-INDEX with --base-port 0).
     #[arg(long, default_value = ".", env = "REDLOCKD_DIR")]
     dir: PathBuf,
-    /// TLS port (0: no TLS). A cluster serves node i's on this port + i.
+    /// TLS port (0: no TLS). A group serves node i's on this port + i.
     #[arg(long, default_value_t = 0, env = "REDLOCKD_TLS_PORT")]
     tls_port: u16,
     /// The server's certificate chain (PEM, leaf first), read at start.
@@ -313,11 +315,11 @@ impl ServerArgs {
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             maxmemory: self.maxmemory,
-            cluster: redlockd::cluster::ClusterConfig {
+            cluster: redlockd::config::ClusterConfig {
                 mode: match self.cluster_mode {
-                    ClusterModeArg::Off => redlockd::cluster::Mode::Off,
-                    ClusterModeArg::Emulated => redlockd::cluster::Mode::Emulated,
-                    ClusterModeArg::Map => redlockd::cluster::Mode::Map,
+                    ClusterModeArg::Off => redlockd::config::ClusterMode::Off,
+                    ClusterModeArg::Emulated => redlockd::config::ClusterMode::Emulated,
+                    ClusterModeArg::Map => redlockd::config::ClusterMode::Map,
                 },
                 node_id: self.cluster_node_id.clone(),
                 announce_host: self.cluster_announce_ip.clone(),
@@ -407,8 +409,13 @@ fn main() -> ExitCode {
             };
         }
     };
+    if args_named_old_group(&cli) {
+        eprintln!(
+            "redlockd: `cluster` is the old name of `group` (N independent nodes); it still works"
+        );
+    }
     let log = match &cli.command {
-        Some(Command::Cluster(c)) => c.server.log.clone(),
+        Some(Command::Group(c)) => c.server.log.clone(),
         Some(Command::Harness(h)) => h.log.clone(),
         // The lock command speaks on stderr only when something goes wrong.
         Some(Command::Lock(_)) | Some(Command::Init(_)) => "warn".to_string(),
@@ -416,7 +423,7 @@ fn main() -> ExitCode {
     };
     init_logging(&log);
     let threads = match &cli.command {
-        Some(Command::Cluster(c)) => c.server.threads,
+        Some(Command::Group(c)) => c.server.threads,
         Some(Command::Harness(h)) => h.threads,
         Some(Command::Lock(_)) | Some(Command::Init(_)) => None,
         None => cli.server.threads,
@@ -441,7 +448,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let cluster = match cli.command {
+    let group = match cli.command {
         Some(Command::Lock(args)) => {
             let code = runtime.block_on(redlockd::redlock::flock::run_lock_command(args.into()));
             return ExitCode::from(code.clamp(0, 255) as u8);
@@ -463,12 +470,12 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Some(Command::Cluster(c)) => Some(c),
+        Some(Command::Group(c)) => Some(c),
         Some(Command::Init(_)) => unreachable!("handled above"),
         None => None,
     };
     let result = runtime.block_on(async {
-        match cluster {
+        match group {
             None => run_nodes(&cli.server, &[cli.port], None).await,
             Some(c) => {
                 let (nodes, groups) = match c.clusters {
@@ -525,13 +532,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether the group was started by its old name, `redlockd cluster` ("cluster" is
+/// kept for Redis Cluster: --cluster-mode, --clusters).
+fn args_named_old_group(cli: &Cli) -> bool {
+    matches!(cli.command, Some(Command::Group(_)))
+        && std::env::args_os().nth(1).is_some_and(|a| a == "cluster")
+}
+
 /// `redlockd FILE [flags]`: FILE's settings become flags placed before the command
 /// line's, so a flag given on the command line wins (as in Redis).
 fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok(args);
     };
-    if first.starts_with('-') || ["cluster", "lock", "harness", "init", "help"].contains(&first) {
+    if first.starts_with('-')
+        || ["group", "cluster", "lock", "harness", "init", "help"].contains(&first)
+    {
         return Ok(args);
     }
     let text = std::fs::read_to_string(first)

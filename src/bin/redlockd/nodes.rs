@@ -26,7 +26,7 @@ pub(crate) async fn run_nodes(
         let config = args
             .config(i, port, ports.len() > 1, &clock)
             .map_err(|e| StartError::Config(e.to_string()))?;
-        // `cluster` makes its nodes' directories: one it makes is a new node.
+        // `group` makes its nodes' directories: one it makes is a new node.
         if let Some(dir) = config
             .dir
             .as_ref()
@@ -161,7 +161,7 @@ fn print_cluster_summary(handles: &[ServerHandle], per_cluster: Option<u16>) {
         let groups: Vec<&[ServerHandle]> = handles.chunks(usize::from(m)).collect();
         let _ = writeln!(
             text,
-            "redlockd cluster: {} clusters of {m} nodes (Redis Cluster protocol; each cluster is one Redlock vote)",
+            "redlockd group: {} clusters of {m} nodes (Redis Cluster protocol; each cluster is one Redlock vote)",
             groups.len()
         );
         for (c, group) in groups.iter().enumerate() {
@@ -179,7 +179,7 @@ fn print_cluster_summary(handles: &[ServerHandle], per_cluster: Option<u16>) {
     }
     let addrs: Vec<String> = handles.iter().map(|h| h.addr().to_string()).collect();
     let fence = handles[0].fence_remaining().as_millis();
-    let _ = writeln!(text, "redlockd cluster: {} nodes", handles.len());
+    let _ = writeln!(text, "redlockd group: {} nodes", handles.len());
     for h in handles {
         let _ = match h.tls_addr() {
             Some(tls) => writeln!(text, "  redis://{}  rediss://{tls}", h.addr()),

@@ -64,7 +64,12 @@ pub enum DelayClock {
 pub enum Action {
     /// Runs the command and holds its reply back for `ms` (the connection's later
     /// requests wait behind it, as on a slow node).
-    Delay { ms: u64, clock: DelayClock },
+    Delay {
+        /// How long the reply is held back.
+        ms: u64,
+        /// Which clock measures `ms`.
+        clock: DelayClock,
+    },
     /// Answers this error (its text starts with its code: `ERR ...`) without running
     /// the command.
     Error(String),
@@ -102,7 +107,9 @@ impl Action {
 /// A fault as a test sets it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FaultSpec {
+    /// Which requests it applies to.
     pub scope: Scope,
+    /// What it does to them.
     pub action: Action,
     /// Lets this many matching requests through before the fault may fire.
     pub skip: u64,
@@ -111,6 +118,7 @@ pub struct FaultSpec {
     /// Fires on a matching request with this probability, drawn from a generator
     /// seeded with `seed`: the same requests in the same order fire the same way.
     pub probability: Option<f64>,
+    /// The seed of `probability`'s generator.
     pub seed: u64,
 }
 
@@ -127,41 +135,49 @@ impl FaultSpec {
         }
     }
 
+    /// Scopes it to one command (`set`), or one subcommand (`client|kill`).
     pub fn command(mut self, name: &str) -> FaultSpec {
         self.scope.command = Some(name.to_string());
         self
     }
 
+    /// Scopes it to requests with a key matching `glob` (Redis's glob syntax).
     pub fn key(mut self, glob: &str) -> FaultSpec {
         self.scope.key = Some(Bytes::copy_from_slice(glob.as_bytes()));
         self
     }
 
+    /// Scopes it to connections with this CLIENT SETNAME name.
     pub fn client_name(mut self, name: &str) -> FaultSpec {
         self.scope.client_name = Some(Bytes::copy_from_slice(name.as_bytes()));
         self
     }
 
+    /// Scopes it to the connection with this CLIENT ID.
     pub fn client_id(mut self, id: u64) -> FaultSpec {
         self.scope.client_id = Some(id);
         self
     }
 
+    /// Scopes it to the connection from this `ip:port`.
     pub fn client_addr(mut self, addr: &str) -> FaultSpec {
         self.scope.client_addr = Some(addr.to_string());
         self
     }
 
+    /// Fires at most `n` times.
     pub fn times(mut self, n: u64) -> FaultSpec {
         self.count = Some(n);
         self
     }
 
+    /// Lets `n` matching requests through first.
     pub fn skip(mut self, n: u64) -> FaultSpec {
         self.skip = n;
         self
     }
 
+    /// Fires with probability `p`, drawn from a generator seeded with `seed`.
     pub fn probability(mut self, p: f64, seed: u64) -> FaultSpec {
         self.probability = Some(p);
         self.seed = seed;
@@ -170,21 +186,24 @@ impl FaultSpec {
 
     /// Checks what the type cannot: a probability within 0..=1, a command name the
     /// table knows (with a subcommand it has), an error text with a code.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FaultError> {
         if let Some(p) = self.probability {
             if !(0.0..=1.0).contains(&p) {
-                return Err(format!("probability must be from 0 to 1, not {p}"));
+                return Err(FaultError::Probability(p));
             }
         }
         if let Some(c) = &self.scope.command {
             let (name, sub) = split_command(c);
             let Some(spec) = lookup(name.as_bytes()) else {
-                return Err(format!("unknown command {name:?}"));
+                return Err(FaultError::UnknownCommand(name.to_string()));
             };
             if let Some(sub) = sub {
                 let args = [Bytes::from(name.to_string()), Bytes::from(sub.to_string())];
                 if spec.subcommand(&args).is_none() {
-                    return Err(format!("{name} has no subcommand {sub:?}"));
+                    return Err(FaultError::UnknownSubcommand {
+                        command: name.to_string(),
+                        subcommand: sub.to_string(),
+                    });
                 }
             }
         }
@@ -196,14 +215,50 @@ impl FaultSpec {
                     .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
                 || text.contains(['\r', '\n'])
             {
-                return Err(format!(
-                    "an error reply starts with its code in capitals (\"ERR ...\", \"NOSCRIPT ...\") and has no line break, not {text:?}"
-                ));
+                return Err(FaultError::ErrorText(text.clone()));
             }
         }
         Ok(())
     }
 }
+
+/// Why a fault was refused ([`FaultSpec::validate`], `TestServer::add_fault`).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum FaultError {
+    /// A probability outside 0..=1.
+    Probability(f64),
+    /// A command name the command table does not know.
+    UnknownCommand(String),
+    /// A subcommand the command does not have.
+    UnknownSubcommand {
+        /// The command, as the scope names it.
+        command: String,
+        /// The subcommand it does not have.
+        subcommand: String,
+    },
+    /// An `Action::Error` text without a code in capitals first, or with a line break.
+    ErrorText(String),
+}
+
+impl std::fmt::Display for FaultError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FaultError::Probability(p) => write!(f, "probability must be from 0 to 1, not {p}"),
+            FaultError::UnknownCommand(name) => write!(f, "unknown command {name:?}"),
+            FaultError::UnknownSubcommand {
+                command,
+                subcommand,
+            } => write!(f, "{command} has no subcommand {subcommand:?}"),
+            FaultError::ErrorText(text) => write!(
+                f,
+                "an error reply starts with its code in capitals (\"ERR ...\", \"NOSCRIPT ...\") and has no line break, not {text:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FaultError {}
 
 /// `client|kill` or `client kill`: the name and the subcommand.
 fn split_command(c: &str) -> (&str, Option<&str>) {
@@ -216,8 +271,11 @@ fn split_command(c: &str) -> (&str, Option<&str>) {
 /// Who sent a request, as a firing or a history entry records it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientRef {
+    /// Its CLIENT ID.
     pub id: u64,
+    /// Its CLIENT SETNAME name, if it set one.
     pub name: Option<String>,
+    /// Its `ip:port`.
     pub addr: String,
 }
 
@@ -240,16 +298,20 @@ impl ClientRef {
 pub struct Firing {
     /// The request (its first `KEEP_ARGS` arguments, each cut to `KEEP_ARG_BYTES`).
     pub command: Vec<Bytes>,
+    /// Who sent it.
     pub client: ClientRef,
     /// The node's monotonic clock (the test clock) when it fired.
     pub mono_ms: u64,
+    /// The node's wall clock (Unix ms) when it fired.
     pub wall_ms: i64,
 }
 
 /// A fault in a node's table, with what it did so far.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FaultStatus {
+    /// The id the node gave it when it was set.
     pub id: u64,
+    /// The fault as set.
     pub spec: FaultSpec,
     /// Requests in scope so far (skipped ones included).
     pub matched: u64,
@@ -273,6 +335,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Its name in the harness's JSON (`answered`, `refused`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Answered => "answered",
@@ -288,10 +351,13 @@ impl Outcome {
 pub struct Exchange {
     /// Order of recording on this node, from 1.
     pub seq: u64,
+    /// Who sent it.
     pub client: ClientRef,
+    /// The request's arguments, the command name first.
     pub command: Vec<Bytes>,
     /// The reply computed (sent unless `outcome` says otherwise); `None` if not run.
     pub reply: Option<Reply>,
+    /// Whether it was run and answered.
     pub outcome: Outcome,
     /// The fault that fired on it, if any.
     pub fault: Option<u64>,

@@ -3,7 +3,7 @@
 //! history records every request and reply.
 
 use crate::support::Raw;
-use redlockd::testing::{Action, DelayClock, FaultSpec, Outcome, TestServer};
+use redlockd::testing::{Action, DelayClock, FaultError, FaultSpec, Outcome, TestServer};
 use std::time::Duration;
 
 /// A connection named `name` (CLIENT SETNAME).
@@ -242,15 +242,26 @@ async fn subcommand_scope_matches_that_subcommand_only() {
         "-ERR no loading\r\n"
     );
     assert_eq!(c.cmd(&["SCRIPT", "EXISTS", "x"]).await, "*1\r\n:0\r\n");
-    assert!(server
-        .add_fault(FaultSpec::new(Action::DropReply).command("script|frob"))
-        .is_err());
-    assert!(server
-        .add_fault(FaultSpec::new(Action::DropReply).command("frob"))
-        .is_err());
-    assert!(server
-        .add_fault(FaultSpec::new(Action::Error("no code".into())))
-        .is_err());
+    assert_eq!(
+        server.add_fault(FaultSpec::new(Action::DropReply).command("script|frob")),
+        Err(FaultError::UnknownSubcommand {
+            command: "script".into(),
+            subcommand: "frob".into()
+        })
+    );
+    assert_eq!(
+        server.add_fault(FaultSpec::new(Action::DropReply).command("frob")),
+        Err(FaultError::UnknownCommand("frob".into()))
+    );
+    assert_eq!(
+        server.add_fault(FaultSpec::new(Action::Error("no code".into()))),
+        Err(FaultError::ErrorText("no code".into()))
+    );
+    assert_eq!(
+        server.add_fault(FaultSpec::new(Action::DropReply).probability(1.5, 7)),
+        Err(FaultError::Probability(1.5))
+    );
+    assert_eq!(server.faults().len(), 1, "a refused fault is not added");
     server.shutdown().await;
 }
 
