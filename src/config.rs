@@ -69,6 +69,9 @@ pub struct Config {
     pub seed: Option<u64>,
     /// A subscriber whose unsent output passes this many bytes is disconnected.
     pub pubsub_output_limit: usize,
+    /// Redis's `notify-keyspace-events` classes at start (`KEA`...; empty: off), as
+    /// CONFIG SET takes them.
+    pub notify_keyspace_events: String,
     /// Where to serve Prometheus metrics (`GET /metrics`); off when `None`.
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// `user:password` a scrape must send (HTTP basic auth); `None`: no auth.
@@ -110,6 +113,7 @@ impl Default for Config {
             enable_debug_command: false,
             seed: None,
             pubsub_output_limit: 32 * 1024 * 1024,
+            notify_keyspace_events: String::new(),
             metrics_addr: None,
             metrics_auth: None,
             dir: None,

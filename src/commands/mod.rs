@@ -9,6 +9,7 @@ pub mod context;
 pub mod exec;
 pub mod families;
 pub mod handlers;
+pub mod notify;
 
 pub use command_table::{lookup, Spec};
 pub use context::Ctx;
@@ -168,6 +169,15 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             Err(e) => e,
         }
     };
+    // Keyspace notifications: the store's `expired` / `new` left unsent, and `keymiss`
+    // (OBJECT and MEMORY look their keys up without it, as in Redis).
+    if own_flags & flags::READONLY != 0
+        && ctx.shared.notify.flags() & notify::KEY_MISS != 0
+        && !matches!(spec.name, "object" | "memory")
+    {
+        notify::key_misses(ctx, spec.keys(args));
+    }
+    notify::flush(ctx.shared);
     // The row's flag, not the subcommand's: no container row is WRITE, as Redis wakes
     // no stream reader after XGROUP CREATE / SETID (a reader blocked on a group moved
     // back by SETID waits for the next XADD); XGROUP DESTROY signals itself.

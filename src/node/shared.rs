@@ -72,6 +72,8 @@ pub struct Shared {
     pub acl: crate::acl::Acl,
     /// Redis Cluster's protocol: the slot map and the routing check (`cluster`).
     pub cluster: crate::cluster::Cluster,
+    /// `notify-keyspace-events` (`commands::notify`).
+    pub notify: crate::commands::notify::Notify,
     /// The Redis settings CONFIG SET stores without applying them.
     pub redis_settings: crate::commands::admin::redis_settings::Stored,
 }
@@ -91,6 +93,8 @@ impl Shared {
             None => None,
         };
         let shared = Shared::build(config, node_dir);
+        let notify = crate::commands::notify::parse(&shared.config.notify_keyspace_events);
+        crate::commands::notify::configure(&shared, notify.unwrap_or(0));
         crate::durability::restart::boot(&shared, true)?;
         shared
             .cluster
@@ -148,6 +152,7 @@ impl Shared {
         );
         Shared {
             cluster,
+            notify: Default::default(),
             redis_settings: Default::default(),
             keyspace,
             fence,

@@ -36,6 +36,7 @@ mod harness;
 mod hashes;
 mod hyperloglog;
 mod keys;
+mod keyspace_events;
 mod list_moves;
 mod lists;
 mod lock_command;

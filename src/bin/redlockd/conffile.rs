@@ -42,6 +42,7 @@ const VALUED: &[&str] = &[
     "tls-ca-cert-file",
     "tls-auth-clients",
     "maxmemory",
+    "notify-keyspace-events",
     "threads",
 ];
 

@@ -41,7 +41,7 @@ enum Command {
     /// Run N independent nodes (own keyspace and fence each) on consecutive ports in
     /// one process: a local Redlock cluster. With --clock manual the nodes share one
     /// clock (DEBUG CLOCK ADVANCE on any node moves all; wall jumps stay per node).
-    Cluster(ClusterArgs),
+    Cluster(Box<ClusterArgs>),
     /// The test mode, for tests in any language: N nodes on ephemeral ports and one
     /// manual clock, no fence at first start, a temporary data directory; prints one
     /// JSON ready line, then answers JSON requests on stdin (advance the clock, kill,
@@ -223,6 +223,10 @@ struct ServerArgs {
     /// ever evicted. Bytes or 100mb, 1gb (Redis's units); 0: no limit.
     #[arg(long, default_value = "0", value_parser = parse_memory, env = "REDLOCKD_MAXMEMORY")]
     maxmemory: u64,
+    /// Keyspace notifications, as Redis's notify-keyspace-events: class characters
+    /// (K E g $ l s h z x e t m d n A; `KEA` for all); empty: off.
+    #[arg(long, default_value = "", value_parser = parse_notify, env = "REDLOCKD_NOTIFY_KEYSPACE_EVENTS")]
+    notify_keyspace_events: String,
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
@@ -313,6 +317,7 @@ impl ServerArgs {
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             maxmemory: self.maxmemory,
+            notify_keyspace_events: self.notify_keyspace_events.clone(),
             cluster: redlockd::cluster::ClusterConfig {
                 mode: match self.cluster_mode {
                     ClusterModeArg::Off => redlockd::cluster::Mode::Off,
@@ -557,4 +562,12 @@ enum StartError {
 /// local clients, as Redis's advice for io-threads leaves one.
 fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+}
+
+/// notify-keyspace-events: only Redis's class characters.
+fn parse_notify(s: &str) -> Result<String, String> {
+    match s.chars().all(|c| "Ag$lshzxeKEtmdn".contains(c)) {
+        true => Ok(s.to_string()),
+        false => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+    }
 }

@@ -2,6 +2,7 @@
 //! EXPIRETIME, PEXPIRETIME, PERSIST. Deadlines are monotonic; Unix times are
 //! converted at the edge.
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
@@ -95,6 +96,7 @@ fn expire_generic(
         // Already expired: Redis deletes the key and reports success.
         drop(entry);
         db.remove(&args[1], now);
+        notify(ctx, nt::GENERIC, "del", &args[1]);
         return Ok(Reply::Integer(1));
     }
     ctx.shared.fence.check_ttl(ttl_ms)?;
@@ -105,6 +107,8 @@ fn expire_generic(
     if ctx.in_script {
         entry.set_lock(true);
     }
+    drop(entry);
+    notify(ctx, nt::GENERIC, "expire", &args[1]);
     Ok(Reply::Integer(1))
 }
 
@@ -186,5 +190,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     e.set_deadline(None);
     // A key without a TTL is no lock (`store/lock.rs`).
     e.set_lock(false);
+    drop(e);
+    notify(ctx, nt::GENERIC, "persist", &args[1]);
     Ok(Reply::Integer(1))
 }

@@ -15,6 +15,7 @@
 //! 2^63-1 (availability, not safety: tokens still never go down); operators restrict
 //! FENCING.COMMIT with ACLs (docs/operations.md, "FENCING.COMMIT and who may send it").
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueRef};
@@ -53,6 +54,9 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             };
             // A lock (`store/lock.rs`).
             v.insert_marked(entry, true);
+            // SET NX PX's events.
+            notify(ctx, nt::STRING, "set", &args[1]);
+            notify(ctx, nt::GENERIC, "expire", &args[1]);
             Ok(Reply::Integer(mark as i64))
         }
     }

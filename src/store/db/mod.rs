@@ -1,3 +1,4 @@
+use super::events::{KeyEvents, EXPIRED, NEW};
 use super::lock::LockDelay;
 use super::packed::{access_clock, Leftover};
 use super::shard_table::{Table, View};
@@ -87,6 +88,10 @@ pub struct Db {
     clock: AtomicU32,
     /// The lock-delay (`store/lock.rs`), shared by every database.
     delay: Arc<LockDelay>,
+    /// Expired and new keys, for keyspace notifications (`events.rs`), shared.
+    events: Arc<KeyEvents>,
+    /// This database's number (what its events name).
+    index: usize,
 }
 
 /// What a write lookup found at a key.
@@ -112,7 +117,26 @@ impl Db {
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
             clock: AtomicU32::new(0),
+            events: Arc::default(),
+            index: 0,
         }
+    }
+
+    /// Reports this database's expired and new keys, as database `index`, to `events`.
+    fn reporting(mut self, index: usize, events: Arc<KeyEvents>) -> Db {
+        self.index = index;
+        self.events = events;
+        self
+    }
+
+    /// Reports an expired key (`events.rs`).
+    fn expired(&self, key: &[u8]) {
+        self.events.report(self.index, EXPIRED, key);
+    }
+
+    /// Reports a new key (`events.rs`).
+    fn created(&self, key: &[u8]) {
+        self.events.report(self.index, NEW, key);
     }
 
     /// The hash the shard tables use for `key`.
@@ -144,6 +168,7 @@ impl Db {
         if gone.is_some() {
             self.watched.touch(key, false);
             self.tracked.changed(key);
+            self.expired(key);
         }
     }
 
@@ -246,6 +271,7 @@ impl Db {
                 drop(table.delete(hash, h));
                 self.watched.touch(key, false);
                 self.tracked.changed(key);
+                self.expired(key);
                 Found::Absent
             }
             Some(h) => Found::Live(h),
@@ -309,6 +335,9 @@ impl Db {
         drop(gone);
         self.watched.touch(key, false);
         self.tracked.changed(key);
+        if !live {
+            self.expired(key);
+        }
         live
     }
 
@@ -324,6 +353,7 @@ impl Db {
             }
             if table.view(h).is_expired(now_ms) {
                 drop(table.delete(hash, h));
+                self.expired(key);
                 None
             } else {
                 Some(table.take(hash, h))
@@ -345,10 +375,13 @@ impl Db {
                     let (h, old) = table.replace(hash, h, value, deadline_ms);
                     (h, Some(old))
                 }
-                None => (
-                    table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k)),
-                    None,
-                ),
+                None => {
+                    self.created(key);
+                    (
+                        table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k)),
+                        None,
+                    )
+                }
             };
             table.view(h).touch(self.clock.load(Relaxed));
             old
@@ -573,19 +606,30 @@ pub struct Keyspace {
     dbs: Vec<Db>,
     tracked: Arc<TrackedKeys>,
     delay: Arc<LockDelay>,
+    events: Arc<KeyEvents>,
 }
 
 impl Keyspace {
     pub fn new(databases: usize, seed: u64) -> Keyspace {
         let tracked = Arc::new(TrackedKeys::default());
         let delay = Arc::new(LockDelay::default());
+        let events = Arc::new(KeyEvents::default());
         Keyspace {
             dbs: (0..databases)
-                .map(|_| Db::with_tracking(seed, tracked.clone(), delay.clone()))
+                .map(|i| {
+                    Db::with_tracking(seed, tracked.clone(), delay.clone())
+                        .reporting(i, events.clone())
+                })
                 .collect(),
             tracked,
             delay,
+            events,
         }
+    }
+
+    /// Expired and new keys of every database, for keyspace notifications.
+    pub fn events(&self) -> &KeyEvents {
+        &self.events
     }
 
     /// The lock-delay every database follows (`store/lock.rs`).
