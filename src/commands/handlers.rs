@@ -7,7 +7,7 @@
 //! panics there, and the tests below find it).
 
 use super::admin::{acl_command, cluster, config_command, info, session};
-use super::admin::{debug, memory, ops, server};
+use super::admin::{debug, memory, monitor, ops, server};
 use super::command_table::{Spec, COMMANDS};
 use super::exec::{eval, fcall, multi};
 use super::families::{
@@ -75,6 +75,7 @@ const BINDINGS: &[(&str, Handler)] = &[
     ("latency", ops::latency),
     ("wait", ops::wait),
     ("shutdown", server::shutdown),
+    ("monitor", monitor::monitor),
     ("acl", acl_command::acl),
     ("debug", debug::debug),
     // strings

@@ -161,6 +161,11 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     } else {
         ctx.started()
     };
+    // MONITOR: a script's command is shown before its calls, others once they ran.
+    let monitored = ctx.shared.monitors.active();
+    if monitored && admin::monitor::shown_first(spec) {
+        admin::monitor::feed(ctx, spec, args);
+    }
     let reply = {
         // Key changes made now are this client's (client-side caching's NOLOOP).
         let _actor = crate::store::Actor::enter(ctx.client.id());
@@ -169,6 +174,9 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             Err(e) => e,
         }
     };
+    if monitored && !admin::monitor::shown_first(spec) {
+        admin::monitor::feed(ctx, spec, args);
+    }
     // Keyspace notifications: the store's `expired` / `new` left unsent, and `keymiss`
     // (OBJECT and MEMORY look their keys up without it, as in Redis).
     if own_flags & flags::READONLY != 0

@@ -74,6 +74,8 @@ pub struct Shared {
     pub cluster: crate::cluster::Cluster,
     /// `notify-keyspace-events` (`commands::notify`).
     pub notify: crate::commands::notify::Notify,
+    /// The clients in MONITOR mode (`commands::admin::monitor`).
+    pub monitors: crate::commands::admin::monitor::Monitors,
     /// The Redis settings CONFIG SET stores without applying them.
     pub redis_settings: crate::commands::admin::redis_settings::Stored,
 }
@@ -153,6 +155,7 @@ impl Shared {
         Shared {
             cluster,
             notify: Default::default(),
+            monitors: Default::default(),
             redis_settings: Default::default(),
             keyspace,
             fence,

@@ -38,6 +38,7 @@ const GETKEYS_CASES: &[&str] = &[
     "SHUTDOWN k1 k2",
     "ACL HELP",
     "DEBUG k1 k2 k3",
+    "MONITOR",
     "GET k1",
     "SET k1 k2 k3 k4",
     "SETNX k1 k2",

@@ -43,6 +43,7 @@ mod lock_command;
 mod lock_command_inprocess;
 mod lock_delay;
 mod lua_libs;
+mod monitor;
 mod multi;
 mod mutual_exclusion;
 mod protocol;
