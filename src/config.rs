@@ -72,6 +72,8 @@ pub struct Config {
     /// Redis's `notify-keyspace-events` classes at start (`KEA`...; empty: off), as
     /// CONFIG SET takes them.
     pub notify_keyspace_events: String,
+    /// Lock introspection (LOCKS, the lock counters' side table): on by default.
+    pub lock_introspection: bool,
     /// Where to serve Prometheus metrics (`GET /metrics`); off when `None`.
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// `user:password` a scrape must send (HTTP basic auth); `None`: no auth.
@@ -114,6 +116,7 @@ impl Default for Config {
             seed: None,
             pubsub_output_limit: 32 * 1024 * 1024,
             notify_keyspace_events: String::new(),
+            lock_introspection: true,
             metrics_addr: None,
             metrics_auth: None,
             dir: None,

@@ -163,7 +163,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     };
     // MONITOR: a script's command is shown before its calls, others once they ran.
     let monitored = ctx.shared.monitors.active();
-    if monitored && admin::monitor::shown_first(spec) {
+    if monitored && runs_script(spec) {
         admin::monitor::feed(ctx, spec, args);
     }
     let reply = {
@@ -174,14 +174,18 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             Err(e) => e,
         }
     };
-    if monitored && !admin::monitor::shown_first(spec) {
+    if monitored && !runs_script(spec) {
         admin::monitor::feed(ctx, spec, args);
+    }
+    // A release script that came after its lock expired (lock introspection).
+    if !ctx.in_script && runs_script(spec) {
+        families::locks::script_ran(ctx, spec, args);
     }
     // Keyspace notifications: the store's `expired` / `new` left unsent, and `keymiss`
     // (OBJECT and MEMORY look their keys up without it, as in Redis).
     if own_flags & flags::READONLY != 0
         && ctx.shared.notify.flags() & notify::KEY_MISS != 0
-        && !matches!(spec.name, "object" | "memory")
+        && !matches!(spec.name, "object" | "memory" | "locks")
     {
         notify::key_misses(ctx, spec.keys(args));
     }
@@ -211,6 +215,15 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         stats.observe(spec, args, usec, &ctx.client.info, &ctx.shared.clock);
     }
     reply
+}
+
+/// Whether `spec` runs a script (EVAL, EVALSHA, FCALL and their _RO forms): MONITOR
+/// shows it before its calls, and lock introspection looks at it after it ran.
+pub fn runs_script(spec: &Spec) -> bool {
+    matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
 /// Redis's refusal of a script's call to a `noscript` command, by the call's own flags

@@ -124,6 +124,13 @@ impl Notify {
 /// Sets the node's classes, and which events the store reports (`store::events`).
 pub fn configure(shared: &Shared, flags: u32) {
     shared.notify.flags.store(flags, Relaxed);
+    want_store_events(shared);
+}
+
+/// Tells the store which events to report: those the classes deliver, and expired
+/// locks while lock introspection is on (`families::locks`).
+pub fn want_store_events(shared: &Shared) {
+    let flags = shared.notify.flags();
     let delivered = flags & (KEYSPACE | KEYEVENT) != 0;
     let mut kinds = 0;
     if delivered && flags & EXPIRED != 0 {
@@ -131,6 +138,9 @@ pub fn configure(shared: &Shared, flags: u32) {
     }
     if delivered && flags & NEW != 0 {
         kinds |= events::NEW;
+    }
+    if shared.locks.on() {
+        kinds |= events::LOCK_EXPIRED;
     }
     shared.keyspace.events().want(kinds);
 }
@@ -156,7 +166,8 @@ fn publish_now(shared: &Shared, flags: u32, db: usize, event: &str, key: &[u8]) 
     publish(shared, flags, db, event, key);
 }
 
-/// Publishes the store's waiting `expired` and `new` events (one load when none).
+/// Publishes the store's waiting `expired` and `new` events, and hands expired locks
+/// to lock introspection (one load when none).
 #[inline]
 pub fn flush(shared: &Shared) {
     if shared.keyspace.events().pending() {
@@ -168,12 +179,14 @@ pub fn flush(shared: &Shared) {
 fn flush_store(shared: &Shared) {
     let flags = shared.notify.flags();
     for e in shared.keyspace.events().take() {
-        let (class, event) = match e.kind {
-            events::EXPIRED => (EXPIRED, "expired"),
-            _ => (NEW, "new"),
-        };
-        if flags & class != 0 {
-            publish(shared, flags, e.db, event, &e.key);
+        if e.kind & events::EXPIRED != 0 && flags & EXPIRED != 0 {
+            publish(shared, flags, e.db, "expired", &e.key);
+        }
+        if e.kind & events::NEW != 0 && flags & NEW != 0 {
+            publish(shared, flags, e.db, "new", &e.key);
+        }
+        if e.kind & events::LOCK_EXPIRED != 0 {
+            crate::commands::families::locks::expired(shared, e.db, e.key);
         }
     }
 }

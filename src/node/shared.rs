@@ -74,6 +74,8 @@ pub struct Shared {
     pub cluster: crate::cluster::Cluster,
     /// `notify-keyspace-events` (`commands::notify`).
     pub notify: crate::commands::notify::Notify,
+    /// Lock introspection's side table and counters (`commands::families::locks`).
+    pub locks: crate::commands::families::locks::Locks,
     /// The clients in MONITOR mode (`commands::admin::monitor`).
     pub monitors: crate::commands::admin::monitor::Monitors,
     /// The Redis settings CONFIG SET stores without applying them.
@@ -156,6 +158,7 @@ impl Shared {
             cluster,
             notify: Default::default(),
             monitors: Default::default(),
+            locks: crate::commands::families::locks::Locks::new(config.lock_introspection),
             redis_settings: Default::default(),
             keyspace,
             fence,

@@ -1,6 +1,7 @@
 //! Key events the store sees itself, for keyspace notifications
 //! (`commands::notify`): a key removed by lazy or active expiry (`expired`) and a key
-//! created (`new`). The commands layer drains them in order, before publishing a
+//! created (`new`); and for lock introspection (`commands::families::locks`), a lock
+//! that expired. The commands layer drains them in order, before publishing a
 //! command's own events, so a subscriber reads them where Redis sends them
 //! (`expired` before the command that found the key gone, `new` before `set`).
 //!
@@ -14,6 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 pub const EXPIRED: u8 = 1;
 /// A key created.
 pub const NEW: u8 = 2;
+/// A lock (`lock.rs`) removed by expiry: reported with `EXPIRED`.
+pub const LOCK_EXPIRED: u8 = 4;
 
 /// The events wanted and those waiting to be published.
 #[derive(Default)]
@@ -23,7 +26,8 @@ pub struct KeyEvents {
     queue: Mutex<Vec<KeyEvent>>,
 }
 
-/// One event: the database index, the kind (`EXPIRED` or `NEW`) and the key.
+/// One event: the database index, the kinds (`EXPIRED`, `NEW`, `LOCK_EXPIRED`: the
+/// wanted ones of what happened) and the key.
 pub struct KeyEvent {
     pub db: usize,
     pub kind: u8,
@@ -31,16 +35,17 @@ pub struct KeyEvent {
 }
 
 impl KeyEvents {
-    /// Which kinds are recorded from now on (a mask of `EXPIRED` and `NEW`).
+    /// Which kinds are recorded from now on (a mask of the kinds).
     pub fn want(&self, kinds: u8) {
         self.wanted.store(kinds, Relaxed);
     }
 
-    /// Records an event if its kind is wanted.
+    /// Records an event of the wanted ones of `kinds`, if any is.
     #[inline]
-    pub(super) fn report(&self, db: usize, kind: u8, key: &[u8]) {
-        if self.wanted.load(Relaxed) & kind != 0 {
-            self.push(db, kind, key);
+    pub(super) fn report(&self, db: usize, kinds: u8, key: &[u8]) {
+        let wanted = self.wanted.load(Relaxed) & kinds;
+        if wanted != 0 {
+            self.push(db, wanted, key);
         }
     }
 

@@ -42,6 +42,7 @@ mod lists;
 mod lock_command;
 mod lock_command_inprocess;
 mod lock_delay;
+mod locks;
 mod lua_libs;
 mod monitor;
 mod multi;

@@ -43,6 +43,7 @@ const VALUED: &[&str] = &[
     "tls-auth-clients",
     "maxmemory",
     "notify-keyspace-events",
+    "lock-introspection",
     "threads",
 ];
 

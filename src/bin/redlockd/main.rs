@@ -227,6 +227,10 @@ struct ServerArgs {
     /// (K E g $ l s h z x e t m d n A; `KEA` for all); empty: off.
     #[arg(long, default_value = "", value_parser = parse_notify, env = "REDLOCKD_NOTIFY_KEYSPACE_EVENTS")]
     notify_keyspace_events: String,
+    /// Lock introspection: LOCKS LIST / INFO show who holds each lock, and INFO counts
+    /// releases, extensions, expiries and overruns (yes/no).
+    #[arg(long, default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, env = "REDLOCKD_LOCK_INTROSPECTION")]
+    lock_introspection: bool,
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
@@ -318,6 +322,7 @@ impl ServerArgs {
             seed: self.seed,
             maxmemory: self.maxmemory,
             notify_keyspace_events: self.notify_keyspace_events.clone(),
+            lock_introspection: self.lock_introspection,
             cluster: redlockd::cluster::ClusterConfig {
                 mode: match self.cluster_mode {
                     ClusterModeArg::Off => redlockd::cluster::Mode::Off,

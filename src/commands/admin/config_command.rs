@@ -277,6 +277,17 @@ const OWN: &[Own] = &[
             },
         )),
     },
+    Own {
+        name: "lock-introspection",
+        get: |s| yes_no(s.locks.on()),
+        set: Some((
+            |_, v| match v {
+                b"yes" | b"no" => Ok(()),
+                _ => Err("argument must be 'yes' or 'no'".into()),
+            },
+            |s, v| crate::commands::families::locks::set_on(s, v == b"yes"),
+        )),
+    },
 ];
 
 /// A lock-delay as CONFIG SET takes it: a duration (1500, 1500ms, 5s, 2m), in ms.

@@ -15,6 +15,7 @@ use crate::acl::redact;
 use crate::commands::command_table::flags;
 use crate::commands::families::pubsub::Subscriber;
 use crate::commands::{CmdResult, Ctx, Spec};
+
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -70,15 +71,6 @@ pub fn monitor(ctx: &mut Ctx, _args: &[Bytes]) -> CmdResult {
     };
     ctx.shared.monitors.add(ctx.client.id(), sub);
     Ok(Reply::Ok)
-}
-
-/// Whether `spec` called with `args` is shown before it runs (a script's command, so
-/// that its calls follow it), rather than after.
-pub fn shown_first(spec: &Spec) -> bool {
-    matches!(
-        spec.name,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    )
 }
 
 /// Sends the line of `spec` called with `args` by `ctx`'s client to every monitor

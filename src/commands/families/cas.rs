@@ -7,6 +7,7 @@
 //! round. A digest argument is compared without regard to case; anything that is not
 //! the value's digest (a malformed one included) simply does not match.
 
+use crate::commands::families::locks;
 use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
@@ -84,11 +85,16 @@ fn delete_if(ctx: &Ctx, key: &[u8], cond: Option<Cond>) -> CmdResult {
         // As DEL (which also ends a lock's delay, `store/lock.rs`).
         let deleted = ctx.db().remove(key, ctx.now_ms);
         if deleted {
+            locks::released(ctx, key);
             notify(ctx, nt::GENERIC, "del", key);
         }
         return Ok(Reply::Integer(deleted as i64));
     };
     let Slot::Occupied(e) = ctx.db().entry(key, ctx.now_ms) else {
+        if let Cond::Eq(token) = cond {
+            // The holder's release of a lock that expired first: an overrun.
+            locks::late_release(ctx, key, &[Bytes::copy_from_slice(token)]);
+        }
         return Ok(Reply::Integer(0));
     };
     let delete = match e.value() {
@@ -97,6 +103,7 @@ fn delete_if(ctx: &Ctx, key: &[u8], cond: Option<Cond>) -> CmdResult {
     };
     if delete {
         e.remove();
+        locks::released(ctx, key);
         notify(ctx, nt::GENERIC, "del", key);
     }
     Ok(Reply::Integer(delete as i64))

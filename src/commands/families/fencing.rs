@@ -38,7 +38,11 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let deadline = ctx.deadline_after(ttl_ms)?;
     let now = ctx.now_ms;
     match ctx.db().entry(&args[1], now) {
-        Slot::Occupied(_) => Ok(Reply::Null),
+        Slot::Occupied(e) => {
+            drop(e);
+            crate::commands::families::locks::refused(ctx, &args[1]);
+            Ok(Reply::Null)
+        }
         Slot::Vacant(v) => {
             // A delayed lock (`store/lock.rs`): held elsewhere.
             if v.lock_delay_left(now).is_some() {
@@ -54,6 +58,7 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             };
             // A lock (`store/lock.rs`).
             v.insert_marked(entry, true);
+            crate::commands::families::locks::granted(ctx, &args[1], &args[2], deadline, false);
             // SET NX PX's events.
             notify(ctx, nt::STRING, "set", &args[1]);
             notify(ctx, nt::GENERIC, "expire", &args[1]);

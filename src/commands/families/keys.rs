@@ -14,6 +14,7 @@ pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut n = 0;
     for k in &args[1..] {
         if db.remove(k, ctx.now_ms) {
+            crate::commands::families::locks::released(ctx, k);
             notify(ctx, nt::GENERIC, "del", k);
             n += 1;
         }

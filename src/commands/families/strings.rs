@@ -3,6 +3,7 @@
 //! the INCR family with INCRBYFLOAT, APPEND, STRLEN, GETRANGE (SUBSTR), SETRANGE.
 
 use crate::commands::families::cas::Cond;
+use crate::commands::families::locks;
 use crate::commands::families::long_double::LongDouble;
 use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
@@ -201,6 +202,7 @@ fn set_generic(
     // lock: no key copy, no write lock, and nothing written, so nothing touched.
     if o.nx && !o.get && o.cond.is_none() && ctx.db().get(key, now).is_some() {
         ctx.shared.stats.locks.held.fetch_add(1, Relaxed);
+        locks::refused(ctx, key);
         return Ok(Reply::Null);
     }
     let fence = &ctx.shared.fence;
@@ -245,6 +247,7 @@ fn set_generic(
     if (o.nx && exists) || (o.xx && !exists) || cond_fails {
         if o.nx && exists {
             ctx.shared.stats.locks.held.fetch_add(1, Relaxed);
+            locks::refused(ctx, key);
         }
         return Ok(reply_skipped());
     }
@@ -253,8 +256,10 @@ fn set_generic(
     }
     // A lock (`store/lock.rs`): written with a TTL under a condition, or by a script.
     let lock = o.nx || o.cond.is_some() || ctx.in_script;
+    let mut was_lock = false;
     match slot {
         Slot::Occupied(mut e) => {
+            was_lock = e.is_lock();
             let keep = if o.ttl.keep_or_drop {
                 e.deadline_ms()
             } else {
@@ -284,6 +289,13 @@ fn set_generic(
                 v.insert_marked(entry, lock && deadline.is_some());
             }
         }
+    }
+    // Lock introspection: a grant, the holder's extension, or a lock rewritten
+    // into a plain key.
+    match deadline {
+        Some(d) if lock && d > now => locks::granted(ctx, key, value, d, was_lock),
+        _ if was_lock => locks::unmarked(ctx, key),
+        _ => {}
     }
     notify(ctx, nt::STRING, "set", key);
     if deadline.is_some() {
@@ -348,6 +360,7 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             ValueRef::Str(s) => {
                 let s = Bytes::copy_from_slice(s);
                 e.remove();
+                locks::released(ctx, &args[1]);
                 notify(ctx, nt::GENERIC, "del", &args[1]);
                 Ok(Reply::Bulk(s))
             }

@@ -1,4 +1,4 @@
-use super::events::{KeyEvents, EXPIRED, NEW};
+use super::events::{KeyEvents, EXPIRED, LOCK_EXPIRED, NEW};
 use super::lock::LockDelay;
 use super::packed::{access_clock, Leftover};
 use super::shard_table::{Table, View};
@@ -129,9 +129,14 @@ impl Db {
         self
     }
 
-    /// Reports an expired key (`events.rs`).
-    fn expired(&self, key: &[u8]) {
-        self.events.report(self.index, EXPIRED, key);
+    /// Reports an expired key, and whether it was a lock (`events.rs`).
+    fn expired(&self, key: &[u8], lock: bool) {
+        let kinds = if lock {
+            EXPIRED | LOCK_EXPIRED
+        } else {
+            EXPIRED
+        };
+        self.events.report(self.index, kinds, key);
     }
 
     /// Reports a new key (`events.rs`).
@@ -163,12 +168,13 @@ impl Db {
                 .find(hash, |p| {
                     p.key() == key && self.delay.reclaimable(p, now_ms)
                 })
-                .map(|h| table.delete(hash, h))
+                .map(|h| (table.view(h).is_lock(), table.delete(hash, h)))
         };
-        if gone.is_some() {
+        if let Some((lock, gone)) = gone {
+            drop(gone);
             self.watched.touch(key, false);
             self.tracked.changed(key);
-            self.expired(key);
+            self.expired(key, lock);
         }
     }
 
@@ -268,10 +274,11 @@ impl Db {
                 }
                 // Dropped under the lock: an expired entry here is rare (the sweeper
                 // reclaims them), and a write lock is held either way.
+                let lock = table.view(h).is_lock();
                 drop(table.delete(hash, h));
                 self.watched.touch(key, false);
                 self.tracked.changed(key);
-                self.expired(key);
+                self.expired(key, lock);
                 Found::Absent
             }
             Some(h) => Found::Live(h),
@@ -330,13 +337,15 @@ impl Db {
                 return false;
             };
             let live = !table.view(h).is_expired(now_ms);
-            (live, table.delete(hash, h))
+            let lock = table.view(h).is_lock();
+            (live, (lock, table.delete(hash, h)))
         };
+        let (lock, gone) = gone;
         drop(gone);
         self.watched.touch(key, false);
         self.tracked.changed(key);
         if !live {
-            self.expired(key);
+            self.expired(key, lock);
         }
         live
     }
@@ -352,8 +361,9 @@ impl Db {
                 return None;
             }
             if table.view(h).is_expired(now_ms) {
+                let lock = table.view(h).is_lock();
                 drop(table.delete(hash, h));
-                self.expired(key);
+                self.expired(key, lock);
                 None
             } else {
                 Some(table.take(hash, h))
