@@ -224,3 +224,51 @@ async fn bad_input_gets_redis_style_errors() {
     );
     h.shutdown().await;
 }
+
+/// `redlockd status --json` reads each node (a node that is down is reported so) and
+/// lists its locks with their holders; a holder whose connection closed shows as gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_nodes_and_their_locks() {
+    let h = start().await;
+    {
+        let mut holder = Raw::to(&h).await;
+        assert_eq!(holder.cmd(&["CLIENT", "SETNAME", "worker-9"]).await, OK);
+        assert_eq!(
+            holder
+                .cmd(&["SET", "lock:s", "tok", "NX", "PX", "10000"])
+                .await,
+            OK
+        );
+    }
+    let mut c = conn(&h).await;
+    let down = format!("127.0.0.1:{}", support::process::free_ports(1));
+    let up = h.addr().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(support::process::BIN)
+            .args(["status", &up, &down, "--json"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[0]["up"], true);
+    assert_eq!(nodes[0]["locks_held"], 1);
+    assert_eq!(nodes[0]["fence_rule"], "off");
+    assert_eq!(nodes[0]["locks"][0]["key"], "lock:s");
+    assert_eq!(nodes[0]["locks"][0]["client-name"], "worker-9");
+    assert_eq!(nodes[1]["up"], false);
+    // Once the holder's connection is gone, its lock shows as orphaned.
+    for _ in 0..200 {
+        let f = info_of(&mut c, "lock:s").await.unwrap();
+        if field(&f, "client-connected") == Some("0") {
+            h.shutdown().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("the holder never showed as disconnected");
+}

@@ -4,6 +4,7 @@ mod conffile;
 mod harness;
 mod lock;
 mod nodes;
+mod status;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use nodes::{run_nodes, ShutdownSignal};
@@ -58,6 +59,11 @@ enum Command {
     /// restart fence. Refused if the directory already holds a node. With --adopt,
     /// accept a node.state that was copied or restored instead (operations guide).
     Init(InitArgs),
+    /// One screen for a Redlock deployment: per node up, fence and its rule, cluster
+    /// map version, locks held, grants, refusals, expired-while-held, overruns and clock
+    /// offset; then the locks and their holders (LOCKS LIST). Refreshes like top;
+    /// --once prints one screen, --json one JSON document.
+    Status(status::StatusArgs),
 }
 
 #[derive(Args, Debug)]
@@ -421,14 +427,16 @@ fn main() -> ExitCode {
         Some(Command::Cluster(c)) => c.server.log.clone(),
         Some(Command::Harness(h)) => h.log.clone(),
         // The lock command speaks on stderr only when something goes wrong.
-        Some(Command::Lock(_)) | Some(Command::Init(_)) => "warn".to_string(),
+        Some(Command::Lock(_)) | Some(Command::Init(_)) | Some(Command::Status(_)) => {
+            "warn".to_string()
+        }
         None => cli.server.log.clone(),
     };
     init_logging(&log);
     let threads = match &cli.command {
         Some(Command::Cluster(c)) => c.server.threads,
         Some(Command::Harness(h)) => h.threads,
-        Some(Command::Lock(_)) | Some(Command::Init(_)) => None,
+        Some(Command::Lock(_)) | Some(Command::Init(_)) | Some(Command::Status(_)) => None,
         None => cli.server.threads,
     };
     if let Some(Command::Init(args)) = &cli.command {
@@ -452,6 +460,7 @@ fn main() -> ExitCode {
         }
     };
     let cluster = match cli.command {
+        Some(Command::Status(args)) => return ExitCode::from(status::run(args)),
         Some(Command::Lock(args)) => {
             let code = runtime.block_on(redlockd::redlock::flock::run_lock_command(args.into()));
             return ExitCode::from(code.clamp(0, 255) as u8);
@@ -541,7 +550,9 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok(args);
     };
-    if first.starts_with('-') || ["cluster", "lock", "harness", "init", "help"].contains(&first) {
+    if first.starts_with('-')
+        || ["cluster", "lock", "harness", "init", "status", "help"].contains(&first)
+    {
         return Ok(args);
     }
     let text = std::fs::read_to_string(first)

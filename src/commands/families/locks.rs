@@ -277,7 +277,7 @@ fn describe(ctx: &Ctx, key: &Bytes, value: Bytes, deadline: Option<u64>) -> Repl
         ("user", text(h.map(|h| h.client.user.lock().clone()))),
         (
             "client-connected",
-            int(h.map(|h| !h.client.killed.load(Relaxed) as i64)),
+            int(h.map(|h| ctx.shared.clients.contains_key(&h.client.id) as i64)),
         ),
         ("granted-unix-ms", int(h.map(|h| h.granted_unix_ms))),
         (
