@@ -178,7 +178,7 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         admin::monitor::feed(ctx, spec, args);
     }
     // A release script that came after its lock expired (lock introspection).
-    if !ctx.in_script && runs_script(spec) {
+    if families::locks::any_expired(ctx.shared) && !ctx.in_script && runs_script(spec) {
         families::locks::script_ran(ctx, spec, args);
     }
     // Keyspace notifications: the store's `expired` / `new` left unsent, and `keymiss`

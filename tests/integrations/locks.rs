@@ -162,6 +162,21 @@ async fn late_releases_are_overruns() {
         "{metrics}"
     );
     assert!(metrics.contains("\nredlockd_locks_held 0\n"), "{metrics}");
+    // Every metric the Grafana dashboard reads is one the node exports.
+    let dashboard = include_str!("../../packaging/grafana/redlockd-dashboard.json");
+    let mut rest = dashboard;
+    let mut names = 0;
+    while let Some(at) = rest.find("redlockd_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        let family = name.strip_suffix("_bucket").unwrap_or(&name);
+        assert!(metrics.contains(&format!("# TYPE {family} ")), "{family}");
+        names += 1;
+        rest = &rest[at + name.len()..];
+    }
+    assert!(names >= 9, "{names}");
     h.shutdown().await;
 }
 

@@ -239,12 +239,17 @@ fn check_overrun(shared: &Shared, db: usize, key: &[u8], tokens: &[Bytes]) {
     locks.any_expired.store(!expired.is_empty(), Relaxed);
 }
 
+/// Whether tokens of expired locks are kept (one load): only then may a release be
+/// late.
+#[inline]
+pub fn any_expired(shared: &Shared) -> bool {
+    shared.locks.any_expired.load(Relaxed)
+}
+
 /// After a script (EVAL, EVALSHA, FCALL): each key it named whose lock expired, with
 /// that lock's token among its arguments, was released late.
+#[cold]
 pub fn script_ran(ctx: &Ctx, spec: &Spec, args: &[Bytes]) {
-    if !ctx.shared.locks.any_expired.load(Relaxed) {
-        return;
-    }
     let keys: Vec<Bytes> = spec.keys(args).cloned().collect();
     for key in &keys {
         if !ctx.db().contains(key, ctx.now_ms) {
