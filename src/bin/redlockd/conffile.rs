@@ -186,6 +186,24 @@ mod tests {
     }
 
     #[test]
+    fn notifications_and_introspection_are_settings() {
+        assert_eq!(
+            to_flags(
+                "notify-keyspace-events KEA
+lock-introspection no
+"
+            )
+            .unwrap(),
+            [
+                "--notify-keyspace-events",
+                "KEA",
+                "--lock-introspection",
+                "no"
+            ]
+        );
+    }
+
+    #[test]
     fn maxmemory_is_a_size_and_the_policy_only_noeviction() {
         assert_eq!(
             to_flags("maxmemory 100mb\nmaxmemory-policy noeviction\n").unwrap(),
