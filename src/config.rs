@@ -79,6 +79,11 @@ pub struct Config {
     pub seed: Option<u64>,
     /// A subscriber whose unsent output passes this many bytes is disconnected.
     pub pubsub_output_limit: usize,
+    /// Redis's `notify-keyspace-events` classes at start (`KEA`...; empty: off), as
+    /// CONFIG SET takes them.
+    pub notify_keyspace_events: String,
+    /// Lock introspection (LOCKS, the lock counters' side table): on by default.
+    pub lock_introspection: bool,
     /// Where to serve Prometheus metrics (`GET /metrics`); off when `None`.
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// `user:password` a scrape must send (HTTP basic auth); `None`: no auth.
@@ -120,6 +125,8 @@ impl Default for Config {
             enable_debug_command: false,
             seed: None,
             pubsub_output_limit: 32 * 1024 * 1024,
+            notify_keyspace_events: String::new(),
+            lock_introspection: true,
             metrics_addr: None,
             metrics_auth: None,
             dir: None,

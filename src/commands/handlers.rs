@@ -7,12 +7,12 @@
 //! panics there, and the tests below find it).
 
 use super::admin::{acl_command, cluster, config_command, info, session};
-use super::admin::{debug, memory, ops, server};
+use super::admin::{debug, memory, monitor, ops, server};
 use super::command_table::{Spec, COMMANDS};
 use super::exec::{eval, fcall, multi};
 use super::families::{
-    bits, cas, dump, expire, fencing, geo, hashes, hll, keys, lcs, lists, object, pubsub, sets,
-    sort, stream_groups, stream_reads, streams, strings, zalgebra, zranges, zsets,
+    bits, cas, dump, expire, fencing, geo, hashes, hll, keys, lcs, lists, locks, object, pubsub,
+    sets, sort, stream_groups, stream_reads, streams, strings, zalgebra, zranges, zsets,
 };
 use super::{CmdResult, Ctx};
 use bytes::Bytes;
@@ -75,6 +75,8 @@ const BINDINGS: &[(&str, Handler)] = &[
     ("latency", ops::latency),
     ("wait", ops::wait),
     ("shutdown", server::shutdown),
+    ("monitor", monitor::monitor),
+    ("locks", locks::locks),
     ("acl", acl_command::acl),
     ("debug", debug::debug),
     // strings

@@ -9,6 +9,7 @@ pub mod context;
 pub mod exec;
 pub mod families;
 pub mod handlers;
+pub mod notify;
 
 pub use command_table::{lookup, Spec};
 pub use context::Ctx;
@@ -160,6 +161,11 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     } else {
         ctx.started()
     };
+    // MONITOR: a script's command is shown before its calls, others once they ran.
+    let monitored = ctx.shared.monitors.active();
+    if monitored && runs_script(spec) {
+        admin::monitor::feed(ctx, spec, args);
+    }
     let reply = {
         // Key changes made now are this client's (client-side caching's NOLOOP).
         let _actor = crate::store::Actor::enter(ctx.client.id());
@@ -168,6 +174,22 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             Err(e) => e,
         }
     };
+    if monitored && !runs_script(spec) {
+        admin::monitor::feed(ctx, spec, args);
+    }
+    // A release script that came after its lock expired (lock introspection).
+    if families::locks::any_expired(ctx.shared) && !ctx.in_script && runs_script(spec) {
+        families::locks::script_ran(ctx, spec, args);
+    }
+    // Keyspace notifications: the store's `expired` / `new` left unsent, and `keymiss`
+    // (OBJECT and MEMORY look their keys up without it, as in Redis).
+    if own_flags & flags::READONLY != 0
+        && ctx.shared.notify.flags() & notify::KEY_MISS != 0
+        && !matches!(spec.name, "object" | "memory" | "locks")
+    {
+        notify::key_misses(ctx, spec.keys(args));
+    }
+    notify::flush(ctx.shared);
     // The row's flag, not the subcommand's: no container row is WRITE, as Redis wakes
     // no stream reader after XGROUP CREATE / SETID (a reader blocked on a group moved
     // back by SETID waits for the next XADD); XGROUP DESTROY signals itself.
@@ -193,6 +215,15 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
         stats.observe(spec, args, usec, &ctx.client.info, &ctx.shared.clock);
     }
     reply
+}
+
+/// Whether `spec` runs a script (EVAL, EVALSHA, FCALL and their _RO forms): MONITOR
+/// shows it before its calls, and lock introspection looks at it after it ran.
+pub fn runs_script(spec: &Spec) -> bool {
+    matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
 /// Redis's refusal of a script's call to a `noscript` command, by the call's own flags

@@ -75,6 +75,12 @@ pub struct Shared {
     pub acl: crate::acl::Acl,
     /// Redis Cluster's protocol: the slot map and the routing check (`cluster`).
     pub cluster: crate::cluster::Cluster,
+    /// `notify-keyspace-events` (`commands::notify`).
+    pub notify: crate::commands::notify::Notify,
+    /// Lock introspection's side table and counters (`commands::families::locks`).
+    pub locks: crate::commands::families::locks::Locks,
+    /// The clients in MONITOR mode (`commands::admin::monitor`).
+    pub monitors: crate::commands::admin::monitor::Monitors,
     /// The Redis settings CONFIG SET stores without applying them.
     pub redis_settings: crate::commands::admin::redis_settings::Stored,
 }
@@ -94,6 +100,8 @@ impl Shared {
             None => None,
         };
         let shared = Shared::build(config, node_dir);
+        let notify = crate::commands::notify::parse(&shared.config.notify_keyspace_events);
+        crate::commands::notify::configure(&shared, notify.unwrap_or(0));
         crate::durability::restart::boot(&shared, true)?;
         shared
             .cluster
@@ -151,6 +159,9 @@ impl Shared {
         );
         Shared {
             cluster,
+            notify: Default::default(),
+            monitors: Default::default(),
+            locks: crate::commands::families::locks::Locks::new(config.lock_introspection),
             redis_settings: Default::default(),
             keyspace,
             fence,

@@ -53,6 +53,8 @@ fn sweep(shared: &Shared) -> usize {
                 return total;
             };
             let (n, more) = db.reclaim_due(shared.clock.now_ms(), SWEEP_SLICE);
+            // Keyspace notifications: `expired`, under the gate as in Redis.
+            crate::commands::notify::flush(shared);
             // Client-side caching: readers of the expired keys are told.
             crate::commands::admin::tracking::deliver(shared, None, true);
             drop(gate);

@@ -123,6 +123,7 @@ pub(super) async fn serve<S: Stream>(
         subscriber.close();
     }
     shared.pubsub.forget(id, &mut client.pubsub);
+    shared.monitors.remove(id);
     crate::commands::admin::tracking::disable(&shared, &mut client);
     crate::commands::exec::multi::forget(&shared, &mut client);
     shared.clients.remove(&id);

@@ -245,6 +245,22 @@ pub(crate) fn render(shared: &Shared) -> String {
     .sample(refusals, "reason=\"oom\"", locks.oom.load(Relaxed))
     .sample(refusals, "reason=\"noperm\"", locks.noperm.load(Relaxed))
     .sample(refusals, "reason=\"lock_delay\"", locks.lock_delayed.load(Relaxed));
+    // Lock introspection (`commands::families::locks`).
+    let held = &shared.locks;
+    out.single(
+        "redlockd_locks_held",
+        "gauge",
+        "Locks held now, as lock introspection records them (0 while it is off).",
+        held.held(),
+    );
+    for (name, help, value) in [
+        ("redlockd_lock_releases_total", "Locks released by a command (DEL, UNLINK, DELIFEQ, DELEX, a release script).", &held.released),
+        ("redlockd_lock_extensions_total", "Lock TTLs set again by their holder (SET IFEQ ... PX, a script's PEXPIRE).", &held.extensions),
+        ("redlockd_lock_expired_held_total", "Locks that reached their TTL without being released.", &held.expired_held),
+        ("redlockd_lock_overruns_total", "Releases carrying the token of a lock that had already expired: the holder overran its TTL.", &held.overruns),
+    ] {
+        out.single(name, "counter", help, value.load(Relaxed));
+    }
     out.family(
         "redlockd_keys",
         "gauge",

@@ -12,7 +12,9 @@
 //! outside a script) keep it. So a cache or rate-limit key written with `SET k v EX 10`
 //! or `INCR` + `EXPIRE` outside a script is never a lock. A script that writes a key
 //! with a TTL makes a lock even when it is a rate limiter: that is what
-//! `--lock-delay-prefix` is for.
+//! `--lock-delay-prefix` is for. Lock introspection (LOCKS, `commands::families::locks`)
+//! lists the keys with the bit, and the store reports their expiry to it
+//! (`events::LOCK_EXPIRED`).
 //!
 //! **Delayed**: a lock whose deadline has passed on the node's clock, while the
 //! lock-delay is on and the key matches one of `--lock-delay-prefix` (any key when

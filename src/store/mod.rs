@@ -3,6 +3,7 @@
 //! sweeper. Knows nothing of the network or of commands.
 
 mod db;
+pub mod events;
 pub mod lock;
 mod packed;
 pub mod rdb;

@@ -647,6 +647,10 @@ async fn categories_match_redis() {
         "fencing.grant",
         "fencing.commit",
         "fencing.mark",
+        "locks",
+        "locks|help",
+        "locks|info",
+        "locks|list",
         "cluster|setmap",
         "cluster|getmap",
     ];

@@ -38,6 +38,7 @@ const GETKEYS_CASES: &[&str] = &[
     "SHUTDOWN k1 k2",
     "ACL HELP",
     "DEBUG k1 k2 k3",
+    "MONITOR",
     "GET k1",
     "SET k1 k2 k3 k4",
     "SETNX k1 k2",
@@ -285,6 +286,7 @@ const OWN_COMMANDS: &[(&str, &str)] = &[
     ("DIGEST k1", "*1\r\n$2\r\nk1\r\n"),
     ("FENCING.GRANT k1 v PX 100", "*1\r\n$2\r\nk1\r\n"),
     ("FENCING.COMMIT k1 v 1", "*1\r\n$2\r\nk1\r\n"),
+    ("LOCKS INFO k1", "*1\r\n$2\r\nk1\r\n"),
     (
         "FENCING.MARK",
         "-ERR wrong number of arguments for 'command|getkeys' command\r\n",
@@ -334,7 +336,10 @@ async fn getkeys_matches_redis_for_every_command() {
         .collect();
     for name in &names {
         for sub in subcommands(&q(&mut c, &["COMMAND", "INFO", name]).await.unwrap()) {
-            let has_case = GETKEYS_CASES.iter().any(|case| {
+            let cases = GETKEYS_CASES
+                .iter()
+                .chain(OWN_COMMANDS.iter().map(|(c, _)| c));
+            let has_case = cases.into_iter().any(|case| {
                 let w = words(case);
                 w.len() > 1 && format!("{}|{}", w[0], w[1]).eq_ignore_ascii_case(&sub.name)
             });

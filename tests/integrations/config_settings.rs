@@ -31,6 +31,7 @@ const OWN: &[&str] = &[
     "require-ttl",
     "lock-delay",
     "lock-delay-prefix",
+    "lock-introspection",
 ];
 
 /// Redis 7.0's hidden settings: left out of a pattern, found by their exact name.

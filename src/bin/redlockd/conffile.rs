@@ -42,6 +42,8 @@ const VALUED: &[&str] = &[
     "tls-ca-cert-file",
     "tls-auth-clients",
     "maxmemory",
+    "notify-keyspace-events",
+    "lock-introspection",
     "threads",
 ];
 
@@ -179,6 +181,24 @@ mod tests {
                 "7443",
                 "--tls-auth-clients",
                 "optional"
+            ]
+        );
+    }
+
+    #[test]
+    fn notifications_and_introspection_are_settings() {
+        assert_eq!(
+            to_flags(
+                "notify-keyspace-events KEA
+lock-introspection no
+"
+            )
+            .unwrap(),
+            [
+                "--notify-keyspace-events",
+                "KEA",
+                "--lock-introspection",
+                "no"
             ]
         );
     }

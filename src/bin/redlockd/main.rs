@@ -4,6 +4,7 @@ mod conffile;
 mod harness;
 mod lock;
 mod nodes;
+mod status;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use nodes::{run_nodes, ShutdownSignal};
@@ -43,7 +44,7 @@ enum Command {
     /// clock (DEBUG CLOCK ADVANCE on any node moves all; wall jumps stay per node).
     /// (`cluster`, its old name, still works.)
     #[command(alias = "cluster")]
-    Group(GroupArgs),
+    Group(Box<GroupArgs>),
     /// The test mode, for tests in any language: N nodes on ephemeral ports and one
     /// manual clock, no fence at first start, a temporary data directory; prints one
     /// JSON ready line, then answers JSON requests on stdin (advance the clock, kill,
@@ -60,6 +61,11 @@ enum Command {
     /// restart fence. Refused if the directory already holds a node. With --adopt,
     /// accept a node.state that was copied or restored instead (operations guide).
     Init(InitArgs),
+    /// One screen for a Redlock deployment: per node up, fence and its rule, cluster
+    /// map version, locks held, grants, refusals, expired-while-held, overruns and clock
+    /// offset; then the locks and their holders (LOCKS LIST). Refreshes like top;
+    /// --once prints one screen, --json one JSON document.
+    Status(status::StatusArgs),
 }
 
 #[derive(Args, Debug)]
@@ -225,6 +231,14 @@ struct ServerArgs {
     /// ever evicted. Bytes or 100mb, 1gb (Redis's units); 0: no limit.
     #[arg(long, default_value = "0", value_parser = parse_memory, env = "REDLOCKD_MAXMEMORY")]
     maxmemory: u64,
+    /// Keyspace notifications, as Redis's notify-keyspace-events: class characters
+    /// (K E g $ l s h z x e t m d n A; `KEA` for all); empty: off.
+    #[arg(long, default_value = "", value_parser = parse_notify, env = "REDLOCKD_NOTIFY_KEYSPACE_EVENTS")]
+    notify_keyspace_events: String,
+    /// Lock introspection: LOCKS LIST / INFO show who holds each lock, and INFO counts
+    /// releases, extensions, expiries and overruns (yes/no).
+    #[arg(long, default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, env = "REDLOCKD_LOCK_INTROSPECTION")]
+    lock_introspection: bool,
     /// Log filter (tracing env-filter syntax): error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "REDLOCKD_LOG")]
     log: String,
@@ -315,6 +329,8 @@ impl ServerArgs {
             enable_debug_command: self.enable_debug_command,
             seed: self.seed,
             maxmemory: self.maxmemory,
+            notify_keyspace_events: self.notify_keyspace_events.clone(),
+            lock_introspection: self.lock_introspection,
             cluster: redlockd::config::ClusterConfig {
                 mode: match self.cluster_mode {
                     ClusterModeArg::Off => redlockd::config::ClusterMode::Off,
@@ -418,14 +434,16 @@ fn main() -> ExitCode {
         Some(Command::Group(c)) => c.server.log.clone(),
         Some(Command::Harness(h)) => h.log.clone(),
         // The lock command speaks on stderr only when something goes wrong.
-        Some(Command::Lock(_)) | Some(Command::Init(_)) => "warn".to_string(),
+        Some(Command::Lock(_)) | Some(Command::Init(_)) | Some(Command::Status(_)) => {
+            "warn".to_string()
+        }
         None => cli.server.log.clone(),
     };
     init_logging(&log);
     let threads = match &cli.command {
         Some(Command::Group(c)) => c.server.threads,
         Some(Command::Harness(h)) => h.threads,
-        Some(Command::Lock(_)) | Some(Command::Init(_)) => None,
+        Some(Command::Lock(_)) | Some(Command::Init(_)) | Some(Command::Status(_)) => None,
         None => cli.server.threads,
     };
     if let Some(Command::Init(args)) = &cli.command {
@@ -449,6 +467,7 @@ fn main() -> ExitCode {
         }
     };
     let group = match cli.command {
+        Some(Command::Status(args)) => return ExitCode::from(status::run(args)),
         Some(Command::Lock(args)) => {
             let code = runtime.block_on(redlockd::redlock::flock::run_lock_command(args.into()));
             return ExitCode::from(code.clamp(0, 255) as u8);
@@ -546,7 +565,7 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         return Ok(args);
     };
     if first.starts_with('-')
-        || ["group", "cluster", "lock", "harness", "init", "help"].contains(&first)
+        || ["group", "cluster", "lock", "harness", "init", "status", "help"].contains(&first)
     {
         return Ok(args);
     }
@@ -573,4 +592,12 @@ enum StartError {
 /// local clients, as Redis's advice for io-threads leaves one.
 fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+}
+
+/// notify-keyspace-events: only Redis's class characters.
+fn parse_notify(s: &str) -> Result<String, String> {
+    match s.chars().all(|c| "Ag$lshzxeKEtmdn".contains(c)) {
+        true => Ok(s.to_string()),
+        false => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+    }
 }

@@ -199,6 +199,13 @@ const APPLIED: &[Applied] = &[
         |s, v| s.streams.set_max_bytes(num(v) as u64),
     ),
     live(
+        "notify-keyspace-events",
+        |s| crate::commands::notify::text(s.notify.flags()),
+        |s, v| {
+            crate::commands::notify::configure(s, crate::commands::notify::parse(v).unwrap_or(0))
+        },
+    ),
+    live(
         "hll-sparse-max-bytes",
         |s| s.hll_sparse_max_bytes.load(Relaxed).to_string(),
         |s, v| s.hll_sparse_max_bytes.store(num(v) as u64, Relaxed),
@@ -268,6 +275,17 @@ const OWN: &[Own] = &[
                     .map(Bytes::copy_from_slice);
                 s.keyspace.lock_delay().set_prefixes(list.collect())
             },
+        )),
+    },
+    Own {
+        name: "lock-introspection",
+        get: |s| yes_no(s.locks.on()),
+        set: Some((
+            |_, v| match v {
+                b"yes" | b"no" => Ok(()),
+                _ => Err("argument must be 'yes' or 'no'".into()),
+            },
+            |s, v| crate::commands::families::locks::set_on(s, v == b"yes"),
         )),
     },
 ];

@@ -34,7 +34,7 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let include =
         |s: &str| all || (default && DEFAULT.contains(&s)) || wanted.iter().any(|w| w == s);
     let mut out = String::new();
-    let sections: [(&str, InfoSection); 11] = [
+    let sections: [(&str, InfoSection); 12] = [
         ("server", info_server),
         ("clients", info_clients),
         ("memory", info_memory),
@@ -43,6 +43,9 @@ pub fn info(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         ("replication", info_replication),
         ("fence", info_fence),
         ("fencing", info_fencing),
+        ("locks", |ctx, out| {
+            crate::commands::families::locks::info_section(ctx.shared, out)
+        }),
         ("commandstats", info_commandstats),
         ("cluster", super::cluster::info_section),
         ("keyspace", info_keyspace),

@@ -8,6 +8,7 @@ pub mod config_command;
 pub mod debug;
 pub mod info;
 pub mod memory;
+pub mod monitor;
 pub mod ops;
 pub mod redis_settings;
 pub mod server;

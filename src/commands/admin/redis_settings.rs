@@ -740,8 +740,10 @@ fn parse_special(special: Special, text: &str, current: &[u8]) -> Result<String,
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(values.join(" "))
         }
-        Special::NotifyKeyspaceEvents => notify_flags(text)
-            .map(notify_text)
+        // Kept as given: Redis prints `KEAn` as `AKE`, but applies the `n`
+        // (CONFIG GET reads the node's classes, `commands::notify::text`).
+        Special::NotifyKeyspaceEvents => crate::commands::notify::parse(text)
+            .map(|_| text.to_string())
             .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
         Special::Bind => {
             if args.len() > 16 {
@@ -769,75 +771,6 @@ fn parse_special(special: Special, text: &str, current: &[u8]) -> Result<String,
             Ok(out.join(" "))
         }
     }
-}
-
-/// Keyspace-event classes, in notify.c's bits.
-const NOTIFY_CLASSES: &[(char, u32)] = &[
-    ('g', 1 << 2),
-    ('$', 1 << 3),
-    ('l', 1 << 4),
-    ('s', 1 << 5),
-    ('h', 1 << 6),
-    ('z', 1 << 7),
-    ('x', 1 << 8),
-    ('e', 1 << 9),
-    ('t', 1 << 10),
-    ('d', 1 << 13),
-    ('n', 1 << 14),
-];
-const NOTIFY_KEYSPACE: u32 = 1;
-const NOTIFY_KEYEVENT: u32 = 1 << 1;
-const NOTIFY_KEY_MISS: u32 = 1 << 11;
-/// 'A': every class but 'm' (key misses) and 'n' (new keys).
-const NOTIFY_ALL: u32 = (1 << 2)
-    | (1 << 3)
-    | (1 << 4)
-    | (1 << 5)
-    | (1 << 6)
-    | (1 << 7)
-    | (1 << 8)
-    | (1 << 9)
-    | (1 << 10)
-    | (1 << 13);
-
-/// keyspaceEventsStringToFlags.
-fn notify_flags(text: &str) -> Option<u32> {
-    text.chars().try_fold(0, |flags, c| {
-        Some(
-            flags
-                | match c {
-                    'A' => NOTIFY_ALL,
-                    'K' => NOTIFY_KEYSPACE,
-                    'E' => NOTIFY_KEYEVENT,
-                    'm' => NOTIFY_KEY_MISS,
-                    _ => NOTIFY_CLASSES.iter().find(|(ch, _)| *ch == c)?.1,
-                },
-        )
-    })
-}
-
-/// keyspaceEventsFlagsToString.
-fn notify_text(flags: u32) -> String {
-    let mut out = String::new();
-    if flags & NOTIFY_ALL == NOTIFY_ALL {
-        out.push('A');
-    } else {
-        for (c, bit) in NOTIFY_CLASSES {
-            if flags & bit != 0 {
-                out.push(*c);
-            }
-        }
-    }
-    for (bit, c) in [
-        (NOTIFY_KEYSPACE, 'K'),
-        (NOTIFY_KEYEVENT, 'E'),
-        (NOTIFY_KEY_MISS, 'm'),
-    ] {
-        if flags & bit != 0 {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -883,7 +816,9 @@ mod tests {
         };
         assert_eq!(get("maxmemory", "1gb").unwrap(), "1073741824");
         assert_eq!(get("maxmemory-clients", "10%").unwrap(), "10%");
-        assert_eq!(get("notify-keyspace-events", "EKgA").unwrap(), "AKE");
+        // Checked, kept as given (the node prints its classes: `notify::text`).
+        assert_eq!(get("notify-keyspace-events", "EKgAn").unwrap(), "EKgAn");
+        assert!(get("notify-keyspace-events", "Kq").is_err());
         assert_eq!(get("oom-score-adj", "RELATIVE").unwrap(), "yes");
         assert_eq!(get("shutdown-on-sigint", "now save").unwrap(), "save now");
         assert_eq!(get("hz", "100000").unwrap(), "500");

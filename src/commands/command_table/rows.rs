@@ -51,6 +51,7 @@ pub(super) const ROWS: &[Row] = &[
     Row { name: "shutdown", arity: -1, flags: ADMIN | NOSCRIPT | ALLOW_BUSY | NO_MULTI, cats: 0, keys: NO_KEYS },
     Row { name: "acl", arity: -2, flags: 0, cats: 0, keys: NO_KEYS },
     Row { name: "debug", arity: -2, flags: ADMIN | NOSCRIPT | EXCLUSIVE, cats: 0, keys: NO_KEYS },
+    Row { name: "monitor", arity: 1, flags: ADMIN | NOSCRIPT, cats: 0, keys: NO_KEYS },
     // strings
     Row { name: "get", arity: 2, flags: READONLY | FAST, cats: C_STRING, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "set", arity: -3, flags: WRITE | FENCED | DENYOOM, cats: C_STRING, keys: &[ks(K_RW | K_ACCESS | K_UPDATE | K_VARIABLE_FLAGS, at(1), range(0, 1, 0))] },
@@ -235,6 +236,8 @@ pub(super) const ROWS: &[Row] = &[
     Row { name: "fencing.grant", arity: 5, flags: WRITE | FENCED | DENYOOM | FAST, cats: C_STRING, keys: &[ks(K_RW | K_INSERT, at(1), range(0, 1, 0))] },
     Row { name: "fencing.commit", arity: 4, flags: WRITE | FAST, cats: C_STRING, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "fencing.mark", arity: 1, flags: READONLY | FAST, cats: 0, keys: NO_KEYS },
+    // lock introspection (redlockd's own): LOCKS LIST / INFO / HELP
+    Row { name: "locks", arity: -2, flags: 0, cats: 0, keys: NO_KEYS },
     // pub/sub
     Row { name: "subscribe", arity: -2, flags: PUBSUB | NOSCRIPT, cats: C_PUBSUB, keys: NO_KEYS },
     Row { name: "unsubscribe", arity: -1, flags: PUBSUB | NOSCRIPT, cats: C_PUBSUB, keys: NO_KEYS },
@@ -357,6 +360,9 @@ pub(super) const SUB_ROWS: &[SubRow] = &[
     SubRow { name: "object|help", arity: 2, flags: 0, cats: C_KEYSPACE | C_SLOW, keys: NO_KEYS },
     SubRow { name: "object|idletime", arity: 3, flags: READONLY, cats: C_KEYSPACE | C_READ | C_SLOW, keys: &[ks(K_RO, at(2), range(0, 1, 0))] },
     SubRow { name: "object|refcount", arity: 3, flags: READONLY, cats: C_KEYSPACE | C_READ | C_SLOW, keys: &[ks(K_RO, at(2), range(0, 1, 0))] },
+    SubRow { name: "locks|help", arity: 2, flags: 0, cats: C_SLOW, keys: NO_KEYS },
+    SubRow { name: "locks|info", arity: 3, flags: READONLY, cats: C_KEYSPACE | C_READ | C_SLOW, keys: &[ks(K_RO, at(2), range(0, 1, 0))] },
+    SubRow { name: "locks|list", arity: -2, flags: READONLY, cats: C_KEYSPACE | C_READ | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
     SubRow { name: "memory|doctor", arity: 2, flags: 0, cats: C_SLOW, keys: NO_KEYS },
     SubRow { name: "memory|help", arity: 2, flags: 0, cats: C_SLOW, keys: NO_KEYS },
     SubRow { name: "memory|malloc-stats", arity: 2, flags: 0, cats: C_SLOW, keys: NO_KEYS },

@@ -343,9 +343,12 @@ impl Blocking {
             if tx.send(reply).is_err() {
                 // The waiter's connection is gone: the element goes back.
                 undo(db, now);
-            } else if let Pop::Move { dst, .. } = &waiter.pop {
-                // The moved element may be what a waiter on `dst` waits for.
-                self.signal(db_index, dst);
+            } else {
+                if let Pop::Move { dst, .. } = &waiter.pop {
+                    // The moved element may be what a waiter on `dst` waits for.
+                    self.signal(db_index, dst);
+                }
+                notify_served(shared, db_index, key, &waiter.pop, now);
             }
         }
     }
@@ -421,6 +424,47 @@ fn push_list(db: &crate::store::Db, key: &[u8], side: Side, value: Bytes, now: u
         }
     }
     true
+}
+
+/// The keyspace event (class, name) of a list or sorted-set pop.
+fn pop_event(pop: &Pop) -> Option<(u32, &'static str)> {
+    use crate::commands::notify as nt;
+    match pop {
+        Pop::List {
+            side: Side::Left, ..
+        } => Some((nt::LIST, "lpop")),
+        Pop::List {
+            side: Side::Right, ..
+        } => Some((nt::LIST, "rpop")),
+        Pop::ZSet { max: true, .. } => Some((nt::ZSET, "zpopmax")),
+        Pop::ZSet { max: false, .. } => Some((nt::ZSET, "zpopmin")),
+        Pop::Move { .. } | Pop::Stream(_) => None,
+    }
+}
+
+/// The keyspace events of a served waiter, in Redis's order: a move's push, the pop,
+/// and `del` when the key went.
+fn notify_served(shared: &Shared, db: usize, key: &Bytes, pop: &Pop, now: u64) {
+    use crate::commands::notify::{self as nt, notify_db};
+    let side_event = |side: &Side, left: &'static str, right: &'static str| match side {
+        Side::Left => left,
+        Side::Right => right,
+    };
+    match pop {
+        Pop::Move { from, to, dst } => {
+            notify_db(shared, db, nt::LIST, side_event(to, "lpush", "rpush"), dst);
+            notify_db(shared, db, nt::LIST, side_event(from, "lpop", "rpop"), key);
+        }
+        Pop::Stream(_) => return,
+        _ => {
+            if let Some((class, event)) = pop_event(pop) {
+                notify_db(shared, db, class, event, key);
+            }
+        }
+    }
+    if shared.notify.flags() & nt::GENERIC != 0 && shared.keyspace.db(db).peek(key, now).is_none() {
+        notify_db(shared, db, nt::GENERIC, "del", key);
+    }
 }
 
 /// Takes what `pop` wants from `key` (holding the gate exclusively): the waiter's
@@ -504,6 +548,7 @@ pub fn blocking_pop<C: Collection, P>(
     pop_n: impl Fn(&mut C, usize) -> P,
     keyed: impl Fn(&Bytes, P, bool) -> Reply,
 ) -> CmdResult {
+    let (class, event) = pop_event(&pop).expect("a list or sorted-set pop");
     pop_or_block(
         ctx,
         keys,
@@ -514,7 +559,9 @@ pub fn blocking_pop<C: Collection, P>(
             if !take {
                 return typed::read(ctx, key, |_: &C| ()).map(|_| None);
             }
-            let popped = typed::modify(ctx, key, |c: &mut C| pop_n(c, count.unwrap_or(1)))?;
+            let popped = typed::modify_notify(ctx, key, class, |c: &mut C| {
+                (pop_n(c, count.unwrap_or(1)), Some(event))
+            })?;
             Ok(popped.map(|popped| keyed(key, popped, count.is_some())))
         },
     )

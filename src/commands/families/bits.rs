@@ -4,6 +4,7 @@
 //! string with zero bytes; an offset whose byte is at or past `proto-max-bulk-len` is
 //! refused before anything grows.
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueRef};
@@ -76,7 +77,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if on & !1 != 0 {
         return Err(bad_bit());
     }
-    write_str(ctx, &args[1], offset, |s, _| {
+    let reply = write_str(ctx, &args[1], offset, |s, _| {
         let byte = &mut s[(offset >> 3) as usize];
         let mask = 0x80u8 >> (offset & 7);
         let old = *byte & mask != 0;
@@ -86,7 +87,9 @@ pub fn setbit(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             *byte &= !mask;
         }
         Reply::Integer(old as i64)
-    })
+    })?;
+    notify(ctx, nt::STRING, "setbit", &args[1]);
+    Ok(reply)
 }
 
 /// GETBIT key offset: 0 past the end and for a missing key.
@@ -282,7 +285,9 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let maxlen = sources.iter().flatten().map(Bytes::len).max().unwrap_or(0);
     let dest = &args[2];
     if maxlen == 0 {
-        ctx.db().remove(dest, ctx.now_ms);
+        if ctx.db().remove(dest, ctx.now_ms) {
+            notify(ctx, nt::GENERIC, "del", dest);
+        }
         return Ok(Reply::Integer(0));
     }
     let byte_of = |src: &Option<Bytes>, j: usize| src.as_ref().and_then(|s| s.get(j).copied());
@@ -305,6 +310,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.shared.fence.check_has_ttl()?;
     ctx.db()
         .insert(dest, Entry::new(Value::Str(Bytes::from(out))));
+    notify(ctx, nt::STRING, "set", dest);
     Ok(Reply::Integer(maxlen as i64))
 }
 
@@ -561,7 +567,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         .map(|f| f.offset + u64::from(f.bits) - 1)
         .max()
         .unwrap_or(0);
-    write_str(ctx, &args[1], max_bit, |s, _| {
+    let reply = write_str(ctx, &args[1], max_bit, |s, _| {
         Reply::Array(
             fields
                 .iter()
@@ -571,7 +577,9 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
                 })
                 .collect(),
         )
-    })
+    })?;
+    notify(ctx, nt::STRING, "setbit", &args[1]);
+    Ok(reply)
 }
 
 /// BITFIELD key [GET type offset | SET type offset value | INCRBY type offset incr |

@@ -7,6 +7,8 @@
 //! round. A digest argument is compared without regard to case; anything that is not
 //! the value's digest (a malformed one included) simply does not match.
 
+use crate::commands::families::locks;
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Slot, ValueRef};
@@ -81,9 +83,18 @@ pub fn digest_cmd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 fn delete_if(ctx: &Ctx, key: &[u8], cond: Option<Cond>) -> CmdResult {
     let Some(cond) = cond else {
         // As DEL (which also ends a lock's delay, `store/lock.rs`).
-        return Ok(Reply::Integer(ctx.db().remove(key, ctx.now_ms) as i64));
+        let deleted = ctx.db().remove(key, ctx.now_ms);
+        if deleted {
+            locks::released(ctx, key);
+            notify(ctx, nt::GENERIC, "del", key);
+        }
+        return Ok(Reply::Integer(deleted as i64));
     };
     let Slot::Occupied(e) = ctx.db().entry(key, ctx.now_ms) else {
+        if let Cond::Eq(token) = cond {
+            // The holder's release of a lock that expired first: an overrun.
+            locks::late_release(ctx, key, &[Bytes::copy_from_slice(token)]);
+        }
         return Ok(Reply::Integer(0));
     };
     let delete = match e.value() {
@@ -92,6 +103,8 @@ fn delete_if(ctx: &Ctx, key: &[u8], cond: Option<Cond>) -> CmdResult {
     };
     if delete {
         e.remove();
+        locks::released(ctx, key);
+        notify(ctx, nt::GENERIC, "del", key);
     }
     Ok(Reply::Integer(delete as i64))
 }

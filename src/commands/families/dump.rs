@@ -1,6 +1,7 @@
 //! DUMP and RESTORE: a key's value in Redis 7.0's payload format (`store::rdb`), so a
 //! payload moves between redis-server and redlockd in either direction.
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{rdb, Entry, Value};
@@ -70,8 +71,8 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         // Already past: the key is not made (an old one goes with REPLACE).
         at if absttl && at <= wall => {
-            if replace {
-                ctx.db().remove(key, now);
+            if replace && ctx.db().remove(key, now) {
+                notify(ctx, nt::GENERIC, "del", key);
             }
             return Ok(Reply::Ok);
         }
@@ -88,5 +89,6 @@ pub fn restore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if signals {
         ctx.shared.blocking.signal(ctx.client.db, key);
     }
+    notify(ctx, nt::GENERIC, "restore", key);
     Ok(Reply::Ok)
 }

@@ -2,6 +2,7 @@
 //! EXPIRETIME, PEXPIRETIME, PERSIST. Deadlines are monotonic; Unix times are
 //! converted at the edge.
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
@@ -95,6 +96,7 @@ fn expire_generic(
         // Already expired: Redis deletes the key and reports success.
         drop(entry);
         db.remove(&args[1], now);
+        notify(ctx, nt::GENERIC, "del", &args[1]);
         return Ok(Reply::Integer(1));
     }
     ctx.shared.fence.check_ttl(ttl_ms)?;
@@ -102,9 +104,24 @@ fn expire_generic(
     entry.set_deadline(Some(new_deadline as u64));
     // A key a script gives a TTL is a lock (`store/lock.rs`: Redisson's HINCRBY +
     // PEXPIRE); outside a script the mark is left as it is.
+    let mut grant = None;
     if ctx.in_script {
+        let was_lock = entry.is_lock();
         entry.set_lock(true);
+        if ctx.shared.locks.on() {
+            let token = match entry.value() {
+                crate::store::ValueRef::Str(s) => Bytes::copy_from_slice(s),
+                _ => Bytes::new(),
+            };
+            grant = Some((token, was_lock));
+        }
     }
+    drop(entry);
+    if let Some((token, was_lock)) = grant {
+        let deadline = new_deadline as u64;
+        crate::commands::families::locks::granted(ctx, &args[1], &token, deadline, was_lock);
+    }
+    notify(ctx, nt::GENERIC, "expire", &args[1]);
     Ok(Reply::Integer(1))
 }
 
@@ -185,6 +202,12 @@ pub fn persist(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     ctx.shared.fence.check_has_ttl()?;
     e.set_deadline(None);
     // A key without a TTL is no lock (`store/lock.rs`).
+    let was_lock = e.is_lock();
     e.set_lock(false);
+    drop(e);
+    if was_lock {
+        crate::commands::families::locks::unmarked(ctx, &args[1]);
+    }
+    notify(ctx, nt::GENERIC, "persist", &args[1]);
     Ok(Reply::Integer(1))
 }

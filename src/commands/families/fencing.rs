@@ -15,6 +15,7 @@
 //! 2^63-1 (availability, not safety: tokens still never go down); operators restrict
 //! FENCING.COMMIT with ACLs (docs/operations.md, "FENCING.COMMIT and who may send it").
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueRef};
@@ -37,7 +38,11 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let deadline = ctx.deadline_after(ttl_ms)?;
     let now = ctx.now_ms;
     match ctx.db().entry(&args[1], now) {
-        Slot::Occupied(_) => Ok(Reply::Null),
+        Slot::Occupied(e) => {
+            drop(e);
+            crate::commands::families::locks::refused(ctx, &args[1]);
+            Ok(Reply::Null)
+        }
         Slot::Vacant(v) => {
             // A delayed lock (`store/lock.rs`): held elsewhere.
             if v.lock_delay_left(now).is_some() {
@@ -53,6 +58,10 @@ pub fn grant(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             };
             // A lock (`store/lock.rs`).
             v.insert_marked(entry, true);
+            crate::commands::families::locks::granted(ctx, &args[1], &args[2], deadline, false);
+            // SET NX PX's events.
+            notify(ctx, nt::STRING, "set", &args[1]);
+            notify(ctx, nt::GENERIC, "expire", &args[1]);
             Ok(Reply::Integer(mark as i64))
         }
     }

@@ -7,9 +7,9 @@
 
 use crate::commands::families::long_double::LongDouble;
 use crate::commands::families::typed::{self, copy};
+use crate::commands::notify as nt;
 use crate::commands::{int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
-use crate::store::{Slot, ValueMut};
 use bytes::Bytes;
 use std::collections::HashMap;
 
@@ -20,13 +20,13 @@ fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Hash) -> T) -> Result<Option<T
     typed::read(ctx, key, f)
 }
 
-/// Runs `f` on the hash at `key`, creating it when missing (see `typed::write`).
-fn write<T>(
+/// `write` with the hash event `f` names (`typed::write_notify`).
+fn write_notify<T>(
     ctx: &Ctx,
     key: &[u8],
-    f: impl FnOnce(&mut Hash) -> Result<T, Reply>,
+    f: impl FnOnce(&mut Hash) -> Result<(T, Option<&'static str>), Reply>,
 ) -> Result<T, Reply> {
-    typed::write(ctx, key, f)
+    typed::write_notify(ctx, key, nt::HASH, f)
 }
 
 /// Stores field/value pairs; returns how many fields are new.
@@ -34,14 +34,14 @@ fn set_pairs(ctx: &Ctx, args: &[Bytes], cmd: &str) -> Result<i64, Reply> {
     if !args.len().is_multiple_of(2) {
         return Err(errors::wrong_arity(cmd));
     }
-    write(ctx, &args[1], |h| {
+    write_notify(ctx, &args[1], |h| {
         let mut added = 0;
         for pair in args[2..].chunks(2) {
             if h.insert(copy(&pair[0]), copy(&pair[1])).is_none() {
                 added += 1;
             }
         }
-        Ok(added)
+        Ok((added, Some("hset")))
     })
 }
 
@@ -57,12 +57,12 @@ pub fn hmset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// HSETNX key field value -> 1 if set, 0 if the field existed.
 pub fn hsetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    write(ctx, &args[1], |h| {
+    write_notify(ctx, &args[1], |h| {
         if h.contains_key(&args[2][..]) {
-            return Ok(Reply::Integer(0));
+            return Ok((Reply::Integer(0), None));
         }
         h.insert(copy(&args[2]), copy(&args[3]));
-        Ok(Reply::Integer(1))
+        Ok((Reply::Integer(1), Some("hset")))
     })
 }
 
@@ -87,20 +87,14 @@ pub fn hmget(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// HDEL key field... -> how many were removed; the key goes with its last field.
 pub fn hdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let Slot::Occupied(mut e) = ctx.db().entry(&args[1], ctx.now_ms) else {
-        return Ok(Reply::Integer(0));
-    };
-    let ValueMut::Hash(h) = e.value_mut() else {
-        return Err(errors::wrongtype());
-    };
-    let removed = args[2..]
-        .iter()
-        .filter(|f| h.remove(&f[..]).is_some())
-        .count();
-    if h.is_empty() {
-        e.remove();
-    }
-    Ok(Reply::Integer(removed as i64))
+    let removed = typed::modify_notify(ctx, &args[1], nt::HASH, |h: &mut Hash| {
+        let removed = args[2..]
+            .iter()
+            .filter(|f| h.remove(&f[..]).is_some())
+            .count();
+        (removed, (removed > 0).then_some("hdel"))
+    })?;
+    Ok(Reply::Integer(removed.unwrap_or(0) as i64))
 }
 
 pub fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
@@ -112,7 +106,7 @@ pub fn hexists(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// is not an integer, and overflow, each with their own text.
 pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let delta = int_arg(&args[3])?;
-    write(ctx, &args[1], |h| {
+    write_notify(ctx, &args[1], |h| {
         let current = match h.get(&args[2][..]) {
             Some(v) => {
                 parse_i64(v).ok_or_else(|| Reply::error("ERR hash value is not an integer"))?
@@ -123,7 +117,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .checked_add(delta)
             .ok_or_else(|| Reply::error(errors::OVERFLOW))?;
         h.insert(copy(&args[2]), Bytes::from(next.to_string()));
-        Ok(Reply::Integer(next))
+        Ok((Reply::Integer(next), Some("hincrby")))
     })
 }
 
@@ -134,7 +128,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !delta.is_finite() {
         return Err(Reply::error("ERR value is NaN or Infinity"));
     }
-    write(ctx, &args[1], |h| {
+    write_notify(ctx, &args[1], |h| {
         let current = match h.get(&args[2][..]) {
             Some(v) => {
                 LongDouble::parse(v).ok_or_else(|| Reply::error("ERR hash value is not a float"))?
@@ -145,7 +139,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             .add(&delta)
             .ok_or_else(|| Reply::error("ERR increment would produce NaN or Infinity"))?;
         h.insert(copy(&args[2]), text.clone());
-        Ok(Reply::Bulk(text))
+        Ok((Reply::Bulk(text), Some("hincrbyfloat")))
     })
 }
 

@@ -14,6 +14,7 @@
 //! and merges), so the bytes are the same as redis-server's for the same commands.
 //! The estimate is Ertl's, as Redis 7 computes it.
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueRef};
@@ -454,6 +455,9 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         Ok(updated)
     })?;
+    if updated == Some(true) {
+        notify(ctx, nt::STRING, "pfadd", &args[1]);
+    }
     Ok(Reply::Integer((updated == Some(true)) as i64))
 }
 
@@ -522,6 +526,7 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         invalidate_cache(s);
         Ok(())
     })?;
+    notify(ctx, nt::STRING, "pfadd", &args[1]);
     Ok(Reply::Ok)
 }
 

@@ -1,6 +1,7 @@
 //! Key commands: DEL/UNLINK, EXISTS/TOUCH, TYPE, KEYS, SCAN, RANDOMKEY,
 //! RENAME/RENAMENX, COPY, MOVE.
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::glob;
 use crate::protocol::{errors, Reply};
@@ -10,10 +11,14 @@ use bytes::Bytes;
 /// DEL key... (also UNLINK): how many existed.
 pub fn del(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let db = ctx.db();
-    let n = args[1..]
-        .iter()
-        .filter(|k| db.remove(k, ctx.now_ms))
-        .count();
+    let mut n = 0;
+    for k in &args[1..] {
+        if db.remove(k, ctx.now_ms) {
+            crate::commands::families::locks::released(ctx, k);
+            notify(ctx, nt::GENERIC, "del", k);
+            n += 1;
+        }
+    }
     Ok(Reply::Integer(n as i64))
 }
 
@@ -139,6 +144,8 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> CmdResult {
     // A list or sorted set moved into place serves a BLPOP / BZPOPMIN waiting on it,
     // as in Redis (each key a command creates is signalled).
     ctx.shared.blocking.signal(ctx.client.db, &args[2]);
+    notify(ctx, nt::GENERIC, "rename_from", &args[1]);
+    notify(ctx, nt::GENERIC, "rename_to", &args[2]);
     Ok(done(true))
 }
 
@@ -200,6 +207,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     dst.insert(&args[2], entry);
     ctx.shared.blocking.signal(target, &args[2]);
+    nt::notify_db(ctx.shared, target, nt::GENERIC, "copy_to", &args[2]);
     Ok(Reply::Integer(1))
 }
 
@@ -221,5 +229,7 @@ pub fn move_(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     };
     dst.insert(&args[1], entry);
     ctx.shared.blocking.signal(target, &args[1]);
+    notify(ctx, nt::GENERIC, "move_from", &args[1]);
+    nt::notify_db(ctx.shared, target, nt::GENERIC, "move_to", &args[1]);
     Ok(Reply::Integer(1))
 }

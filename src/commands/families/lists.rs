@@ -9,6 +9,7 @@
 
 use crate::commands::exec::blocking::{blocking_pop, pop_or_block, Pop, Side};
 use crate::commands::families::typed::{self, copy, index_range, parse_multi_pop};
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueMut};
@@ -62,6 +63,31 @@ fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut List) -> T) -> Result<Op
     typed::modify(ctx, key, f)
 }
 
+/// `modify`, with the list event `f` names (and `del` if the list went).
+fn modify_notify<T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut List) -> (T, Option<&'static str>),
+) -> Result<Option<T>, Reply> {
+    typed::modify_notify(ctx, key, nt::LIST, f)
+}
+
+/// The pop event of a side.
+fn pop_event(side: Side) -> &'static str {
+    match side {
+        Side::Left => "lpop",
+        Side::Right => "rpop",
+    }
+}
+
+/// The push event of a side.
+fn push_event(side: Side) -> &'static str {
+    match side {
+        Side::Left => "lpush",
+        Side::Right => "rpush",
+    }
+}
+
 /// Pushes `values` one by one at `side`; creates the list unless `only_existing`.
 /// Returns the new length (0 when X-pushing to a missing key), then wakes waiters.
 fn push(ctx: &Ctx, key: &[u8], values: &[Bytes], side: Side, only_existing: bool) -> CmdResult {
@@ -89,6 +115,7 @@ fn push(ctx: &Ctx, key: &[u8], values: &[Bytes], side: Side, only_existing: bool
     };
     // After the shard lock is released (see blocking.rs for the lock order).
     ctx.shared.blocking.signal(ctx.client.db, key);
+    notify(ctx, nt::LIST, push_event(side), key);
     Ok(Reply::Integer(len as i64))
 }
 
@@ -121,14 +148,18 @@ fn pop(ctx: &Ctx, args: &[Bytes], side: Side, name: &str) -> CmdResult {
             _ => return Err(Reply::error("ERR value is out of range, must be positive")),
         },
     };
-    let popped = modify(ctx, &args[1], |list| match count {
-        None => pop_side(list, side).map_or(Reply::Null, Reply::Bulk),
-        Some(n) => Reply::Array(
-            pop_many(list, side, n)
-                .into_iter()
-                .map(Reply::Bulk)
-                .collect(),
-        ),
+    let popped = modify_notify(ctx, &args[1], |list| {
+        let reply = match count {
+            None => pop_side(list, side).map_or(Reply::Null, Reply::Bulk),
+            Some(n) => Reply::Array(
+                pop_many(list, side, n)
+                    .into_iter()
+                    .map(Reply::Bulk)
+                    .collect(),
+            ),
+        };
+        let popped = !matches!(&reply, Reply::Array(a) if a.is_empty());
+        (reply, popped.then(|| pop_event(side)))
     })?;
     Ok(popped.unwrap_or(if count.is_some() {
         Reply::NullArray
@@ -178,7 +209,7 @@ pub fn lindex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let count = int_arg(&args[2])?;
     let target = &args[3][..];
-    let removed = modify(ctx, &args[1], |list| {
+    let removed = modify_notify(ctx, &args[1], |list| {
         let limit = if count == 0 {
             usize::MAX
         } else {
@@ -204,7 +235,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
         }
         *list = kept;
-        removed
+        (removed, (removed > 0).then_some("lrem"))
     })?;
     Ok(Reply::Integer(removed.unwrap_or(0) as i64))
 }
@@ -212,7 +243,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let start = int_arg(&args[2])?;
     let stop = int_arg(&args[3])?;
-    modify(ctx, &args[1], |list| {
+    modify_notify(ctx, &args[1], |list| {
         match index_range(start, stop, list.len()) {
             Some((a, b)) => {
                 list.truncate(b + 1);
@@ -220,6 +251,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
             None => list.clear(),
         }
+        ((), Some("ltrim"))
     })?;
     Ok(Reply::Ok)
 }
@@ -229,7 +261,10 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 pub fn lmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let pop = parse_multi_pop(args, 1, |a| parse_side(a).ok())?;
     for key in pop.keys {
-        if let Some(popped) = modify(ctx, key, |l| pop_many(l, pop.end, pop.count))? {
+        let popped = modify_notify(ctx, key, |l| {
+            (pop_many(l, pop.end, pop.count), Some(pop_event(pop.end)))
+        })?;
+        if let Some(popped) = popped {
             return Ok(keyed_reply(key, popped, true));
         }
     }
@@ -266,7 +301,12 @@ fn move_one(
     let Some(Some(value)) = modify(ctx, src, |l| pop_side(l, from))? else {
         return Ok(None);
     };
+    // Redis's order: the push's event, then the pop's, then `del` of an emptied source.
     push(ctx, dst, std::slice::from_ref(&value), to, false)?;
+    notify(ctx, nt::LIST, pop_event(from), src);
+    if ctx.shared.notify.flags() & nt::GENERIC != 0 && read(ctx, src, |_| ())?.is_none() {
+        notify(ctx, nt::GENERIC, "del", src);
+    }
     Ok(Some(value))
 }
 
@@ -336,7 +376,7 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(Reply::error(errors::NO_SUCH_KEY));
     }
     let index = int_arg(&args[2])?;
-    let done = modify(ctx, &args[1], |l| {
+    let done = modify_notify(ctx, &args[1], |l| {
         let i = if index < 0 {
             l.len() as i64 + index
         } else {
@@ -345,9 +385,9 @@ pub fn lset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         match usize::try_from(i).ok().and_then(|i| l.get_mut(i)) {
             Some(slot) => {
                 *slot = copy(&args[3]);
-                true
+                (true, Some("lset"))
             }
-            None => false,
+            None => (false, None),
         }
     })?;
     match done {
@@ -367,12 +407,12 @@ pub fn linsert(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     } else {
         return Err(errors::syntax());
     };
-    let len = modify(ctx, &args[1], |l| {
+    let len = modify_notify(ctx, &args[1], |l| {
         let Some(at) = l.iter().position(|v| v == &args[3]) else {
-            return -1;
+            return (-1, None);
         };
         l.insert(at + after as usize, copy(&args[4]));
-        l.len() as i64
+        (l.len() as i64, Some("linsert"))
     })?;
     Ok(Reply::Integer(len.unwrap_or(0)))
 }

@@ -18,6 +18,7 @@ pub mod hll;
 pub mod keys;
 pub mod lcs;
 pub mod lists;
+pub mod locks;
 mod long_double;
 pub mod object;
 pub mod pubsub;

@@ -3,6 +3,7 @@
 //! Redis 7's t_set.c replies. Like Redis, an empty set is never kept.
 
 use crate::commands::families::typed;
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, parse_i64, random_repeats, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Set, Value};
@@ -15,14 +16,19 @@ fn read<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&Set) -> T) -> Result<Option<T>
 }
 
 /// Runs `f` on an existing set (see `typed::modify`).
-fn modify<T>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&mut Set) -> T) -> Result<Option<T>, Reply> {
-    typed::modify(ctx, key, f)
+fn modify<T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut Set) -> (T, Option<&'static str>),
+) -> Result<Option<T>, Reply> {
+    typed::modify_notify(ctx, key, nt::SET, f)
 }
 
 /// Adds `members` to the set at `key`, creating it; returns how many were new.
 fn add(ctx: &Ctx, key: &[u8], members: &[Bytes]) -> Result<usize, Reply> {
-    typed::write(ctx, key, |s: &mut Set| {
-        Ok(members.iter().filter(|m| s.insert(m)).count())
+    typed::write_notify(ctx, key, nt::SET, |s: &mut Set| {
+        let n = members.iter().filter(|m| s.insert(m)).count();
+        Ok((n, (n > 0).then_some("sadd")))
     })
 }
 
@@ -36,7 +42,8 @@ pub fn sadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 pub fn srem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let removed = modify(ctx, &args[1], |s| {
-        args[2..].iter().filter(|m| s.remove(m)).count()
+        let n = args[2..].iter().filter(|m| s.remove(m)).count();
+        (n, (n > 0).then_some("srem"))
     })?;
     Ok(Reply::Integer(removed.unwrap_or(0) as i64))
 }
@@ -85,7 +92,8 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if let Some(m) = &m {
                 s.remove(m);
             }
-            m
+            let event = m.is_some().then_some("spop");
+            (m, event)
         })?
         .flatten();
         return Ok(popped.map_or(Reply::Null, Reply::Bulk));
@@ -97,7 +105,8 @@ pub fn spop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         for m in &chosen {
             s.remove(m);
         }
-        chosen
+        let event = (!chosen.is_empty()).then_some("spop");
+        (chosen, event)
     })?
     .unwrap_or_default();
     Ok(set_reply(popped))
@@ -148,7 +157,7 @@ pub fn smove(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if !ctx.db().contains(dst, ctx.now_ms) {
         ctx.shared.fence.check_has_ttl()?;
     }
-    modify(ctx, src, |s| s.remove(member))?;
+    modify(ctx, src, |s| ((), s.remove(member).then_some("srem")))?;
     // As Redis: a member the destination already has leaves it untouched (no WATCH
     // signal, no keyspace change).
     if read(ctx, dst, |s| s.contains(member))? != Some(true) {
@@ -237,7 +246,9 @@ fn combine_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
     let members = combine(ctx, &args[2..], op)?;
     let dst = &args[1];
     if members.is_empty() {
-        ctx.db().remove(dst, ctx.now_ms);
+        if ctx.db().remove(dst, ctx.now_ms) {
+            notify(ctx, nt::GENERIC, "del", dst);
+        }
         return Ok(Reply::Integer(0));
     }
     ctx.shared.fence.check_has_ttl()?;
@@ -247,6 +258,12 @@ fn combine_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
     }
     let n = s.len();
     ctx.db().insert(dst, Entry::new(Value::Set(Box::new(s))));
+    let event = match op {
+        Op::Inter => "sinterstore",
+        Op::Union => "sunionstore",
+        Op::Diff => "sdiffstore",
+    };
+    notify(ctx, nt::SET, event, dst);
     Ok(Reply::Integer(n as i64))
 }
 

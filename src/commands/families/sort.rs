@@ -3,6 +3,7 @@
 //! names (`weight_*`, `obj_*->field`), cut by LIMIT, each replaced by the values of
 //! its GET patterns (`#`: the element itself), returned or STOREd as a list.
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Value, ValueRef};
@@ -272,11 +273,14 @@ fn store(ctx: &mut Ctx, dest: &Bytes, rows: &[Item], gets: &[&Bytes]) -> CmdResu
     }
     let stored = list.len();
     if list.is_empty() {
-        ctx.db().remove(dest, ctx.now_ms);
+        if ctx.db().remove(dest, ctx.now_ms) {
+            notify(ctx, nt::GENERIC, "del", dest);
+        }
     } else {
         ctx.shared.fence.check_has_ttl()?;
         ctx.db().insert(dest, Entry::new(Value::List(list)));
         ctx.shared.blocking.signal(ctx.client.db, dest);
+        notify(ctx, nt::LIST, "sortstore", dest);
     }
     Ok(Reply::Integer(stored as i64))
 }

@@ -7,6 +7,7 @@
 //! pending entries' delivery times are Unix ms of the same clock.
 
 use crate::commands::families::typed::{self, Collection};
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::stream::{EntryRef, NodeLimits, Trim};
@@ -339,6 +340,7 @@ pub fn xadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .collect();
     let now = u64::try_from(unix_ms(ctx)).unwrap_or(0);
     let limits = ctx.shared.streams.limits();
+    let trimmed = std::cell::Cell::new(false);
     let add = |s: &mut Stream| -> Result<StreamId, Reply> {
         if s.last_id == StreamId::MAX {
             return Err(Reply::error(
@@ -354,7 +356,7 @@ pub fn xadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         })?;
         s.append(id, &pairs, limits);
         if let Some(how) = t.how {
-            s.trim(how, t.approx, t.limit);
+            trimmed.set(s.trim(how, t.approx, t.limit) > 0);
         }
         Ok(id)
     };
@@ -367,6 +369,10 @@ pub fn xadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         typed::write(ctx, &args[1], add)?
     };
     ctx.shared.blocking.signal(ctx.client.db, &args[1]);
+    notify(ctx, nt::STREAM, "xadd", &args[1]);
+    if trimmed.get() {
+        notify(ctx, nt::STREAM, "xtrim", &args[1]);
+    }
     Ok(id_reply(id))
 }
 
@@ -425,16 +431,23 @@ pub fn xdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .collect::<Result<Vec<_>, _>>()?;
     let deleted = modify(ctx, &args[1], |s| {
         ids.iter().filter(|id| s.delete(**id)).count()
-    })?;
-    Ok(Reply::Integer(deleted.unwrap_or(0) as i64))
+    })?
+    .unwrap_or(0);
+    if deleted > 0 {
+        notify(ctx, nt::STREAM, "xdel", &args[1]);
+    }
+    Ok(Reply::Integer(deleted as i64))
 }
 
 /// XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]
 pub fn xtrim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let t = parse_trim_args(ctx, args, false)?;
     let how = t.how.expect("checked by the parser");
-    let deleted = modify(ctx, &args[1], |s| s.trim(how, t.approx, t.limit))?;
-    Ok(Reply::Integer(deleted.unwrap_or(0) as i64))
+    let deleted = modify(ctx, &args[1], |s| s.trim(how, t.approx, t.limit))?.unwrap_or(0);
+    if deleted > 0 {
+        notify(ctx, nt::STREAM, "xtrim", &args[1]);
+    }
+    Ok(Reply::Integer(deleted as i64))
 }
 
 /// XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]
@@ -484,7 +497,11 @@ pub fn xsetid(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     })?;
     match done {
         None => Err(Reply::error(errors::NO_SUCH_KEY)),
-        Some(r) => r.map(|()| Reply::Ok),
+        Some(r) => {
+            r?;
+            notify(ctx, nt::STREAM, "xsetid", &args[1]);
+            Ok(Reply::Ok)
+        }
     }
 }
 

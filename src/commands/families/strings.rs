@@ -3,7 +3,9 @@
 //! the INCR family with INCRBYFLOAT, APPEND, STRLEN, GETRANGE (SUBSTR), SETRANGE.
 
 use crate::commands::families::cas::Cond;
+use crate::commands::families::locks;
 use crate::commands::families::long_double::LongDouble;
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Slot, Value, ValueRef};
@@ -200,6 +202,7 @@ fn set_generic(
     // lock: no key copy, no write lock, and nothing written, so nothing touched.
     if o.nx && !o.get && o.cond.is_none() && ctx.db().get(key, now).is_some() {
         ctx.shared.stats.locks.held.fetch_add(1, Relaxed);
+        locks::refused(ctx, key);
         return Ok(Reply::Null);
     }
     let fence = &ctx.shared.fence;
@@ -244,6 +247,7 @@ fn set_generic(
     if (o.nx && exists) || (o.xx && !exists) || cond_fails {
         if o.nx && exists {
             ctx.shared.stats.locks.held.fetch_add(1, Relaxed);
+            locks::refused(ctx, key);
         }
         return Ok(reply_skipped());
     }
@@ -252,8 +256,10 @@ fn set_generic(
     }
     // A lock (`store/lock.rs`): written with a TTL under a condition, or by a script.
     let lock = o.nx || o.cond.is_some() || ctx.in_script;
+    let mut was_lock = false;
     match slot {
         Slot::Occupied(mut e) => {
+            was_lock = e.is_lock();
             let keep = if o.ttl.keep_or_drop {
                 e.deadline_ms()
             } else {
@@ -283,6 +289,17 @@ fn set_generic(
                 v.insert_marked(entry, lock && deadline.is_some());
             }
         }
+    }
+    // Lock introspection: a grant, the holder's extension, or a lock rewritten
+    // into a plain key.
+    match deadline {
+        Some(d) if lock && d > now => locks::granted(ctx, key, value, d, was_lock),
+        _ if was_lock => locks::unmarked(ctx, key),
+        _ => {}
+    }
+    notify(ctx, nt::STRING, "set", key);
+    if deadline.is_some() {
+        notify(ctx, nt::GENERIC, "expire", key);
     }
     Ok(if o.get {
         old_value.map_or(Reply::Null, Reply::Bulk)
@@ -343,6 +360,8 @@ pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             ValueRef::Str(s) => {
                 let s = Bytes::copy_from_slice(s);
                 e.remove();
+                locks::released(ctx, &args[1]);
+                notify(ctx, nt::GENERIC, "del", &args[1]);
                 Ok(Reply::Bulk(s))
             }
             _ => Err(errors::wrongtype()),
@@ -380,15 +399,24 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         return Err(errors::wrongtype());
     };
     let s = Bytes::copy_from_slice(s);
+    let had_ttl = e.deadline_ms().is_some();
+    let mut event = None;
     if let Some(deadline) = ttl.deadline(ctx, "getex")? {
         e.set_deadline(Some(deadline));
+        event = Some("expire");
     } else if persist {
         e.set_deadline(None);
+        event = had_ttl.then_some("persist");
     }
-    let expired_now = matches!(e.deadline_ms(), Some(d) if d <= now);
-    drop(e);
-    if expired_now {
-        ctx.db().remove(&args[1], now);
+    if matches!(e.deadline_ms(), Some(d) if d <= now) {
+        // Deleted, as Redis deletes it: `del`, not `expired`.
+        e.remove();
+        event = Some("del");
+    } else {
+        drop(e);
+    }
+    if let Some(event) = event {
+        notify(ctx, nt::GENERIC, event, &args[1]);
     }
     Ok(Reply::Bulk(s))
 }
@@ -418,6 +446,7 @@ pub fn mset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let db = ctx.db();
     for pair in args[1..].chunks(2) {
         db.insert(&pair[0], Entry::new(Value::Str(pair[1].clone())));
+        notify(ctx, nt::STRING, "set", &pair[0]);
     }
     Ok(Reply::Ok)
 }
@@ -437,6 +466,7 @@ pub fn msetnx(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     for pair in args[1..].chunks(2) {
         db.insert(&pair[0], Entry::new(Value::Str(pair[1].clone())));
+        notify(ctx, nt::STRING, "set", &pair[0]);
     }
     Ok(Reply::Integer(1))
 }
@@ -478,11 +508,14 @@ pub fn append(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let old = s.len();
             let total = check_string_length(ctx, old, tail.len())?;
             e.str_resize(total)[old..].copy_from_slice(tail);
+            drop(e);
+            notify(ctx, nt::STRING, "append", &args[1]);
             Ok(Reply::Integer(total as i64))
         }
         Slot::Vacant(v) => {
             ctx.shared.fence.check_has_ttl()?;
             v.insert(Entry::new(Value::Str(tail.clone())));
+            notify(ctx, nt::STRING, "append", &args[1]);
             Ok(Reply::Integer(tail.len() as i64))
         }
     }
@@ -533,6 +566,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let mut s = vec![0; total];
             s[offset..].copy_from_slice(value);
             v.insert(Entry::new(Value::Str(Bytes::from(s))));
+            notify(ctx, nt::STRING, "setrange", &args[1]);
             Ok(Reply::Integer(total as i64))
         }
         Slot::Occupied(mut e) => {
@@ -546,6 +580,8 @@ pub fn setrange(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let end = check_string_length(ctx, offset, value.len())?;
             let total = old.max(end);
             e.str_resize(total)[offset..end].copy_from_slice(value);
+            drop(e);
+            notify(ctx, nt::STRING, "setrange", &args[1]);
             Ok(Reply::Integer(total as i64))
         }
     }
@@ -567,6 +603,8 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let incr = LongDouble::parse(&args[2]).ok_or_else(not_float)?;
             let next = current.add(&incr).ok_or_else(nan_or_inf)?;
             e.set_str(&next);
+            drop(e);
+            notify(ctx, nt::STRING, "incrbyfloat", &args[1]);
             Ok(Reply::Bulk(next))
         }
         Slot::Vacant(v) => {
@@ -574,6 +612,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             let next = LongDouble::zero().add(&incr).ok_or_else(nan_or_inf)?;
             ctx.shared.fence.check_has_ttl()?;
             v.insert(Entry::new(Value::Str(next.clone())));
+            notify(ctx, nt::STRING, "incrbyfloat", &args[1]);
             Ok(Reply::Bulk(next))
         }
     }
@@ -593,11 +632,14 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], delta: i64) -> CmdResult {
                 .checked_add(delta)
                 .ok_or_else(|| Reply::error(errors::OVERFLOW))?;
             e.set_str(itoa::Buffer::new().format(next).as_bytes());
+            drop(e);
+            notify(ctx, nt::STRING, "incrby", key);
             Ok(Reply::Integer(next))
         }
         Slot::Vacant(v) => {
             fence.check_has_ttl()?;
             v.insert(Entry::new(Value::Str(Bytes::from(delta.to_string()))));
+            notify(ctx, nt::STRING, "incrby", key);
             Ok(Reply::Integer(delta))
         }
     }

@@ -3,6 +3,7 @@
 //! new key (a new key has no TTL, so `--require-ttl` is checked), and removing a key
 //! whose collection became empty (Redis never keeps an empty one).
 
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, parse_i64, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Set, Slot, Value, ValueMut, ValueRef, ZSet};
@@ -81,6 +82,78 @@ pub(crate) fn modify<C: Collection, T>(
         e.remove();
     }
     Ok(Some(out))
+}
+
+/// `modify` with keyspace notifications: `f` also names the event of class `class`
+/// its change makes (`None`: it changed nothing), sent after the change, then `del`
+/// if the collection became empty and the key went (Redis's order).
+pub(crate) fn modify_notify<C: Collection, T>(
+    ctx: &Ctx,
+    key: &[u8],
+    class: u32,
+    f: impl FnOnce(&mut C) -> (T, Option<&'static str>),
+) -> Result<Option<T>, Reply> {
+    let Slot::Occupied(mut e) = ctx.db().entry(key, ctx.now_ms) else {
+        return Ok(None);
+    };
+    let c = C::of_mut(e.value_mut()).ok_or_else(errors::wrongtype)?;
+    let (out, event) = f(c);
+    let gone = c.is_empty();
+    if gone {
+        e.remove();
+    } else {
+        drop(e);
+    }
+    if let Some(event) = event {
+        notify(ctx, class, event, key);
+    }
+    if gone {
+        notify(ctx, nt::GENERIC, "del", key);
+    }
+    Ok(Some(out))
+}
+
+/// `write` with keyspace notifications, as `modify_notify` (a new key's `f` that
+/// fails or leaves it empty makes no event).
+pub(crate) fn write_notify<C: Collection, T>(
+    ctx: &Ctx,
+    key: &[u8],
+    class: u32,
+    f: impl FnOnce(&mut C) -> Result<(T, Option<&'static str>), Reply>,
+) -> Result<T, Reply> {
+    let mut event = None;
+    let mut emptied = false;
+    let out = match ctx.db().entry(key, ctx.now_ms) {
+        Slot::Occupied(mut e) => {
+            let c = C::of_mut(e.value_mut()).ok_or_else(errors::wrongtype)?;
+            let out = f(c);
+            if c.is_empty() {
+                e.remove();
+                emptied = true;
+            }
+            out.map(|(out, ev)| {
+                event = ev;
+                out
+            })
+        }
+        Slot::Vacant(v) => {
+            ctx.shared.fence.check_has_ttl()?;
+            let mut c = C::default();
+            let (out, ev) = f(&mut c)?;
+            if !c.is_empty() {
+                v.insert(Entry::new(c.into_value()));
+                event = ev;
+            }
+            Ok(out)
+        }
+    };
+    if let Some(event) = event {
+        notify(ctx, class, event, key);
+    }
+    if emptied {
+        notify(ctx, nt::GENERIC, "del", key);
+    }
+    out
 }
 
 /// Runs `f` on the collection at `key`, creating it when missing. Nothing empty is

@@ -286,7 +286,12 @@ fn reply(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
 fn store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
     let request = parse(ctx, args, 2, op, Output::Store)?;
     let members = combine(request, op);
-    store_members(ctx, &args[1], members)
+    let event = match op {
+        Op::Union => "zunionstore",
+        Op::Inter => "zinterstore",
+        Op::Diff => "zdiffstore",
+    };
+    store_members(ctx, &args[1], members, event)
 }
 
 pub fn zunion(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {

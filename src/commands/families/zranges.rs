@@ -6,7 +6,7 @@
 //! options, errors and checks come in the same order as in Redis 7.
 
 use crate::commands::families::typed::index_range;
-use crate::commands::families::zsets::{members_reply, modify, read, store_members, strtod};
+use crate::commands::families::zsets::{members_reply, modify_notify, read, store_members, strtod};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{LexBound, ScoreBound, ZSet};
@@ -202,7 +202,7 @@ fn range_generic(
         .transpose()?
         .unwrap_or_default();
     match store {
-        Some(dst) => store_members(ctx, dst, picked),
+        Some(dst) => store_members(ctx, dst, picked, "zrangestore"),
         None => Ok(members_reply(ctx, picked, r.with_scores)),
     }
 }
@@ -246,10 +246,16 @@ pub fn zlexcount(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 }
 
 /// Removes the members `pick` names; the key goes with its last member.
-fn remove_range(ctx: &mut Ctx, key: &[u8], pick: impl FnOnce(&ZSet) -> Vec<Vec<u8>>) -> CmdResult {
-    let removed = modify(ctx, key, |z| {
+fn remove_range(
+    ctx: &mut Ctx,
+    key: &[u8],
+    event: &'static str,
+    pick: impl FnOnce(&ZSet) -> Vec<Vec<u8>>,
+) -> CmdResult {
+    let removed = modify_notify(ctx, key, |z| {
         let doomed = pick(z);
-        doomed.iter().filter(|m| z.remove(m)).count()
+        let n = doomed.iter().filter(|m| z.remove(m)).count();
+        (n, (n > 0).then_some(event))
     })?;
     Ok(Reply::Integer(removed.unwrap_or(0) as i64))
 }
@@ -260,19 +266,25 @@ fn owned<'a>(iter: impl Iterator<Item = (&'a [u8], f64)>) -> Vec<Vec<u8>> {
 
 pub fn zremrangebyscore(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (lo, hi) = score_range(&args[2], &args[3])?;
-    remove_range(ctx, &args[1], |z| owned(z.by_score(lo, hi, false)))
+    remove_range(ctx, &args[1], "zremrangebyscore", |z| {
+        owned(z.by_score(lo, hi, false))
+    })
 }
 
 pub fn zremrangebylex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (lo, hi) = lex_range(&args[2], &args[3])?;
-    remove_range(ctx, &args[1], |z| owned(z.by_lex(&lo, &hi, false, 0)))
+    remove_range(ctx, &args[1], "zremrangebylex", |z| {
+        owned(z.by_lex(&lo, &hi, false, 0))
+    })
 }
 
 pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let (start, end) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    remove_range(ctx, &args[1], |z| match index_range(start, end, z.len()) {
-        Some((a, b)) => owned(z.by_rank(a, b, false).into_iter()),
-        None => Vec::new(),
+    remove_range(ctx, &args[1], "zremrangebyrank", |z| {
+        match index_range(start, end, z.len()) {
+            Some((a, b)) => owned(z.by_rank(a, b, false).into_iter()),
+            None => Vec::new(),
+        }
     })
 }
 

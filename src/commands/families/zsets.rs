@@ -8,6 +8,7 @@
 
 use crate::commands::exec::blocking::{blocking_pop, Pop};
 use crate::commands::families::typed::{self, parse_multi_pop};
+use crate::commands::notify as nt;
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, Value, ZSet};
@@ -22,25 +23,33 @@ pub(crate) fn read<T>(
     typed::read(ctx, key, f)
 }
 
-/// Runs `f` on an existing sorted set (see `typed::modify`).
-pub(crate) fn modify<T>(
+/// `write` with the sorted-set event `f` names (`typed::write_notify`).
+fn write_notify<T>(
     ctx: &Ctx,
     key: &[u8],
-    f: impl FnOnce(&mut ZSet) -> T,
-) -> Result<Option<T>, Reply> {
-    typed::modify(ctx, key, f)
-}
-
-/// Runs `f` on the sorted set at `key`, creating it when missing (see
-/// `typed::write`), then wakes BZPOPMIN waiters on it (a new member may be theirs).
-fn write<T>(
-    ctx: &Ctx,
-    key: &[u8],
-    f: impl FnOnce(&mut ZSet) -> Result<T, Reply>,
+    f: impl FnOnce(&mut ZSet) -> Result<(T, Option<&'static str>), Reply>,
 ) -> Result<T, Reply> {
-    let out = typed::write(ctx, key, f);
+    let out = typed::write_notify(ctx, key, nt::ZSET, f);
     ctx.shared.blocking.signal(ctx.client.db, key);
     out
+}
+
+/// `modify` with the sorted-set event `f` names (`typed::modify_notify`).
+pub(crate) fn modify_notify<T>(
+    ctx: &Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut ZSet) -> (T, Option<&'static str>),
+) -> Result<Option<T>, Reply> {
+    typed::modify_notify(ctx, key, nt::ZSET, f)
+}
+
+/// The pop event of an end.
+fn pop_event(max: bool) -> &'static str {
+    if max {
+        "zpopmax"
+    } else {
+        "zpopmin"
+    }
 }
 
 /// A score as ZADD and ZINCRBY read it (Redis's getDoubleFromObject): strtod over the
@@ -226,7 +235,7 @@ pub fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if f.xx && read(ctx, &args[1], |_| ())?.is_none() {
         return Ok(reply_none);
     }
-    write(ctx, &args[1], |z| {
+    write_notify(ctx, &args[1], |z| {
         let (mut added, mut updated, mut last) = (0, 0, None);
         for (pair, &score) in pairs.chunks(2).zip(&scores) {
             let (what, new_score) = add_one(z, &pair[1], score, f)?;
@@ -238,13 +247,15 @@ pub fn zadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
             last = Some(new_score);
         }
-        Ok(if f.incr {
+        let event = (added + updated > 0).then_some(if f.incr { "zincr" } else { "zadd" });
+        let reply = if f.incr {
             last.map_or(Reply::Null, Reply::Double)
         } else if f.ch {
             Reply::Integer(added + updated)
         } else {
             Reply::Integer(added)
-        })
+        };
+        Ok((reply, event))
     })
 }
 
@@ -255,15 +266,18 @@ pub fn zincrby(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         incr: true,
         ..AddFlags::default()
     };
-    write(ctx, &args[1], |z| {
-        add_one(z, &args[3], delta, f).map(|(_, score)| Reply::Double(score))
+    write_notify(ctx, &args[1], |z| {
+        let (what, score) = add_one(z, &args[3], delta, f)?;
+        let changed = matches!(what, Added::New | Added::Updated);
+        Ok((Reply::Double(score), changed.then_some("zincr")))
     })
 }
 
 /// ZREM key member... -> how many were removed.
 pub fn zrem(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let removed = modify(ctx, &args[1], |z| {
-        args[2..].iter().filter(|m| z.remove(m)).count()
+    let removed = modify_notify(ctx, &args[1], |z| {
+        let n = args[2..].iter().filter(|m| z.remove(m)).count();
+        (n, (n > 0).then_some("zrem"))
     })?;
     Ok(Reply::Integer(removed.unwrap_or(0) as i64))
 }
@@ -331,9 +345,16 @@ pub fn zrevrank(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// The STORE commands' end (ZUNIONSTORE..., ZRANGESTORE): `members` replace `dst`,
 /// whatever it held and its TTL; none delete it. Answers how many were stored, and
 /// wakes a BZPOPMIN waiting on `dst`.
-pub(crate) fn store_members(ctx: &mut Ctx, dst: &[u8], members: Vec<(Vec<u8>, f64)>) -> CmdResult {
+pub(crate) fn store_members(
+    ctx: &mut Ctx,
+    dst: &[u8],
+    members: Vec<(Vec<u8>, f64)>,
+    event: &'static str,
+) -> CmdResult {
     if members.is_empty() {
-        ctx.db().remove(dst, ctx.now_ms);
+        if ctx.db().remove(dst, ctx.now_ms) {
+            nt::notify(ctx, nt::GENERIC, "del", dst);
+        }
         return Ok(Reply::Integer(0));
     }
     ctx.shared.fence.check_has_ttl()?;
@@ -341,6 +362,7 @@ pub(crate) fn store_members(ctx: &mut Ctx, dst: &[u8], members: Vec<(Vec<u8>, f6
     let n = z.len();
     ctx.db().insert(dst, Entry::new(Value::ZSet(Box::new(z))));
     ctx.shared.blocking.signal(ctx.client.db, dst);
+    nt::notify(ctx, nt::ZSET, event, dst);
     Ok(Reply::Integer(n as i64))
 }
 
@@ -386,7 +408,12 @@ fn zpop(ctx: &mut Ctx, args: &[Bytes], max: bool) -> CmdResult {
             _ => return Err(Reply::error("ERR value is out of range, must be positive")),
         },
     };
-    let popped = modify(ctx, &args[1], |z| pop_many(z, max, count))?.unwrap_or_default();
+    let popped = modify_notify(ctx, &args[1], |z| {
+        let popped = pop_many(z, max, count);
+        let event = (!popped.is_empty()).then(|| pop_event(max));
+        (popped, event)
+    })?
+    .unwrap_or_default();
     // RESP3 nests pairs only when a count was given.
     let nested = ctx.client.proto >= 3 && args.len() == 3 && !ctx.in_script;
     Ok(pairs_reply(popped, nested))
@@ -427,7 +454,10 @@ fn parse_min_max(arg: &[u8]) -> Option<bool> {
 pub fn zmpop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let pop = parse_multi_pop(args, 1, parse_min_max)?;
     for key in pop.keys {
-        if let Some(popped) = modify(ctx, key, |z| pop_many(z, pop.end, pop.count))? {
+        let popped = modify_notify(ctx, key, |z| {
+            (pop_many(z, pop.end, pop.count), Some(pop_event(pop.end)))
+        })?;
+        if let Some(popped) = popped {
             return Ok(keyed_reply(key, popped, true));
         }
     }

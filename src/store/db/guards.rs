@@ -164,6 +164,8 @@ impl Vacant<'_, '_> {
     /// `insert`, marking the new entry as a lock when `lock` (`store/lock.rs`).
     pub fn insert_marked(mut self, entry: Entry, lock: bool) {
         self.db.tracked.changed(self.key);
+        // A delayed lock reads as absent: replacing it creates the key too.
+        self.db.created(self.key);
         let db = self.db;
         let (h, old) = match self.delayed {
             Some(old) => {

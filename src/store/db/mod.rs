@@ -1,3 +1,4 @@
+use super::events::{KeyEvents, EXPIRED, LOCK_EXPIRED, NEW};
 use super::lock::LockDelay;
 use super::packed::{access_clock, Leftover};
 use super::shard_table::{Table, View};
@@ -87,6 +88,10 @@ pub struct Db {
     clock: AtomicU32,
     /// The lock-delay (`store/lock.rs`), shared by every database.
     delay: Arc<LockDelay>,
+    /// Expired and new keys, for keyspace notifications (`events.rs`), shared.
+    events: Arc<KeyEvents>,
+    /// This database's number (what its events name).
+    index: usize,
 }
 
 /// What a write lookup found at a key.
@@ -112,7 +117,31 @@ impl Db {
             shards: (0..SHARDS).map(|_| Shard(RwLock::default())).collect(),
             watched: Watched::default(),
             clock: AtomicU32::new(0),
+            events: Arc::default(),
+            index: 0,
         }
+    }
+
+    /// Reports this database's expired and new keys, as database `index`, to `events`.
+    fn reporting(mut self, index: usize, events: Arc<KeyEvents>) -> Db {
+        self.index = index;
+        self.events = events;
+        self
+    }
+
+    /// Reports an expired key, and whether it was a lock (`events.rs`).
+    fn expired(&self, key: &[u8], lock: bool) {
+        let kinds = if lock {
+            EXPIRED | LOCK_EXPIRED
+        } else {
+            EXPIRED
+        };
+        self.events.report(self.index, kinds, key);
+    }
+
+    /// Reports a new key (`events.rs`).
+    fn created(&self, key: &[u8]) {
+        self.events.report(self.index, NEW, key);
     }
 
     /// The hash the shard tables use for `key`.
@@ -139,11 +168,13 @@ impl Db {
                 .find(hash, |p| {
                     p.key() == key && self.delay.reclaimable(p, now_ms)
                 })
-                .map(|h| table.delete(hash, h))
+                .map(|h| (table.view(h).is_lock(), table.delete(hash, h)))
         };
-        if gone.is_some() {
+        if let Some((lock, gone)) = gone {
+            drop(gone);
             self.watched.touch(key, false);
             self.tracked.changed(key);
+            self.expired(key, lock);
         }
     }
 
@@ -243,9 +274,11 @@ impl Db {
                 }
                 // Dropped under the lock: an expired entry here is rare (the sweeper
                 // reclaims them), and a write lock is held either way.
+                let lock = table.view(h).is_lock();
                 drop(table.delete(hash, h));
                 self.watched.touch(key, false);
                 self.tracked.changed(key);
+                self.expired(key, lock);
                 Found::Absent
             }
             Some(h) => Found::Live(h),
@@ -304,11 +337,16 @@ impl Db {
                 return false;
             };
             let live = !table.view(h).is_expired(now_ms);
-            (live, table.delete(hash, h))
+            let lock = table.view(h).is_lock();
+            (live, (lock, table.delete(hash, h)))
         };
+        let (lock, gone) = gone;
         drop(gone);
         self.watched.touch(key, false);
         self.tracked.changed(key);
+        if !live {
+            self.expired(key, lock);
+        }
         live
     }
 
@@ -323,7 +361,9 @@ impl Db {
                 return None;
             }
             if table.view(h).is_expired(now_ms) {
+                let lock = table.view(h).is_lock();
                 drop(table.delete(hash, h));
+                self.expired(key, lock);
                 None
             } else {
                 Some(table.take(hash, h))
@@ -345,10 +385,13 @@ impl Db {
                     let (h, old) = table.replace(hash, h, value, deadline_ms);
                     (h, Some(old))
                 }
-                None => (
-                    table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k)),
-                    None,
-                ),
+                None => {
+                    self.created(key);
+                    (
+                        table.insert_new(hash, key, value, deadline_ms, |k| self.hash(k)),
+                        None,
+                    )
+                }
             };
             table.view(h).touch(self.clock.load(Relaxed));
             old
@@ -573,19 +616,30 @@ pub struct Keyspace {
     dbs: Vec<Db>,
     tracked: Arc<TrackedKeys>,
     delay: Arc<LockDelay>,
+    events: Arc<KeyEvents>,
 }
 
 impl Keyspace {
     pub fn new(databases: usize, seed: u64) -> Keyspace {
         let tracked = Arc::new(TrackedKeys::default());
         let delay = Arc::new(LockDelay::default());
+        let events = Arc::new(KeyEvents::default());
         Keyspace {
             dbs: (0..databases)
-                .map(|_| Db::with_tracking(seed, tracked.clone(), delay.clone()))
+                .map(|i| {
+                    Db::with_tracking(seed, tracked.clone(), delay.clone())
+                        .reporting(i, events.clone())
+                })
                 .collect(),
             tracked,
             delay,
+            events,
         }
+    }
+
+    /// Expired and new keys of every database, for keyspace notifications.
+    pub fn events(&self) -> &KeyEvents {
+        &self.events
     }
 
     /// The lock-delay every database follows (`store/lock.rs`).

@@ -113,6 +113,7 @@ impl Db {
                         }
                         self.watched.touch(p.key(), false);
                         self.tracked.changed(p.key());
+                        self.expired(p.key(), p.is_lock());
                         let hash = self.hash(p.key());
                         gone.push(table.delete(hash, h));
                         if !table.slab().page_live(pi) {

@@ -104,7 +104,8 @@ pub fn geoadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         points.push((hash.align52() as f64, &t[2]));
     }
     let key = &args[1];
-    let out = typed::write(ctx, key, |z: &mut ZSet| {
+    // GEOADD is ZADD in Redis, and so is its event.
+    let out = typed::write_notify(ctx, key, crate::commands::notify::ZSET, |z: &mut ZSet| {
         let (mut added, mut changed) = (0, 0);
         for (score, member) in &points {
             match z.score(member) {
@@ -122,7 +123,11 @@ pub fn geoadd(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 }
             }
         }
-        Ok(Reply::Integer(if ch { added + changed } else { added }))
+        let event = (added + changed > 0).then_some("zadd");
+        Ok((
+            Reply::Integer(if ch { added + changed } else { added }),
+            event,
+        ))
     });
     ctx.shared.blocking.signal(ctx.client.db, key);
     out

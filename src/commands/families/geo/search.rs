@@ -5,6 +5,7 @@
 
 use super::hash::{point_of, Hash, Shape, ShapeKind};
 use super::{coord, distance_reply, float, lon_lat, radius_arg, read, unit};
+use crate::commands::notify::{self as nt, notify};
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Entry, ScoreBound, Value, ZSet};
@@ -218,7 +219,9 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Form) -> CmdResult {
     if let Some(dest) = s.store {
         crate::commands::check_fences_of(ctx, args)?;
         if !exists {
-            ctx.db().remove(dest, ctx.now_ms);
+            if ctx.db().remove(dest, ctx.now_ms) {
+                notify(ctx, nt::GENERIC, "del", dest);
+            }
             return Ok(Reply::Integer(0));
         }
     } else if !exists {
@@ -250,17 +253,31 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Form) -> CmdResult {
         f.dist /= conversion;
     }
     match s.store {
-        Some(dest) => store(ctx, dest, found, s.store_dist),
+        Some(dest) => {
+            let event = match kind {
+                Form::GeoSearchStore => "geosearchstore",
+                _ => "georadiusstore",
+            };
+            store(ctx, dest, found, s.store_dist, event)
+        }
         None => Ok(reply(found, &s)),
     }
 }
 
 /// STORE / STOREDIST / GEOSEARCHSTORE: the members found as a sorted set at `dest`
 /// (scored by geohash, or by distance), or `dest` deleted when none.
-fn store(ctx: &mut Ctx, dest: &Bytes, found: Vec<Found>, by_dist: bool) -> CmdResult {
+fn store(
+    ctx: &mut Ctx,
+    dest: &Bytes,
+    found: Vec<Found>,
+    by_dist: bool,
+    event: &'static str,
+) -> CmdResult {
     let n = found.len();
     if n == 0 {
-        ctx.db().remove(dest, ctx.now_ms);
+        if ctx.db().remove(dest, ctx.now_ms) {
+            notify(ctx, nt::GENERIC, "del", dest);
+        }
     } else {
         let members = found
             .into_iter()
@@ -271,6 +288,7 @@ fn store(ctx: &mut Ctx, dest: &Bytes, found: Vec<Found>, by_dist: bool) -> CmdRe
             dest,
             Entry::new(Value::ZSet(Box::new(ZSet::from_members(members)))),
         );
+        notify(ctx, nt::ZSET, event, dest);
     }
     Ok(Reply::Integer(n as i64))
 }

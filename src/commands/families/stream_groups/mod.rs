@@ -8,6 +8,7 @@ use crate::commands::families::streams::{
     unix_ms,
 };
 use crate::commands::families::typed;
+use crate::commands::notify as nt;
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::stream::Group;
@@ -169,13 +170,15 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 // MKSTREAM creates the key: the restart fence and the slot fence.
                 crate::commands::check_fences_of(ctx, args)?;
             }
-            typed::write(ctx, key, |s: &mut Stream| {
+            let created = typed::write(ctx, key, |s: &mut Stream| {
                 if s.groups.contains_key(&name[..]) {
                     return Err(Reply::error("BUSYGROUP Consumer Group name already exists"));
                 }
                 s.groups.insert(name.clone(), Group::new(id, entries_read));
                 Ok(Reply::Ok)
-            })
+            })?;
+            nt::notify(ctx, nt::STREAM, "xgroup-create", key);
+            Ok(created)
         }
         "setid" if args.len() == 5 || args.len() == 7 => {
             let id = if args[4][..] == b"$"[..] {
@@ -189,6 +192,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                     g.entries_read = entries_read;
                 }
             })?;
+            nt::notify(ctx, nt::STREAM, "xgroup-setid", key);
             Ok(Reply::Ok)
         }
         "destroy" => {
@@ -197,6 +201,7 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if gone {
                 // Readers blocked on the group get NOGROUP.
                 ctx.shared.blocking.signal(ctx.client.db, key);
+                nt::notify(ctx, nt::STREAM, "xgroup-destroy", key);
             }
             Ok(Reply::Integer(gone as i64))
         }
@@ -205,16 +210,24 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 s.groups
                     .get_mut(&name[..])
                     .is_some_and(|g| g.create_consumer(&args[4], now))
-            })?;
-            Ok(Reply::Integer(made.unwrap_or(false) as i64))
+            })?
+            .unwrap_or(false);
+            if made {
+                nt::notify(ctx, nt::STREAM, "xgroup-createconsumer", key);
+            }
+            Ok(Reply::Integer(made as i64))
         }
         "delconsumer" => {
             let pending = modify(ctx, key, |s| {
                 s.groups
                     .get_mut(&name[..])
                     .and_then(|g| g.delete_consumer(&args[4]))
-            })?;
-            Ok(Reply::Integer(pending.flatten().unwrap_or(0) as i64))
+            })?
+            .flatten();
+            if pending.is_some() {
+                nt::notify(ctx, nt::STREAM, "xgroup-delconsumer", key);
+            }
+            Ok(Reply::Integer(pending.unwrap_or(0) as i64))
         }
         _ => Err(sub_syntax("XGROUP", &args[1])),
     }

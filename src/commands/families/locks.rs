@@ -1,0 +1,405 @@
+//! Lock introspection: LOCKS LIST / LOCKS INFO, and the side table behind them.
+//!
+//! What a lock is, is the store's: a key with the `LOCK` bit (`store/lock.rs`: created
+//! or kept with a TTL by a conditional write, SET NX / IFEQ, FENCING.GRANT, or by a
+//! script). LOCKS LIST and INFO read the keyspace for those; what the keyspace does not
+//! keep (who took the lock, when, how often it was extended, how many were refused it)
+//! is in `Locks`, a side table with one entry per lock granted while introspection is
+//! on (`lock-introspection`, on by default; CONFIG SET it). Keys that are not locks have
+//! no entry and cost nothing; while it is off, every hook is one atomic load.
+//!
+//! An entry (`Holder`) is the token (a reference-counted copy of the value), the
+//! holder's `ClientInfo` (shared with the client registry: name, address and user are
+//! read when listed), the grant's wall time, the deadline, and two counters; with the
+//! table's key (a copy of the key) and hashbrown's slot it takes ~130 bytes plus the
+//! key's and token's lengths (docs/operations.md, "Seeing the locks").
+//!
+//! Counted here (INFO `locks`, the metrics): locks released by a command (DEL, UNLINK,
+//! DELIFEQ, DELEX, a release script's DEL), extensions (a lock's TTL set again: SET
+//! IFEQ ... PX, a script's PEXPIRE), locks that expired while held (never released),
+//! and overruns: a release that carries the token of a lock that had already expired
+//! (DELIFEQ / DELEX IFEQ, or a script given the token as an argument, naming the key):
+//! its holder kept working past its TTL, which only the server can see. The last 1024
+//! expired locks' tokens are kept for that.
+
+use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx, Spec};
+use crate::glob;
+use crate::node::{ClientInfo, Shared};
+use crate::protocol::{errors, Reply};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// How many expired locks' tokens are kept to recognise a late release.
+const RECENT: usize = 1024;
+
+/// The side table's key: the database's number (4 bytes), then the key's bytes.
+type LockKey = Box<[u8]>;
+
+fn lock_key(db: usize, key: &[u8]) -> LockKey {
+    let mut k = Vec::with_capacity(key.len() + 4);
+    k.extend_from_slice(&(db as u32).to_le_bytes());
+    k.extend_from_slice(key);
+    k.into_boxed_slice()
+}
+
+/// One held lock's record.
+struct Holder {
+    token: Box<[u8]>,
+    client: Arc<ClientInfo>,
+    /// Unix ms of the grant.
+    granted_unix_ms: i64,
+    /// Monotonic ms the lock's TTL ends (the last extension's).
+    deadline: u64,
+    extensions: u32,
+    refused: u32,
+}
+
+/// The side table and the lock counters of a node.
+pub struct Locks {
+    on: AtomicBool,
+    held: Mutex<HashMap<LockKey, Holder>>,
+    /// Locks that expired while held, newest last: (db and key, token).
+    expired: Mutex<VecDeque<(LockKey, Box<[u8]>)>>,
+    any_expired: AtomicBool,
+    /// Locks released by a command.
+    pub released: AtomicU64,
+    /// Lock TTLs set again by their holder.
+    pub extensions: AtomicU64,
+    /// Locks that reached their TTL without a release.
+    pub expired_held: AtomicU64,
+    /// Releases of a lock that had already expired.
+    pub overruns: AtomicU64,
+}
+
+impl Locks {
+    pub fn new(on: bool) -> Locks {
+        Locks {
+            on: AtomicBool::new(on),
+            held: Mutex::default(),
+            expired: Mutex::default(),
+            any_expired: AtomicBool::new(false),
+            released: AtomicU64::new(0),
+            extensions: AtomicU64::new(0),
+            expired_held: AtomicU64::new(0),
+            overruns: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether introspection is on (one load).
+    #[inline]
+    pub fn on(&self) -> bool {
+        self.on.load(Relaxed)
+    }
+
+    /// Locks in the side table (INFO's `locks_held`).
+    pub fn held(&self) -> usize {
+        self.held.lock().len()
+    }
+}
+
+/// Turns introspection on or off (CONFIG SET lock-introspection); off forgets the
+/// table.
+pub fn set_on(shared: &Shared, on: bool) {
+    shared.locks.on.store(on, Relaxed);
+    if !on {
+        shared.locks.held.lock().clear();
+    }
+    crate::commands::notify::want_store_events(shared);
+}
+
+/// A lock granted at `key` (new: `extension` false) or its TTL set again by the
+/// holder (`extension`), with `token`, until `deadline`.
+#[inline]
+pub fn granted(ctx: &Ctx, key: &[u8], token: &[u8], deadline: u64, extension: bool) {
+    if ctx.shared.locks.on() {
+        record_grant(ctx, key, token, deadline, extension);
+    }
+}
+
+#[cold]
+fn record_grant(ctx: &Ctx, key: &[u8], token: &[u8], deadline: u64, extension: bool) {
+    // A lock that expired at this key just now is settled first.
+    crate::commands::notify::flush(ctx.shared);
+    let locks = &ctx.shared.locks;
+    let mut held = locks.held.lock();
+    let k = lock_key(ctx.client.db, key);
+    if extension {
+        if let Some(h) = held.get_mut(&k) {
+            h.deadline = deadline;
+            h.extensions += 1;
+            if *h.token != *token {
+                h.token = token.into();
+            }
+            locks.extensions.fetch_add(1, Relaxed);
+            return;
+        }
+    }
+    held.insert(
+        k,
+        Holder {
+            token: token.into(),
+            client: ctx.client.info.clone(),
+            granted_unix_ms: ctx.shared.clock.mono_to_wall(ctx.now_ms),
+            deadline,
+            extensions: 0,
+            refused: 0,
+        },
+    );
+}
+
+/// A request for the lock at `key` refused because it is held.
+#[inline]
+pub fn refused(ctx: &Ctx, key: &[u8]) {
+    if ctx.shared.locks.on() {
+        count_refusal(ctx, key);
+    }
+}
+
+#[cold]
+fn count_refusal(ctx: &Ctx, key: &[u8]) {
+    let mut held = ctx.shared.locks.held.lock();
+    if let Some(h) = held.get_mut(&lock_key(ctx.client.db, key)) {
+        h.refused += 1;
+    }
+}
+
+/// `key` was removed by a command: a lock there is released.
+#[inline]
+pub fn released(ctx: &Ctx, key: &[u8]) {
+    if ctx.shared.locks.on() {
+        forget(ctx, key, true);
+    }
+}
+
+/// `key` was rewritten into no lock (SET without a condition): its record goes,
+/// uncounted.
+#[inline]
+pub fn unmarked(ctx: &Ctx, key: &[u8]) {
+    if ctx.shared.locks.on() {
+        forget(ctx, key, false);
+    }
+}
+
+#[cold]
+fn forget(ctx: &Ctx, key: &[u8], release: bool) {
+    let locks = &ctx.shared.locks;
+    let gone = locks.held.lock().remove(&lock_key(ctx.client.db, key));
+    if gone.is_some() && release {
+        locks.released.fetch_add(1, Relaxed);
+    }
+}
+
+/// A lock at `key` of database `db` expired (the store's event, `store::events`).
+pub fn expired(shared: &Shared, db: usize, key: Bytes) {
+    let locks = &shared.locks;
+    let now = shared.clock.now_ms();
+    let mut held = locks.held.lock();
+    let k = lock_key(db, &key);
+    // A new holder's entry stays (it was granted after the expiry).
+    if held.get(&k).is_none_or(|h| h.deadline > now) {
+        return;
+    }
+    let Some(h) = held.remove(&k) else {
+        return;
+    };
+    drop(held);
+    locks.expired_held.fetch_add(1, Relaxed);
+    let mut expired = locks.expired.lock();
+    if expired.len() == RECENT {
+        expired.pop_front();
+    }
+    expired.push_back((k, h.token));
+    locks.any_expired.store(true, Relaxed);
+}
+
+/// A release attempt of the lock at `key` with `token` that found it gone: an
+/// overrun if `token` is that of a lock that expired there.
+#[inline]
+pub fn late_release(ctx: &Ctx, key: &[u8], tokens: &[Bytes]) {
+    if ctx.shared.locks.any_expired.load(Relaxed) {
+        check_overrun(ctx.shared, ctx.client.db, key, tokens);
+    }
+}
+
+#[cold]
+fn check_overrun(shared: &Shared, db: usize, key: &[u8], tokens: &[Bytes]) {
+    let locks = &shared.locks;
+    let mut expired = locks.expired.lock();
+    let k = lock_key(db, key);
+    let found = expired
+        .iter()
+        .position(|(lk, t)| *lk == k && tokens.iter().any(|tok| **tok == **t));
+    if let Some(i) = found {
+        expired.remove(i);
+        locks.overruns.fetch_add(1, Relaxed);
+    }
+    locks.any_expired.store(!expired.is_empty(), Relaxed);
+}
+
+/// Whether tokens of expired locks are kept (one load): only then may a release be
+/// late.
+#[inline]
+pub fn any_expired(shared: &Shared) -> bool {
+    shared.locks.any_expired.load(Relaxed)
+}
+
+/// After a script (EVAL, EVALSHA, FCALL): each key it named whose lock expired, with
+/// that lock's token among its arguments, was released late.
+#[cold]
+pub fn script_ran(ctx: &Ctx, spec: &Spec, args: &[Bytes]) {
+    let keys: Vec<Bytes> = spec.keys(args).cloned().collect();
+    for key in &keys {
+        if !ctx.db().contains(key, ctx.now_ms) {
+            check_overrun(ctx.shared, ctx.client.db, key, &args[2..]);
+        }
+    }
+}
+
+/// What LOCKS shows of one lock: the keyspace's (value, TTL) and the side table's.
+fn describe(ctx: &Ctx, key: &Bytes, value: Bytes, deadline: Option<u64>) -> Reply {
+    let now = ctx.now_ms;
+    let ttl = deadline.map_or(-1, |d| d.saturating_sub(now) as i64);
+    let held = ctx.shared.locks.held.lock();
+    let h = held.get(&lock_key(ctx.client.db, key));
+    let text = |b: Option<Bytes>| b.map_or(Reply::Null, Reply::Bulk);
+    let int = |n: Option<i64>| n.map_or(Reply::Null, Reply::Integer);
+    let fields = vec![
+        ("key", Reply::Bulk(key.clone())),
+        ("value", Reply::Bulk(value)),
+        ("ttl-ms", Reply::Integer(ttl)),
+        ("client-id", int(h.map(|h| h.client.id as i64))),
+        (
+            "client-name",
+            text(h.and_then(|h| h.client.name.lock().clone())),
+        ),
+        (
+            "client-addr",
+            text(h.map(|h| Bytes::from(h.client.addr.to_string()))),
+        ),
+        ("user", text(h.map(|h| h.client.user.lock().clone()))),
+        (
+            "client-connected",
+            int(h.map(|h| ctx.shared.clients.contains_key(&h.client.id) as i64)),
+        ),
+        ("granted-unix-ms", int(h.map(|h| h.granted_unix_ms))),
+        (
+            "held-ms",
+            int(h.map(|h| (ctx.shared.clock.wall_ms() - h.granted_unix_ms).max(0))),
+        ),
+        ("extensions", int(h.map(|h| h.extensions as i64))),
+        ("refused", int(h.map(|h| h.refused as i64))),
+    ];
+    Reply::Map(
+        fields
+            .into_iter()
+            .map(|(k, v)| (Reply::bulk_str(k), v))
+            .collect(),
+    )
+}
+
+/// The lock at `key` now: its value (a string's, else empty) and deadline.
+fn lock_at(ctx: &Ctx, key: &[u8]) -> Option<(Bytes, Option<u64>)> {
+    let e = ctx.db().peek(key, ctx.now_ms)?;
+    if !e.is_lock() {
+        return None;
+    }
+    let value = match e.value() {
+        crate::store::ValueRef::Str(s) => Bytes::copy_from_slice(s),
+        _ => Bytes::new(),
+    };
+    Some((value, e.deadline_ms()))
+}
+
+const HELP: &[&str] = &[
+    "LOCKS <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LIST [MATCH <pattern>] [COUNT <count>]",
+    "    The locks of the current database: each one's key, value (token), TTL left,",
+    "    the client that took it (id, name, address, user, still connected), when,",
+    "    how long ago, how many times it was extended and how many requests for it",
+    "    were refused. COUNT bounds how many are listed (default 100).",
+    "INFO <key>",
+    "    The same fields for the lock at <key>; null when <key> holds no lock.",
+    "HELP",
+    "    Print this help.",
+];
+
+/// LOCKS LIST [MATCH pattern] [COUNT n] | LOCKS INFO key | LOCKS HELP
+pub fn locks(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let sub = &args[1];
+    let arity = |ok: bool, name: &str| {
+        ok.then_some(())
+            .ok_or_else(|| errors::wrong_arity(&format!("locks|{name}")))
+    };
+    if eq_ignore_case(sub, "help") {
+        arity(args.len() == 2, "help")?;
+        return Ok(Reply::Array(
+            HELP.iter().map(|l| Reply::status(l)).collect(),
+        ));
+    }
+    if eq_ignore_case(sub, "info") {
+        arity(args.len() == 3, "info")?;
+        return Ok(match lock_at(ctx, &args[2]) {
+            Some((value, deadline)) => describe(ctx, &args[2], value, deadline),
+            None => Reply::Null,
+        });
+    }
+    if eq_ignore_case(sub, "list") {
+        let mut pattern: Option<&[u8]> = None;
+        let mut count = 100usize;
+        let mut i = 2;
+        while i < args.len() {
+            let Some(value) = args.get(i + 1) else {
+                return Err(errors::syntax());
+            };
+            if eq_ignore_case(&args[i], "match") {
+                pattern = Some(value);
+            } else if eq_ignore_case(&args[i], "count") {
+                count = usize::try_from(int_arg(value)?)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| Reply::error("ERR COUNT must be positive"))?;
+            } else {
+                return Err(errors::syntax());
+            }
+            i += 2;
+        }
+        let mut keys = ctx.db().keys(ctx.now_ms);
+        keys.sort_unstable();
+        let mut out = Vec::new();
+        for key in keys {
+            if out.len() == count {
+                break;
+            }
+            if pattern.is_some_and(|p| !glob::matches(p, &key)) {
+                continue;
+            }
+            if let Some((value, deadline)) = lock_at(ctx, &key) {
+                out.push(describe(ctx, &key, value, deadline));
+            }
+        }
+        return Ok(Reply::Array(out));
+    }
+    Err(errors::unknown_subcommand("locks", sub))
+}
+
+/// INFO's `locks` section.
+pub fn info_section(shared: &Shared, out: &mut String) {
+    use std::fmt::Write;
+    let l = &shared.locks;
+    let s = &shared.stats.locks;
+    let _ = write!(
+        out,
+        "lock_introspection:{}\r\nlocks_held:{}\r\nlock_grants:{}\r\nlock_refusals_held:{}\r\nlock_releases:{}\r\nlock_extensions:{}\r\nlock_expired_held:{}\r\nlock_overruns:{}\r\n",
+        l.on() as u8,
+        l.held(),
+        s.grants.load(Relaxed),
+        s.held.load(Relaxed),
+        l.released.load(Relaxed),
+        l.extensions.load(Relaxed),
+        l.expired_held.load(Relaxed),
+        l.overruns.load(Relaxed),
+    );
+}
