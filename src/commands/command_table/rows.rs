@@ -58,7 +58,7 @@ pub(super) const ROWS: &[Row] = &[
     Row { name: "setex", arity: 4, flags: WRITE | FENCED | DENYOOM, cats: C_STRING, keys: &[ks(K_OW | K_UPDATE, at(1), range(0, 1, 0))] },
     Row { name: "psetex", arity: 4, flags: WRITE | FENCED | DENYOOM, cats: C_STRING, keys: &[ks(K_OW | K_UPDATE, at(1), range(0, 1, 0))] },
     Row { name: "getdel", arity: 2, flags: WRITE | FAST, cats: C_STRING, keys: &[ks(K_RW | K_ACCESS | K_DELETE, at(1), range(0, 1, 0))] },
-    Row { name: "getex", arity: -2, flags: WRITE | FAST, cats: C_STRING, keys: &[ks(K_RW | K_ACCESS | K_UPDATE, at(1), range(0, 1, 0))] },
+    Row { name: "getex", arity: -2, flags: WRITE | FAST | FENCED_BY_ARGS, cats: C_STRING, keys: &[ks(K_RW | K_ACCESS | K_UPDATE, at(1), range(0, 1, 0))] },
     Row { name: "mget", arity: -2, flags: READONLY | FAST, cats: C_STRING, keys: &[ks(K_RO | K_ACCESS, at(1), range(-1, 1, 0))] },
     Row { name: "mset", arity: -3, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_STRING, keys: &[ks(K_OW | K_UPDATE, at(1), range(-1, 2, 0))] },
     Row { name: "incr", arity: 2, flags: WRITE | FENCED | DENYOOM | FAST, cats: C_STRING, keys: &[ks(K_RW | K_ACCESS | K_UPDATE, at(1), range(0, 1, 0))] },
@@ -85,7 +85,7 @@ pub(super) const ROWS: &[Row] = &[
     Row { name: "bitcount", arity: -2, flags: READONLY, cats: C_BITMAP, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "bitpos", arity: -3, flags: READONLY, cats: C_BITMAP, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "bitop", arity: -4, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_BITMAP, keys: &[ks(K_OW | K_UPDATE, at(2), range(0, 1, 0)), ks(K_RO | K_ACCESS, at(3), range(-1, 1, 0))] },
-    Row { name: "bitfield", arity: -2, flags: WRITE | DENYOOM, cats: C_BITMAP, keys: &[ks(K_RW | K_ACCESS | K_UPDATE | K_VARIABLE_FLAGS, at(1), range(0, 1, 0))] },
+    Row { name: "bitfield", arity: -2, flags: WRITE | DENYOOM | FENCED_BY_ARGS, cats: C_BITMAP, keys: &[ks(K_RW | K_ACCESS | K_UPDATE | K_VARIABLE_FLAGS, at(1), range(0, 1, 0))] },
     Row { name: "bitfield_ro", arity: -2, flags: READONLY | FAST, cats: C_BITMAP, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "pfadd", arity: -2, flags: WRITE | FENCED | DENYOOM | FAST, cats: C_HYPERLOGLOG, keys: &[ks(K_RW | K_INSERT, at(1), range(0, 1, 0))] },
     Row { name: "pfcount", arity: -2, flags: READONLY | EXCLUSIVE, cats: C_HYPERLOGLOG, keys: &[ks(K_RW | K_ACCESS, at(1), range(-1, 1, 0))] },
@@ -99,9 +99,9 @@ pub(super) const ROWS: &[Row] = &[
     Row { name: "geohash", arity: -2, flags: READONLY, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "geosearch", arity: -7, flags: READONLY, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "geosearchstore", arity: -8, flags: WRITE | FENCED | DENYOOM | EXCLUSIVE, cats: C_GEO, keys: &[ks(K_OW | K_UPDATE, at(1), range(0, 1, 0)), ks(K_RO | K_ACCESS, at(2), range(0, 1, 0))] },
-    Row { name: "georadius", arity: -6, flags: WRITE | DENYOOM | EXCLUSIVE | GEO_STORE_KEYS, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STORE", 6), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STOREDIST", 6), range(0, 1, 0))] },
+    Row { name: "georadius", arity: -6, flags: WRITE | DENYOOM | EXCLUSIVE | GEO_STORE_KEYS | FENCED_BY_ARGS, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STORE", 6), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STOREDIST", 6), range(0, 1, 0))] },
     Row { name: "georadius_ro", arity: -6, flags: READONLY, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
-    Row { name: "georadiusbymember", arity: -5, flags: WRITE | DENYOOM | EXCLUSIVE | GEO_STORE_KEYS, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STORE", 5), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STOREDIST", 5), range(0, 1, 0))] },
+    Row { name: "georadiusbymember", arity: -5, flags: WRITE | DENYOOM | EXCLUSIVE | GEO_STORE_KEYS | FENCED_BY_ARGS, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STORE", 5), range(0, 1, 0)), ks(K_OW | K_UPDATE, keyword("STOREDIST", 5), range(0, 1, 0))] },
     Row { name: "georadiusbymember_ro", arity: -5, flags: READONLY, cats: C_GEO, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     // keys
     Row { name: "del", arity: -2, flags: WRITE, cats: C_KEYSPACE, keys: &[ks(K_RM | K_DELETE, at(1), range(-1, 1, 0))] },
@@ -270,7 +270,7 @@ pub(super) const ROWS: &[Row] = &[
     Row { name: "xinfo", arity: -2, flags: 0, cats: 0, keys: NO_KEYS },
     // SORT reads the keys its BY and GET patterns name, so it holds the gate
     // exclusively; STORE is fenced in the handler (a SORT without it writes nothing).
-    Row { name: "sort", arity: -2, flags: WRITE | DENYOOM | EXCLUSIVE | STORE_KEY | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST | C_DANGEROUS, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0)), ks(K_RO | K_ACCESS, UNKNOWN_BEGIN, UNKNOWN_FIND), ks(K_OW | K_UPDATE, UNKNOWN_BEGIN, UNKNOWN_FIND)] },
+    Row { name: "sort", arity: -2, flags: WRITE | DENYOOM | EXCLUSIVE | STORE_KEY | MOVABLE | FENCED_BY_ARGS, cats: C_SET | C_SORTEDSET | C_LIST | C_DANGEROUS, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0)), ks(K_RO | K_ACCESS, UNKNOWN_BEGIN, UNKNOWN_FIND), ks(K_OW | K_UPDATE, UNKNOWN_BEGIN, UNKNOWN_FIND)] },
     Row { name: "sort_ro", arity: -2, flags: READONLY | EXCLUSIVE | MOVABLE, cats: C_SET | C_SORTEDSET | C_LIST | C_DANGEROUS, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0)), ks(K_RO | K_ACCESS, UNKNOWN_BEGIN, UNKNOWN_FIND)] },
     // serialization: RESTORE makes a key, maybe with a TTL
     Row { name: "dump", arity: 2, flags: READONLY, cats: C_KEYSPACE, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
@@ -426,7 +426,7 @@ pub(super) const SUB_ROWS: &[SubRow] = &[
     SubRow { name: "cluster|shards", arity: 2, flags: 0, cats: C_SLOW, keys: NO_KEYS },
     SubRow { name: "cluster|slaves", arity: 3, flags: ADMIN, cats: C_ADMIN | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
     SubRow { name: "cluster|slots", arity: 2, flags: 0, cats: C_SLOW, keys: NO_KEYS },
-    SubRow { name: "xgroup|create", arity: -5, flags: WRITE | DENYOOM, cats: C_WRITE | C_STREAM | C_SLOW, keys: &[ks(K_RW | K_INSERT, at(2), range(0, 1, 0))] },
+    SubRow { name: "xgroup|create", arity: -5, flags: WRITE | DENYOOM | FENCED_BY_ARGS, cats: C_WRITE | C_STREAM | C_SLOW, keys: &[ks(K_RW | K_INSERT, at(2), range(0, 1, 0))] },
     SubRow { name: "xgroup|createconsumer", arity: 5, flags: WRITE | DENYOOM, cats: C_WRITE | C_STREAM | C_SLOW, keys: &[ks(K_RW | K_INSERT, at(2), range(0, 1, 0))] },
     SubRow { name: "xgroup|delconsumer", arity: 5, flags: WRITE, cats: C_WRITE | C_STREAM | C_SLOW, keys: &[ks(K_RW | K_DELETE, at(2), range(0, 1, 0))] },
     SubRow { name: "xgroup|destroy", arity: 4, flags: WRITE, cats: C_WRITE | C_STREAM | C_SLOW, keys: &[ks(K_RW | K_DELETE, at(2), range(0, 1, 0))] },
