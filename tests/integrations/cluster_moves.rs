@@ -381,3 +381,131 @@ async fn a_move_to_an_unreachable_node_is_refused_and_keeps_the_keys() {
     assert_eq!(a.handle().cluster_map_version(), 1);
     ca.check(&["GET", "job"], &bulk("X")).await;
 }
+
+/// r5: a mode change is a move. A served every slot in emulated mode; restarted in map
+/// mode with the cluster's first map, it publishes the slots it gave up, and the new
+/// node B that serves them fences them for the rest of A's max-ttl + 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emulated_to_map_fences_the_slots_the_node_gave_up() {
+    let dir = TempPath::new("cluster-mode-change");
+    let a = start_with(|c| {
+        c.cluster.mode = Mode::Emulated;
+        c.cluster.node_id = Some(node_id(0));
+        c.dir = Some(dir.0.clone());
+    })
+    .await;
+    let key = key_in(15495);
+    Raw::to(&a)
+        .await
+        .check(&["SET", &key, "X", "NX", "PX", "20000"], OK)
+        .await;
+    a.shutdown().await;
+    // B's port is taken first, so A's map file can name it.
+    let b_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let a_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let v1 = map_json(
+        1,
+        &[
+            (a_port, vec![(0, 8191)], None),
+            (b_port, vec![(8192, 16383)], None),
+        ],
+    );
+    let file = TempPath::new("cluster-mode-change-map");
+    std::fs::write(&file.0, &v1).unwrap();
+    let a = start_with(|c| {
+        map_mode(c, 0);
+        c.port = a_port;
+        c.dir = Some(dir.0.clone());
+        c.cluster.map_file = Some(file.0.clone());
+    })
+    .await;
+    let b = start_with(|c| {
+        map_mode(c, 1);
+        c.port = b_port;
+        c.cluster.map_file = Some(file.0.clone());
+    })
+    .await;
+    Raw::to(&a)
+        .await
+        .check(
+            &["GET", &key],
+            &err(&format!("MOVED 15495 127.0.0.1:{b_port}")),
+        )
+        .await;
+    let mut cb = Raw::to(&b).await;
+    let refused = cb.cmd(&["SET", &key, "Y", "NX", "PX", "20000"]).await;
+    assert!(refused.starts_with("-TRYAGAIN slot 15495"), "{refused}");
+    assert!(cb
+        .cmd(&["INFO", "cluster"])
+        .await
+        .contains("cluster_slots_fenced:8192\r\n"));
+}
+
+/// `redlockd slots move`: the operator's one command moves a slot with its keys to
+/// another node, in the safe order, and says what it moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlockd_slots_move_moves_a_slot_with_its_keys() {
+    let nodes = TestCluster::try_start_with(2, |i, mut c| {
+        map_mode(&mut c, i);
+        c
+    })
+    .await
+    .unwrap();
+    let (a, b) = (nodes.node(0), nodes.node(1));
+    let (pa, pb) = (a.addr().port(), b.addr().port());
+    let v1 = map_json(
+        1,
+        &[(pa, vec![(0, 8191)], None), (pb, vec![(8192, 16383)], None)],
+    );
+    assert_eq!(setmap(a, &v1).await, OK);
+    assert_eq!(setmap(b, &v1).await, OK);
+    let mut ca = Raw::to(a).await;
+    ca.check(&["SET", "job", "X", "NX", "PX", "20000"], OK)
+        .await;
+    ca.check(&["HSET", "{job}:cfg", "owner", "X"], &int(1))
+        .await;
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_redlockd"))
+            .args(["slots", "move", "--slots", "2906", "--to"])
+            .arg(format!("127.0.0.1:{pb}"))
+            .arg("--seed")
+            .arg(format!("127.0.0.1:{pa}"))
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("moved slots 2906 from 127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(": 2 keys"), "{stdout}");
+    assert!(
+        stdout.contains("map version 2 on every node of the map"),
+        "{stdout}"
+    );
+    assert_eq!(a.handle().cluster_map_version(), 2);
+    assert_eq!(b.handle().cluster_map_version(), 2);
+    let mut cb = Raw::to(b).await;
+    cb.check(&["GET", "job"], &bulk("X")).await;
+    cb.check(&["PTTL", "job"], &int(20_000)).await;
+    cb.check(&["HGET", "{job}:cfg", "owner"], &bulk("X")).await;
+    cb.check(&["SET", "job", "Y", "NX", "PX", "20000"], NIL)
+        .await;
+    ca.check(&["GET", "job"], &err(&format!("MOVED 2906 127.0.0.1:{pb}")))
+        .await;
+}

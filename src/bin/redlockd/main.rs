@@ -557,7 +557,9 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok(args);
     };
-    if first.starts_with('-') || ["cluster", "lock", "harness", "init", "help"].contains(&first) {
+    if first.starts_with('-')
+        || ["cluster", "lock", "harness", "init", "slots", "help"].contains(&first)
+    {
         return Ok(args);
     }
     let text = std::fs::read_to_string(first)
