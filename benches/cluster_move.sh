@@ -7,11 +7,13 @@
 #
 #   benches/cluster_move.sh [N...]       (default: 1000 100000)
 #   REDLOCKD=target/release/redlockd benches/cluster_move.sh 1000
-set -euo pipefail
+set -uo pipefail
 B=${REDLOCKD:-target/debug/redlockd}
 PA=${PORT_A:-23661}
 PB=${PORT_B:-23662}
 idof() { printf '%040x' "$1"; }
+trap 'kill "${pids[@]}" 2>/dev/null' EXIT
+pids=()
 for n in "${@:-1000 100000}"; do
   for N in $n; do
     D=$(mktemp -d /tmp/redlockd-bench-move-XXXX)
@@ -30,7 +32,7 @@ for n in "${@:-1000 100000}"; do
     echo "N=$N keys in slot 3300 on A: $(redis-cli -p $PA CLUSTER COUNTKEYSINSLOT 3300)"
     $B slots move --slots 3300 --to 127.0.0.1:$PB --seed 127.0.0.1:$PA
     echo "after: A has $(redis-cli -p $PA DBSIZE) keys, B has $(redis-cli -p $PB CLUSTER COUNTKEYSINSLOT 3300) in slot 3300"
-    kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
-    rm -rf "$D"
+    kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true
+    [ -n "${KEEP:-}" ] || rm -rf "$D"; echo "logs: $D"
   done
 done
