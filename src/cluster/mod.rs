@@ -1016,6 +1016,15 @@ impl Cluster {
             })
             .map_err(|e| format!("map refused: {e}"))?;
         tracing::info!(version, fenced_slots = fenced, "new cluster map installed");
+        // A map pushed by the operator is their word that it is current: a node
+        // waiting to confirm its saved map serves this one.
+        if !self.confirmed() {
+            tracing::info!(
+                version,
+                "the map was pushed with CLUSTER SETMAP: serving it"
+            );
+            self.set_confirmed();
+        }
         Ok((version, fenced))
     }
 

@@ -509,3 +509,46 @@ async fn redlockd_slots_move_moves_a_slot_with_its_keys() {
     ca.check(&["GET", "job"], &err(&format!("MOVED 2906 127.0.0.1:{pb}")))
         .await;
 }
+
+/// A node waiting to confirm its saved map (no other node answers) serves a map the
+/// operator pushes: CLUSTER SETMAP is their word that it is current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_map_ends_the_wait_for_confirmation() {
+    let dir = TempPath::new("cluster-confirm-push");
+    let config_a = |c: &mut Config| {
+        map_mode(c, 0);
+        c.dir = Some(dir.0.clone());
+    };
+    let a = start_with(config_a).await;
+    let pa = a.addr().port();
+    // Node 1 (port 1) never answers.
+    let v1 = map_json(
+        1,
+        &[
+            (pa, vec![(0, 8191)], None),
+            (1, vec![(8192, 16383)], Some(1000)),
+        ],
+    );
+    assert_eq!(setmap(&a, &v1).await, OK);
+    a.shutdown().await;
+    let a = start_with(config_a).await;
+    let mut ca = Raw::to(&a).await;
+    let key = key_in(100);
+    assert!(ca
+        .cmd(&["GET", &key])
+        .await
+        .starts_with("-CLUSTERDOWN The slot map is not confirmed"));
+    let v2 = map_json(
+        2,
+        &[
+            (pa, vec![(0, 8191)], None),
+            (1, vec![(8192, 16383)], Some(1000)),
+        ],
+    );
+    assert_eq!(setmap(&a, &v2).await, OK);
+    ca.check(&["GET", &key], NIL).await;
+    assert!(ca
+        .cmd(&["INFO", "cluster"])
+        .await
+        .contains("cluster_map_confirmed:1"));
+}
