@@ -65,6 +65,10 @@ pub use clock::Clock;
 #[cfg(feature = "server")]
 pub use config::Config;
 // `redlockd init`'s: the binary declares a brand-new node's data directory.
+/// The operator's slot move, for the binary's `slots move`.
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub use cluster::operator as cluster_operator;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub use durability::data_dir::NodeDir;

@@ -31,6 +31,14 @@ pub struct MapNode {
     pub port: u16,
     /// Inclusive ranges, as given.
     pub slots: Vec<(u16, u16)>,
+    /// What the node published: its `--max-ttl` in ms (no lock it granted lives
+    /// longer), so a node taking its slots fences them that long, whatever its own
+    /// setting. `None` until the node (or the operator) has said.
+    pub max_ttl_ms: Option<u64>,
+    /// What the node published: a bound above every fencing token it can have handed
+    /// out (its durable reservation plus `durability::tokens::RESTORE_LEAD`), so a node
+    /// taking its slots while it is unreachable raises its own mark past it.
+    pub token_bound: Option<u64>,
 }
 
 impl MapNode {
@@ -58,6 +66,8 @@ impl SlotMap {
                 host,
                 port,
                 slots: vec![(0, SLOTS as u16 - 1)],
+                max_ttl_ms: None,
+                token_bound: None,
             }],
             owner: vec![0; SLOTS].into_boxed_slice(),
         }
@@ -151,12 +161,19 @@ impl SlotMap {
             .nodes
             .iter()
             .map(|n| {
-                serde_json::json!({
+                let mut v = serde_json::json!({
                     "id": n.id,
                     "host": n.host,
                     "port": n.port,
                     "slots": n.slots.iter().map(|&(a, b)| vec![a, b]).collect::<Vec<_>>(),
-                })
+                });
+                if let Some(ms) = n.max_ttl_ms {
+                    v["max_ttl_ms"] = ms.into();
+                }
+                if let Some(t) = n.token_bound {
+                    v["token_bound"] = t.into();
+                }
+                v
             })
             .collect();
         serde_json::json!({ "version": self.version, "nodes": nodes }).to_string()
@@ -215,10 +232,9 @@ pub fn valid_id(id: &str) -> bool {
 
 fn parse_node(v: &Value) -> Result<MapNode, String> {
     let obj = v.as_object().ok_or("must be an object")?;
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !["id", "host", "port", "slots"].contains(&k.as_str()))
-    {
+    if let Some(k) = obj.keys().find(|k| {
+        !["id", "host", "port", "slots", "max_ttl_ms", "token_bound"].contains(&k.as_str())
+    }) {
         return Err(format!("unknown field {k:?}"));
     }
     let id = obj
@@ -260,11 +276,23 @@ fn parse_node(v: &Value) -> Result<MapNode, String> {
             ))?;
         slots.push((pair.0 as u16, pair.1 as u16));
     }
+    let count = |name: &str| -> Result<Option<u64>, String> {
+        match obj.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n <= i64::MAX as u64)
+                .map(Some)
+                .ok_or(format!("\"{name}\" must be a non-negative integer")),
+        }
+    };
     Ok(MapNode {
         id,
         host,
         port,
         slots,
+        max_ttl_ms: count("max_ttl_ms")?,
+        token_bound: count("token_bound")?,
     })
 }
 

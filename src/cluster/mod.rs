@@ -14,13 +14,18 @@
 //! lose slots first. The node's fencing-token mark is raised to `version << 40` when it
 //! takes slots, so tokens never go backwards across a move.
 
+pub mod confirm;
 pub mod map;
+pub mod migrate;
+pub mod operator;
+pub mod peer;
 pub use crate::slot;
 
 use crate::protocol::Reply;
 use map::{SlotMap, UNASSIGNED};
 use parking_lot::{Mutex, RwLock};
 use slot::{key_slot, SLOTS};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -64,6 +69,9 @@ pub struct ClusterConfig {
     /// A map file read at start (map mode); a newer map persisted in the data
     /// directory wins over it.
     pub map_file: Option<PathBuf>,
+    /// The user and password this node sends (AUTH) on its calls to the other nodes
+    /// of its map (`--cluster-auth`); `None`: no AUTH.
+    pub peer_auth: Option<(String, String)>,
 }
 
 impl ClusterConfig {
@@ -87,7 +95,12 @@ impl ClusterConfig {
 /// The file in the data directory that holds the last map installed.
 pub const MAP_FILE: &str = "cluster-map.json";
 
+/// The file in the data directory that records the cluster mode the node last ran
+/// in, and the slots a mode change released (`Cluster::change_mode`).
+pub const MODE_FILE: &str = "cluster-mode.json";
+
 /// What the node serves now: the map, its own place in it, and the slots it fences.
+#[derive(Clone)]
 pub struct View {
     pub map: SlotMap,
     /// This node's index in `map.nodes`.
@@ -127,11 +140,39 @@ pub struct Cluster {
     any_fenced: AtomicBool,
     /// Serialises map installs (check the version, persist, swap).
     installing: Mutex<()>,
-    /// How long a taken-over slot is fenced.
-    fence_ms: u64,
+    /// This node's `--max-ttl` in ms: published to the others (CLUSTER PEERSTATE,
+    /// its entry in GETMAP) as the fence they keep on slots they take from it.
+    max_ttl_ms: u64,
+    /// Added to the old owner's max-ttl (`config::RESTART_MARGIN`).
+    margin_ms: u64,
+    /// `--cluster-auth`: sent on calls to other nodes.
+    peer_auth: Option<(String, String)>,
+    /// Whether this node may serve the slots of its map: false from a start with a
+    /// map until enough nodes of the map have confirmed it is current (`confirm`).
+    confirmed: AtomicBool,
+    /// Why the map is not confirmed yet (the CLUSTERDOWN text and INFO's).
+    unconfirmed_why: Mutex<String>,
+    /// Ids of the nodes that asked this node for its state with a map no newer than
+    /// ours since it started: each one confirms the map as an answer would.
+    heard: Mutex<HashSet<String>>,
+    /// What other nodes published (max-ttl, token bound), by id, as last heard.
+    facts: Mutex<HashMap<String, Facts>>,
+    /// Per slot: the map version whose move sent this node the slot's keys
+    /// (`CLUSTER IMPORT`, `migrate`); 0: none. A slot gained at that version has
+    /// every key and is not fenced.
+    imported: Mutex<Box<[u64]>>,
+    /// Slots this node served under its previous mode and no longer serves (a mode
+    /// change is a move: `load`), until when (Unix ms): published in PEERSTATE, so
+    /// the nodes that now serve them fence them that long.
+    released: Mutex<(Vec<(u16, u16)>, i64)>,
+    clock: crate::clock::Clock,
+    /// The last move this node sent: keys, bytes, ms the writes were paused.
+    pub last_move: Mutex<(usize, usize, u64)>,
     /// Test hook: the move fence off (the mutual-exclusion checker must then find
     /// overlaps).
     fence_off: AtomicBool,
+    /// Test hook: a move sends no keys (the checker must then find overlaps).
+    keys_off: AtomicBool,
     pub moved: AtomicU64,
     pub crossslot: AtomicU64,
     pub clusterdown: AtomicU64,
@@ -142,6 +183,85 @@ pub enum Refusal {
     CrossSlot,
     Moved(u16, String),
     Unassigned,
+    /// The node started with a map it has not confirmed yet (`confirm`).
+    Unconfirmed(String),
+}
+
+/// What a peer published about itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Facts {
+    pub max_ttl_ms: Option<u64>,
+    pub token_bound: Option<u64>,
+}
+
+/// A peer's answer to CLUSTER PEERSTATE.
+#[derive(Debug)]
+pub struct PeerState {
+    pub id: String,
+    pub version: u64,
+    pub map: Option<SlotMap>,
+    pub max_ttl_ms: u64,
+    pub mark: u64,
+    pub token_bound: u64,
+    /// Slots the peer released by a mode change, and for how many more ms its locks
+    /// in them may live.
+    pub released: Vec<(u16, u16)>,
+    pub released_ms: u64,
+}
+
+impl PeerState {
+    fn parse(text: &[u8]) -> Result<PeerState, String> {
+        let v: serde_json::Value =
+            serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
+        let num = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_u64)
+                .ok_or(format!("no {k}"))
+        };
+        let map = match v.get("map") {
+            Some(m) if !m.is_null() => Some(SlotMap::parse(m.to_string().as_bytes(), true)?),
+            _ => None,
+        };
+        Ok(PeerState {
+            id: v
+                .get("id")
+                .and_then(|i| i.as_str())
+                .ok_or("no id")?
+                .to_string(),
+            version: num("version")?,
+            map,
+            max_ttl_ms: num("max_ttl_ms")?,
+            mark: num("mark")?,
+            token_bound: num("token_bound")?,
+            released: v
+                .get("released")
+                .and_then(|r| r.as_array())
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|r| {
+                            let (a, b) = (r.get(0)?.as_u64()?, r.get(1)?.as_u64()?);
+                            (a <= b && b < SLOTS as u64).then_some((a as u16, b as u16))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            released_ms: v.get("released_ms").and_then(|m| m.as_u64()).unwrap_or(0),
+        })
+    }
+}
+
+/// How long a call to a peer may take (connect, each write, each read).
+pub const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Runs blocking peer calls from a handler: off the async worker when on a
+/// multi-thread runtime (`block_in_place`), directly otherwise.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
 }
 
 impl Refusal {
@@ -152,18 +272,24 @@ impl Refusal {
             }
             Refusal::Moved(slot, addr) => Reply::error(format!("MOVED {slot} {addr}")),
             Refusal::Unassigned => Reply::error("CLUSTERDOWN Hash slot not served"),
+            Refusal::Unconfirmed(why) => {
+                Reply::error(format!("CLUSTERDOWN The slot map is not confirmed: {why}"))
+            }
         }
     }
 }
 
 impl Cluster {
-    /// `port` is the bound port; `fence_ms` the move fence's length.
+    /// `port` is the bound port; `max_ttl_ms` this node's max-ttl (published to the
+    /// others), `margin_ms` what a fence adds to an old owner's max-ttl.
     pub fn new(
         config: &ClusterConfig,
         my_id: String,
         bind: std::net::IpAddr,
         port: u16,
-        fence_ms: u64,
+        max_ttl_ms: u64,
+        margin_ms: u64,
+        clock: crate::clock::Clock,
     ) -> Cluster {
         let host = config.announce_host.clone().unwrap_or_else(|| {
             if bind.is_unspecified() {
@@ -183,8 +309,19 @@ impl Cluster {
             announce: (host, port),
             any_fenced: AtomicBool::new(false),
             installing: Mutex::new(()),
-            fence_ms,
+            max_ttl_ms,
+            margin_ms,
+            peer_auth: config.peer_auth.clone(),
+            confirmed: AtomicBool::new(true),
+            unconfirmed_why: Mutex::new(String::new()),
+            heard: Mutex::new(HashSet::new()),
+            facts: Mutex::new(HashMap::new()),
+            imported: Mutex::new(vec![0; SLOTS].into_boxed_slice()),
+            last_move: Mutex::new((0, 0, 0)),
+            released: Mutex::new((Vec::new(), 0)),
+            clock,
             fence_off: AtomicBool::new(false),
+            keys_off: AtomicBool::new(false),
             moved: AtomicU64::new(0),
             crossslot: AtomicU64::new(0),
             clusterdown: AtomicU64::new(0),
@@ -217,6 +354,14 @@ impl Cluster {
     /// be assigned, every other key must share it, then it must be ours.
     pub fn route<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) -> Result<Option<u16>, Refusal> {
         let mut slot = None;
+        if !self.confirmed.load(Ordering::Acquire) {
+            let mut keys = keys.peekable();
+            if keys.peek().is_some() {
+                self.clusterdown.fetch_add(1, Ordering::Relaxed);
+                return Err(Refusal::Unconfirmed(self.unconfirmed_why.lock().clone()));
+            }
+            return Ok(None);
+        }
         let view = self.view.read();
         for key in keys {
             let s = key_slot(key);
@@ -281,14 +426,30 @@ impl Cluster {
         self.fence_off.store(!on, Ordering::Relaxed);
     }
 
-    /// Installs a map: refused unless it is newer than the current one. Slots this
-    /// node gains are fenced (unless this is the cluster's first map, version 1, on a
-    /// node that had none: nobody served them before), and the token mark is raised
-    /// above every token a node of an older map can have given. `persist` writes the
-    /// map (durably) before it takes effect. Returns the number of slots fenced.
+    /// Test hook: slots given away move without their keys (or with them again).
+    #[doc(hidden)]
+    pub fn set_move_keys(&self, on: bool) {
+        self.keys_off.store(!on, Ordering::Relaxed);
+    }
+
+    /// Whether slots given away move with their keys (`migrate`).
+    pub fn moves_keys(&self) -> bool {
+        !self.keys_off.load(Ordering::Relaxed)
+    }
+
+    /// Installs a map: refused unless it is newer than the current one (the same map
+    /// again is accepted and changes nothing: a retried push). Slots this node gains
+    /// are fenced for their old owner's published max-ttl + the margin (unless this is
+    /// the cluster's first map, version 1, on a node that had none: nobody served them
+    /// before), and the token mark is raised above every token the old owner can have
+    /// given: its mark when it answers now, else the bound it published.
+    /// The old owners are asked (CLUSTER PEERSTATE) when they are reachable; an old
+    /// owner that neither answers nor ever published its max-ttl refuses the map.
+    /// `persist` writes the map (durably) before it takes effect. Returns the number
+    /// of slots fenced.
     pub fn install(
         &self,
-        map: SlotMap,
+        mut map: SlotMap,
         now_ms: u64,
         tokens: &crate::durability::tokens::TokenMark,
         persist: impl FnOnce(&str) -> std::io::Result<()>,
@@ -301,6 +462,10 @@ impl Cluster {
         }
         let _one = self.installing.lock();
         let old = self.view();
+        self.fill_facts(&mut map, &old.map, tokens);
+        if map.version == old.map.version && same_layout(&map, &old.map) {
+            return Ok(0);
+        }
         if map.version <= old.map.version {
             return Err(format!(
                 "map version {} is not newer than this node's {}",
@@ -309,6 +474,71 @@ impl Cluster {
         }
         let mut next = View::new(map, &self.my_id);
         let first = old.map.nodes.is_empty() && next.map.version == 1;
+        let fence_off = self.fence_off.load(Ordering::Relaxed);
+        // The old owners of the slots this node gains, asked now where they answer.
+        let mut gained_from: Vec<u16> = Vec::new();
+        let imported = self.imported.lock().clone();
+        let version = next.map.version;
+        let with_keys = |s: usize| imported[s] == version;
+        if let Some(me) = next.me {
+            for s in 0..SLOTS {
+                if next.map.owner[s] == me && !old.owns(s as u16) && !with_keys(s) {
+                    let o = old.map.owner[s];
+                    if !gained_from.contains(&o) {
+                        gained_from.push(o);
+                    }
+                }
+            }
+        }
+        let mut fence_of: HashMap<u16, u64> = HashMap::new();
+        let mut token_floor = next.map.version << map::TOKEN_SHIFT;
+        if !first && !fence_off && !gained_from.is_empty() {
+            let unknown_owner_ms = next
+                .map
+                .nodes
+                .iter()
+                .filter_map(|n| n.max_ttl_ms)
+                .max()
+                .unwrap_or(self.max_ttl_ms);
+            for &o in &gained_from {
+                let Some(owner) = old.map.nodes.get(usize::from(o)) else {
+                    // No known previous owner (the slot was unassigned, or this node
+                    // had no map): the longest max-ttl any node of the map published.
+                    fence_of.insert(o, unknown_owner_ms + self.margin_ms);
+                    continue;
+                };
+                let known = self
+                    .facts
+                    .lock()
+                    .get(&owner.id)
+                    .copied()
+                    .unwrap_or_default();
+                // What the new map says it published, else what the old map said.
+                let in_next = next.map.nodes.iter().find(|n| n.id == owner.id);
+                let published =
+                    |f: fn(&map::MapNode) -> Option<u64>| in_next.and_then(f).or(f(owner));
+                let asked = blocking(|| self.ask(&owner.addr(), old.map.version));
+                let (ttl, floor) = match asked {
+                    Ok(st) => (Some(st.max_ttl_ms), Some(st.mark)),
+                    Err(e) => {
+                        tracing::warn!(node = %owner.id, addr = %owner.addr(), error = %e, "the old owner of slots this node takes did not answer: fencing them from what it published");
+                        (
+                            known.max_ttl_ms.or(published(|n| n.max_ttl_ms)),
+                            known.token_bound.or(published(|n| n.token_bound)),
+                        )
+                    }
+                };
+                let ttl = ttl.ok_or(format!(
+                    "node {} ({}), the old owner of slots this map gives to this node, did not answer and never published its max-ttl: give \"max_ttl_ms\" in its entry of the map",
+                    owner.id,
+                    owner.addr()
+                ))?;
+                fence_of.insert(o, ttl + self.margin_ms);
+                token_floor = token_floor.max(floor.unwrap_or(0));
+            }
+        }
+        // What the old owners answered is in the map this node serves and persists.
+        self.fill_facts(&mut next.map, &old.map, tokens);
         let mut fenced = 0;
         if let Some(me) = next.me {
             for s in 0..SLOTS {
@@ -316,17 +546,19 @@ impl Cluster {
                 if next.map.owner[s] != me {
                     continue;
                 }
-                if !old.owns(s as u16) && !first && !self.fence_off.load(Ordering::Relaxed) {
-                    next.fenced_until[s] = now_ms + self.fence_ms;
-                    fenced += 1;
-                } else if carried > now_ms {
-                    next.fenced_until[s] = carried;
+                match fence_of.get(&old.map.owner[s]) {
+                    Some(&ms) if !old.owns(s as u16) && !with_keys(s) => {
+                        next.fenced_until[s] = now_ms + ms;
+                        fenced += 1;
+                    }
+                    _ if carried > now_ms => next.fenced_until[s] = carried,
+                    _ => {}
                 }
             }
         }
-        if fenced > 0 {
+        if !gained_from.is_empty() && !first {
             tokens
-                .raise(next.map.version << map::TOKEN_SHIFT)
+                .raise(token_floor)
                 .map_err(|e| format!("cannot raise the token mark durably: {e}"))?;
         }
         let text = persisted_text(&next.map, &ranges_of(&next.fenced_until, now_ms));
@@ -338,15 +570,416 @@ impl Cluster {
         Ok(fenced)
     }
 
+    /// Fills the facts a map leaves out: this node's own entry gets its max-ttl and
+    /// token bound; another node's, what it published before (an older map's entry,
+    /// or what it answered).
+    fn fill_facts(
+        &self,
+        map: &mut SlotMap,
+        old: &SlotMap,
+        tokens: &crate::durability::tokens::TokenMark,
+    ) {
+        let facts = self.facts.lock();
+        for n in &mut map.nodes {
+            if n.id == self.my_id {
+                n.max_ttl_ms = Some(self.max_ttl_ms);
+                n.token_bound = Some(own_token_bound(tokens));
+                continue;
+            }
+            let before = old.nodes.iter().find(|m| m.id == n.id);
+            let known = facts.get(&n.id);
+            n.max_ttl_ms = n
+                .max_ttl_ms
+                .or(known.and_then(|f| f.max_ttl_ms))
+                .or(before.and_then(|m| m.max_ttl_ms));
+            n.token_bound = n
+                .token_bound
+                .or(known.and_then(|f| f.token_bound))
+                .or(before.and_then(|m| m.token_bound));
+        }
+    }
+
+    /// Asks the node at `addr` for its state (CLUSTER PEERSTATE), saying this node's
+    /// id and map version; remembers what it published.
+    pub fn ask(&self, addr: &str, my_version: u64) -> Result<PeerState, String> {
+        let version = my_version.to_string();
+        let text = peer::call_once(
+            addr,
+            PEER_TIMEOUT,
+            self.peer_auth.as_ref(),
+            &[
+                b"CLUSTER",
+                b"PEERSTATE",
+                self.my_id.as_bytes(),
+                version.as_bytes(),
+            ],
+        )?;
+        let st =
+            PeerState::parse(&text).map_err(|e| format!("{addr}: bad PEERSTATE reply: {e}"))?;
+
+        self.facts.lock().insert(
+            st.id.clone(),
+            Facts {
+                max_ttl_ms: Some(st.max_ttl_ms),
+                token_bound: Some(st.token_bound),
+            },
+        );
+        Ok(st)
+    }
+
+    /// CLUSTER PEERSTATE <asker id> <asker's map version>: this node's state as JSON
+    /// (id, map version, map, max-ttl, token mark and bound). An asker whose map is no
+    /// newer than ours counts as one confirmation of it (`confirm`).
+    pub fn peer_state(
+        &self,
+        asker: &str,
+        asker_version: u64,
+        tokens: &crate::durability::tokens::TokenMark,
+    ) -> String {
+        let view = self.view();
+        if asker_version <= view.map.version && asker != self.my_id {
+            self.heard.lock().insert(asker.to_string());
+        }
+        let released = self.released.lock().clone();
+        let released_ms = (released.1 - self.clock.wall_ms()).max(0);
+        let map = if view.map.nodes.is_empty() {
+            serde_json::Value::Null
+        } else {
+            let mut m = view.map.clone();
+            self.fill_facts(&mut m, &view.map, tokens);
+            serde_json::from_str(&m.to_json()).unwrap_or_default()
+        };
+        serde_json::json!({
+            "id": self.my_id,
+            "version": view.map.version,
+            "map": map,
+            "max_ttl_ms": self.max_ttl_ms,
+            "mark": tokens.get(),
+            "token_bound": own_token_bound(tokens),
+            "released": released.0.iter().map(|&(a, b)| vec![a, b]).collect::<Vec<_>>(),
+            "released_ms": released_ms,
+        })
+        .to_string()
+    }
+
+    /// Fences the slots of `ranges` this node serves for `ms` (from now), unless
+    /// already fenced longer: another node served them under its previous mode.
+    fn fence_released(&self, ranges: &[(u16, u16)], ms: u64) {
+        let _one = self.installing.lock();
+        let now = self.clock.now_ms();
+        let mut view = (*self.view()).clone();
+        let mut changed = 0;
+        for &(a, b) in ranges {
+            for s in a..=b {
+                let serves = self.mode != Mode::Map || view.owns(s);
+                let until = &mut view.fenced_until[usize::from(s)];
+                if serves && *until < now + ms {
+                    *until = now + ms;
+                    changed += 1;
+                }
+            }
+        }
+        if changed > 0 {
+            tracing::warn!(
+                slots = changed,
+                fence_ms = ms,
+                "another node served these slots under its previous cluster mode: fenced"
+            );
+            self.any_fenced.store(true, Ordering::Relaxed);
+            *self.view.write() = Arc::new(view);
+        }
+    }
+
+    /// Every mode change is a move (`load`): what the previous mode served that this
+    /// one does not is released (published until the node's own locks there have
+    /// expired), and what this one serves that the previous did not is fenced for
+    /// the longest max-ttl the previous map published. A node without a record
+    /// (new: `redlockd init`, or no --dir) changes nothing.
+    fn change_mode(&self, dir: &Path, now_ms: u64) -> Result<(), String> {
+        let path = dir.join(MODE_FILE);
+        let wall = self.clock.wall_ms();
+        let prev: Option<serde_json::Value> = match std::fs::read(&path) {
+            Ok(b) => {
+                Some(serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display()))?)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let prev_mode = prev
+            .as_ref()
+            .and_then(|v| v["mode"].as_str().map(str::to_string));
+        let mut released: (Vec<(u16, u16)>, i64) = prev
+            .as_ref()
+            .map(|v| {
+                let until = v["released_until_unix_ms"].as_i64().unwrap_or(0);
+                let ranges = v["released"]
+                    .as_array()
+                    .map(|l| {
+                        l.iter()
+                            .filter_map(|r| {
+                                Some((r.get(0)?.as_u64()? as u16, r.get(1)?.as_u64()? as u16))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (ranges, until)
+            })
+            .filter(|(_, until)| *until > wall)
+            .unwrap_or_default();
+        let view = self.view();
+        let served_all_before = matches!(prev_mode.as_deref(), Some("off" | "emulated"));
+        let serves_all_now = self.mode != Mode::Map;
+        if served_all_before && !serves_all_now {
+            let mut gone: Vec<(u16, u16)> = Vec::new();
+            for s in 0..SLOTS as u16 {
+                if !view.owns(s) {
+                    match gone.last_mut() {
+                        Some(last) if last.1 + 1 == s => last.1 = s,
+                        _ => gone.push((s, s)),
+                    }
+                }
+            }
+            if !gone.is_empty() {
+                tracing::warn!(from = prev_mode.as_deref().unwrap_or(""), to = self.mode.name(), "cluster mode changed: the slots this node no longer serves are published as released for max-ttl + margin, and fenced by the nodes that serve them");
+                released = (gone, wall + (self.max_ttl_ms + self.margin_ms) as i64);
+            }
+        }
+        if prev_mode.as_deref() == Some("map") && serves_all_now {
+            // The saved map says which slots others served.
+            if let Ok(bytes) = std::fs::read(dir.join(MAP_FILE)) {
+                let (old, _) = parse_persisted(&bytes).map_err(|e| format!("{MAP_FILE}: {e}"))?;
+                let me = old.position(&self.my_id);
+                let ttl = old
+                    .nodes
+                    .iter()
+                    .filter(|n| n.id != self.my_id)
+                    .filter_map(|n| n.max_ttl_ms)
+                    .max()
+                    .unwrap_or(self.max_ttl_ms);
+                let mut next = (*view).clone();
+                let mut fenced = 0;
+                for s in 0..SLOTS {
+                    if old.owner[s] != UNASSIGNED && Some(old.owner[s]) != me {
+                        next.fenced_until[s] = now_ms + ttl + self.margin_ms;
+                        fenced += 1;
+                    }
+                }
+                if fenced > 0 {
+                    tracing::warn!(
+                        slots = fenced,
+                        fence_ms = ttl + self.margin_ms,
+                        "cluster mode changed from map: the slots other nodes served are fenced"
+                    );
+                    self.any_fenced.store(true, Ordering::Relaxed);
+                    *self.view.write() = Arc::new(next);
+                }
+            }
+        }
+        let record = serde_json::json!({
+            "mode": self.mode.name(),
+            "released": released.0.iter().map(|&(a, b)| vec![a, b]).collect::<Vec<_>>(),
+            "released_until_unix_ms": released.1,
+        });
+        crate::durability::atomic_write(&path, record.to_string().as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        *self.released.lock() = released;
+        Ok(())
+    }
+
+    /// This node's `--max-ttl` in ms, as it publishes it.
+    pub fn max_ttl_ms(&self) -> u64 {
+        self.max_ttl_ms
+    }
+
+    /// `--cluster-auth`, for calls to other nodes.
+    pub fn peer_auth(&self) -> Option<&(String, String)> {
+        self.peer_auth.as_ref()
+    }
+
+    /// `CLUSTER IMPORT`'s bookkeeping: `slots` arrive with their keys for the map of
+    /// `version` (which must be newer than ours: an older move is stale).
+    pub fn note_import(
+        &self,
+        from: &str,
+        max_ttl_ms: u64,
+        slots: &[bool],
+        version: u64,
+    ) -> Result<(), String> {
+        let mut facts = self.facts.lock();
+        let f = facts.entry(from.to_string()).or_default();
+        f.max_ttl_ms = Some(max_ttl_ms);
+        drop(facts);
+        let current = self.view().map.version;
+        if self.mode != Mode::Map {
+            return Err("this node does not run with --cluster-mode map".into());
+        }
+        if version <= current {
+            return Err(format!(
+                "map version {version} is not newer than this node's {current}"
+            ));
+        }
+        let mut imported = self.imported.lock();
+        for (s, &on) in slots.iter().enumerate() {
+            if on {
+                imported[s] = version;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the node serves the slots of its map (false until a map a node
+    /// started with is confirmed).
+    pub fn confirmed(&self) -> bool {
+        self.confirmed.load(Ordering::Acquire)
+    }
+
+    /// Why the map is not confirmed (empty once it is).
+    pub fn unconfirmed_why(&self) -> String {
+        self.unconfirmed_why.lock().clone()
+    }
+
+    /// One confirmation round (`confirm`): asks every other node of the map for its
+    /// state; a newer map among the answers is installed (and serves at once); else
+    /// the map is confirmed once a majority of the map's nodes (this one included, and
+    /// those that asked us with a map no newer) have it or an older one. Returns
+    /// whether the map is confirmed.
+    pub fn confirm_round(
+        &self,
+        now_ms: u64,
+        tokens: &crate::durability::tokens::TokenMark,
+        dir: Option<&Path>,
+    ) -> bool {
+        if self.confirmed() {
+            return true;
+        }
+        let view = self.view();
+        let others = self.others();
+        let answers = self.ask_all(&others, view.map.version);
+        let newest = answers
+            .iter()
+            .filter_map(|a| a.as_ref().ok())
+            .filter(|a| a.version > view.map.version)
+            .max_by_key(|a| a.version);
+        if let Some(newest) = newest {
+            if let Some(map) = &newest.map {
+                let version = map.version;
+                match self.install(map.clone(), now_ms, tokens, |text| match dir {
+                    Some(dir) => write_durably(dir, text),
+                    None => Ok(()),
+                }) {
+                    Ok(fenced) => {
+                        tracing::warn!(version, from = %newest.id, fenced_slots = fenced, "the saved slot map was stale: installed the newer map a node of the cluster serves");
+                        self.set_confirmed();
+                        return true;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot install the newer map a node serves")
+                    }
+                }
+            }
+        }
+        let mut with_us: HashSet<&str> = HashSet::new();
+        if view.me.is_some() {
+            with_us.insert(&self.my_id);
+        }
+        for (a, (id, _)) in answers.iter().zip(&others) {
+            if matches!(a, Ok(st) if st.version <= view.map.version) {
+                with_us.insert(id);
+            }
+        }
+        let heard = self.heard.lock().clone();
+        for (id, _) in &others {
+            if heard.contains(id) {
+                with_us.insert(id);
+            }
+        }
+        let need = view.map.nodes.len() / 2 + 1;
+        if with_us.len() >= need {
+            tracing::info!(
+                version = view.map.version,
+                confirmed_by = with_us.len(),
+                of = view.map.nodes.len(),
+                "the slot map is confirmed: serving its slots"
+            );
+            self.set_confirmed();
+            return true;
+        }
+        let why = format!(
+            "this node started with its saved map (version {}) and serves no slot until a majority of the map's nodes confirm it is current: {} of the {} needed answered (CLUSTER INFO, INFO cluster)",
+            view.map.version,
+            with_us.len(),
+            need
+        );
+        let mut last = self.unconfirmed_why.lock();
+        if *last != why {
+            tracing::warn!(unreachable = ?answers.iter().filter_map(|a| a.as_ref().err()).collect::<Vec<_>>(), "{why}");
+            *last = why;
+        }
+        false
+    }
+
+    /// Asks each of `others` (id, address) at once; the answers in their order.
+    pub fn ask_all(
+        &self,
+        others: &[(String, String)],
+        version: u64,
+    ) -> Vec<Result<PeerState, String>> {
+        let answers = self.ask_many(others, version);
+        // Slots a peer released by a mode change are fenced where this node serves
+        // them (not from `ask`: `install` calls it holding the install lock).
+        for st in answers.iter().flatten() {
+            if st.released_ms > 0 && !st.released.is_empty() && st.id != self.my_id {
+                self.fence_released(&st.released, st.released_ms + self.margin_ms);
+            }
+        }
+        answers
+    }
+
+    /// Asks each of `others` at once, learning what they publish; nothing more.
+    fn ask_many(
+        &self,
+        others: &[(String, String)],
+        version: u64,
+    ) -> Vec<Result<PeerState, String>> {
+        std::thread::scope(|scope| {
+            let calls: Vec<_> = others
+                .iter()
+                .map(|(_, addr)| scope.spawn(|| self.ask(addr, version)))
+                .collect();
+            calls
+                .into_iter()
+                .map(|c| c.join().unwrap_or_else(|_| Err("panicked".into())))
+                .collect()
+        })
+    }
+
+    /// The other nodes of the map: (id, address).
+    pub fn others(&self) -> Vec<(String, String)> {
+        (self.view().map.nodes.iter())
+            .filter(|n| n.id != self.my_id)
+            .map(|n| (n.id.clone(), n.addr()))
+            .collect()
+    }
+
+    fn set_confirmed(&self) {
+        self.unconfirmed_why.lock().clear();
+        self.confirmed.store(true, Ordering::Release);
+    }
+
     /// At boot: the map persisted in the data directory, served as it was, except that
     /// a fence the map file records as pending is raised again for its full length
     /// (the monotonic clock does not survive a restart).
-    pub fn restore(&self, map: SlotMap, fenced: &[(u16, u16)], now_ms: u64) {
+    pub fn restore(&self, map: SlotMap, fenced: &[(u16, u16, u64)], now_ms: u64) {
         let mut view = View::new(map, &self.my_id);
-        for &(a, b) in fenced {
+        for &(a, b, ms) in fenced {
+            let ms = if ms == 0 {
+                self.max_ttl_ms + self.margin_ms
+            } else {
+                ms
+            };
             for s in a..=b {
                 if view.owns(s) {
-                    view.fenced_until[usize::from(s)] = now_ms + self.fence_ms;
+                    view.fenced_until[usize::from(s)] = now_ms + ms;
                     self.any_fenced.store(true, Ordering::Relaxed);
                 }
             }
@@ -366,6 +999,19 @@ impl Cluster {
     ) -> Result<(u64, usize), String> {
         let map = SlotMap::parse(text, force).map_err(|e| format!("invalid map: {e}"))?;
         let version = map.version;
+        // Nodes whose max-ttl this node has never heard are asked now (best effort):
+        // a later takeover of their slots needs it.
+        let unknown: Vec<(String, String)> = {
+            let facts = self.facts.lock();
+            (map.nodes.iter())
+                .filter(|n| n.id != self.my_id && n.max_ttl_ms.is_none())
+                .filter(|n| facts.get(&n.id).is_none_or(|f| f.max_ttl_ms.is_none()))
+                .map(|n| (n.id.clone(), n.addr()))
+                .collect()
+        };
+        if !unknown.is_empty() {
+            blocking(|| self.ask_many(&unknown, self.view().map.version));
+        }
         let fenced = self
             .install(map, now_ms, tokens, |text| match dir {
                 Some(dir) => write_durably(dir, text),
@@ -373,6 +1019,15 @@ impl Cluster {
             })
             .map_err(|e| format!("map refused: {e}"))?;
         tracing::info!(version, fenced_slots = fenced, "new cluster map installed");
+        // A map pushed by the operator is their word that it is current: a node
+        // waiting to confirm its saved map serves this one.
+        if !self.confirmed() {
+            tracing::info!(
+                version,
+                "the map was pushed with CLUSTER SETMAP: serving it"
+            );
+            self.set_confirmed();
+        }
         Ok((version, fenced))
     }
 
@@ -387,6 +1042,9 @@ impl Cluster {
         tokens: &crate::durability::tokens::TokenMark,
     ) -> Result<(), String> {
         if self.mode != Mode::Map {
+            if let Some(dir) = dir {
+                self.change_mode(dir, now_ms)?;
+            }
             return Ok(());
         }
         if let Some(dir) = dir {
@@ -396,47 +1054,87 @@ impl Cluster {
                     let (map, fenced) =
                         parse_persisted(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
                     self.restore(map, &fenced, now_ms);
+                    // A saved map may have been replaced while this node was down: it
+                    // serves no slot until the other nodes confirm it (`confirm`).
+                    *self.unconfirmed_why.lock() = format!(
+                        "this node started with its saved map (version {}) and has not heard from the other nodes of the map yet",
+                        self.view().map.version
+                    );
+                    self.confirmed.store(false, Ordering::Release);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
             }
         }
-        let Some(file) = map_file else {
-            return Ok(());
-        };
-        let bytes =
-            std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let map = SlotMap::parse(&bytes, false).map_err(|e| format!("{}: {e}", file.display()))?;
-        if map.version <= self.view().map.version {
-            tracing::info!(
-                file = %file.display(),
-                version = map.version,
-                serving = self.view().map.version,
-                "the map file is not newer than the map persisted in the data directory: serving the persisted one"
-            );
-            return Ok(());
+        if let Some(file) = map_file {
+            let bytes =
+                std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let map =
+                SlotMap::parse(&bytes, false).map_err(|e| format!("{}: {e}", file.display()))?;
+            if map.version <= self.view().map.version {
+                tracing::info!(
+                    file = %file.display(),
+                    version = map.version,
+                    serving = self.view().map.version,
+                    "the map file is not newer than the map persisted in the data directory: serving the persisted one"
+                );
+            } else {
+                self.install(map, now_ms, tokens, |text| match dir {
+                    Some(dir) => write_durably(dir, text),
+                    None => Ok(()),
+                })?;
+            }
         }
-        self.install(map, now_ms, tokens, |text| match dir {
-            Some(dir) => write_durably(dir, text),
-            None => Ok(()),
-        })?;
+        if let Some(dir) = dir {
+            self.change_mode(dir, now_ms)?;
+        }
+        // One round before serving: a saved map is confirmed (or replaced by a newer
+        // one) now if the other nodes answer, and what they publish is learned.
+        if !self.confirm_round(now_ms, tokens, dir) {
+            tracing::warn!("{}", self.unconfirmed_why());
+        } else {
+            let others = self.others();
+            self.ask_all(&others, self.view().map.version);
+        }
         Ok(())
     }
 }
 
-/// Slots whose deadline is past `now_ms`, as ranges.
-fn ranges_of(until: &[u64], now_ms: u64) -> Vec<(u16, u16)> {
-    let mut out: Vec<(u16, u16)> = Vec::new();
+/// The same version, nodes, addresses and slots (what the nodes published aside).
+fn same_layout(a: &SlotMap, b: &SlotMap) -> bool {
+    a.version == b.version
+        && a.nodes.len() == b.nodes.len()
+        && a.nodes.iter().zip(&b.nodes).all(|(x, y)| {
+            x.id == y.id && x.host == y.host && x.port == y.port && x.slots == y.slots
+        })
+}
+
+/// Slots whose deadline is past `now_ms`, as ranges with the ms left.
+fn ranges_of(until: &[u64], now_ms: u64) -> Vec<(u16, u16, u64)> {
+    let mut out: Vec<(u16, u16, u64)> = Vec::new();
     for (s, &t) in until.iter().enumerate() {
         let s = s as u16;
         if t > now_ms {
+            let left = t - now_ms;
             match out.last_mut() {
-                Some(last) if last.1 + 1 == s => last.1 = s,
-                _ => out.push((s, s)),
+                Some(last) if last.1 + 1 == s && last.2 == left => last.1 = s,
+                _ => out.push((s, s, left)),
             }
         }
     }
     out
+}
+
+/// The bound this node publishes above every token it can have handed out: its
+/// durable reservation plus `RESTORE_LEAD` (a node restarted after a crash resumes
+/// at its reservation, and hands out far fewer than 2^32 tokens between the times its
+/// peers hear from it).
+pub fn own_token_bound(tokens: &crate::durability::tokens::TokenMark) -> u64 {
+    tokens
+        .reserved()
+        .max(tokens.get())
+        .saturating_add(crate::durability::tokens::RESTORE_LEAD)
+        .min(crate::durability::tokens::MAX_TOKEN)
 }
 
 /// Writes the map file in `dir` atomically (`durability::atomic_write`).
@@ -444,17 +1142,23 @@ pub fn write_durably(dir: &Path, text: &str) -> std::io::Result<()> {
     crate::durability::atomic_write(&dir.join(MAP_FILE), text.as_bytes())
 }
 
-/// The text persisted in the data directory: the map and its pending fences.
-pub fn persisted_text(map: &SlotMap, fenced: &[(u16, u16)]) -> String {
+/// A pending fence as persisted: first slot, last slot, ms left.
+pub type FencedRange = (u16, u16, u64);
+
+/// The text persisted in the data directory: the map and its pending fences
+/// (`[first, last, ms]`).
+pub fn persisted_text(map: &SlotMap, fenced: &[(u16, u16, u64)]) -> String {
     let mut v: serde_json::Value = serde_json::from_str(&map.to_json()).unwrap_or_default();
-    v["fenced_slots"] =
-        serde_json::json!(fenced.iter().map(|&(a, b)| vec![a, b]).collect::<Vec<_>>());
+    v["fenced_slots"] = serde_json::json!(fenced
+        .iter()
+        .map(|&(a, b, ms)| vec![u64::from(a), u64::from(b), ms])
+        .collect::<Vec<_>>());
     v.to_string()
 }
 
 /// Reads what `persisted_text` wrote: the map (forced: it was accepted once) and its
 /// pending fences.
-pub fn parse_persisted(text: &[u8]) -> Result<(SlotMap, Vec<(u16, u16)>), String> {
+pub fn parse_persisted(text: &[u8]) -> Result<(SlotMap, Vec<FencedRange>), String> {
     let mut v: serde_json::Value =
         serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
     let fenced = v
@@ -466,7 +1170,10 @@ pub fn parse_persisted(text: &[u8]) -> Result<(SlotMap, Vec<(u16, u16)>), String
                     .filter_map(|r| {
                         let a = r.get(0)?.as_u64()?;
                         let b = r.get(1)?.as_u64()?;
-                        (a <= b && b < SLOTS as u64).then_some((a as u16, b as u16))
+                        // 0: written before fences had their own length (restore
+                        // then uses this node's max-ttl + margin).
+                        let ms = r.get(2).and_then(|m| m.as_u64()).unwrap_or(0);
+                        (a <= b && b < SLOTS as u64).then_some((a as u16, b as u16, ms))
                     })
                     .collect()
             })

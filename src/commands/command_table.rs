@@ -64,6 +64,11 @@ pub mod flags {
     /// Redis's "movablekeys" for GEORADIUS / GEORADIUSBYMEMBER: besides the fixed key,
     /// the keys after their STORE and STOREDIST keywords.
     pub const GEO_STORE_KEYS: u32 = 1 << 19;
+    /// FENCED only with some arguments, read from the arguments here
+    /// (`Spec::fenced`), never by the handler: BITFIELD with a write op, SORT /
+    /// GEORADIUS / GEORADIUSBYMEMBER with STORE or STOREDIST, GETEX with a TTL
+    /// option or PERSIST, XGROUP CREATE with MKSTREAM.
+    pub const FENCED_BY_ARGS: u32 = 1 << 20;
 }
 
 /// ACL categories (Redis 7's, in its order: ACL CAT and COMMAND INFO list them so).
@@ -221,6 +226,21 @@ impl Spec {
         self.subcommand(args).map_or(0, |sub| sub.flags)
     }
 
+    /// Whether this call must pass the fences (the restart fence, the slot fences and
+    /// the lock-delay: `commands::check_fences`): a FENCED row or subcommand always;
+    /// a FENCED_BY_ARGS one when its arguments can create a key or lengthen a TTL.
+    /// The one rule every path (network, EXEC, Lua) reads.
+    pub fn fenced(&self, args: &[Bytes]) -> bool {
+        let own = self.flags_of(args);
+        if own & FENCED != 0 {
+            return true;
+        }
+        if own & FENCED_BY_ARGS == 0 {
+            return false;
+        }
+        fenced_by_args(self.name, args)
+    }
+
     /// Whether this call runs while a script is busy (Redis's `allow_busy`): a
     /// container command's subcommand decides for itself (SCRIPT KILL does, SCRIPT
     /// LOAD does not); a container's unknown subcommand does not.
@@ -299,6 +319,37 @@ impl Spec {
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
         self.key_positions(args).map(|i| &args[i])
     }
+}
+
+/// The arguments that make a FENCED_BY_ARGS command write: `None` for a command
+/// without such a rule (a row flagged without one is caught by the table's test).
+fn fenced_by_args_rule(name: &str) -> Option<fn(&[Bytes]) -> bool> {
+    fn has(args: &[Bytes], from: usize, words: &[&str]) -> bool {
+        args.iter()
+            .skip(from)
+            .any(|a| words.iter().any(|w| a.eq_ignore_ascii_case(w.as_bytes())))
+    }
+    Some(match name {
+        // Any op but GET writes (SET, INCRBY; OVERFLOW alone changes nothing, and
+        // a BITFIELD with only GETs is a read).
+        "bitfield" => |a| {
+            a.iter()
+                .skip(2)
+                .any(|w| w.eq_ignore_ascii_case(b"set") || w.eq_ignore_ascii_case(b"incrby"))
+        },
+        "sort" => |a| has(a, 2, &["store"]),
+        "georadius" | "georadiusbymember" => |a| has(a, 2, &["store", "storedist"]),
+        "getex" => |a| has(a, 2, &["ex", "px", "exat", "pxat", "persist"]),
+        "xgroup" => |a| {
+            a.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"create")) && has(a, 5, &["mkstream"])
+        },
+        _ => return None,
+    })
+}
+
+fn fenced_by_args(name: &str, args: &[Bytes]) -> bool {
+    // A row flagged without a rule is fenced always (and fails the table's test).
+    fenced_by_args_rule(name).is_none_or(|rule| rule(args))
 }
 
 /// The names COMMAND INFO lists for `flags`, in Redis 7's order (a command's or a
@@ -580,6 +631,99 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
 mod tests {
     use super::*;
 
+    fn argv(words: &[&str]) -> Vec<Bytes> {
+        words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    /// The one rule for every write path (issue 41): a command that can create a key
+    /// or lengthen a TTL is fenced by its row, FENCED or FENCED_BY_ARGS, never by
+    /// its handler alone. Walks every row and subcommand: each `denyoom` one (Redis's
+    /// mark for "may add data") and each TTL setter is fenced by the table, except
+    /// the few that provably create nothing; each FENCED_BY_ARGS row has a rule,
+    /// fenced for its writing arguments and not for its reads.
+    #[test]
+    fn every_row_that_can_create_a_key_is_fenced_by_the_table() {
+        // These change what exists (or the function libraries), never create a key.
+        const DENYOOM_UNFENCED: &[&str] = &[
+            "lset",
+            "linsert",
+            "xsetid",
+            "pfdebug",
+            "xgroup|createconsumer",
+            "function|load",
+            "function|restore",
+        ];
+        const TTL_SETTERS: &[&str] = &[
+            "expire",
+            "pexpire",
+            "expireat",
+            "pexpireat",
+            "persist",
+            "getex",
+        ];
+        let rows = COMMANDS
+            .iter()
+            .filter(|c| c.subcommands.is_empty())
+            .map(|c| (c.name, c.flags))
+            .chain(SUBCOMMANDS.iter().map(|s| (s.fullname, s.flags)));
+        let mut walked = 0;
+        for (name, f) in rows {
+            walked += 1;
+            let fenced = f & (FENCED | FENCED_BY_ARGS) != 0;
+            if (f & DENYOOM != 0 && !DENYOOM_UNFENCED.contains(&name))
+                || TTL_SETTERS.contains(&name)
+            {
+                assert!(
+                    fenced,
+                    "{name} can create a key or lengthen a TTL but is not fenced by its row"
+                );
+            }
+            if f & FENCED_BY_ARGS != 0 {
+                let base = name.split('|').next().unwrap();
+                assert!(
+                    fenced_by_args_rule(base).is_some(),
+                    "{name} has no argument rule"
+                );
+            }
+        }
+        assert!(walked > 300, "{walked} rows");
+        let cases: &[(&[&str], bool)] = &[
+            (&["BITFIELD", "k", "SET", "u8", "0", "1"], true),
+            (
+                &["BITFIELD", "k", "GET", "u8", "0", "INCRBY", "u8", "0", "1"],
+                true,
+            ),
+            (&["BITFIELD", "k", "GET", "u8", "0"], false),
+            (&["SORT", "l", "STORE", "d"], true),
+            (&["SORT", "l", "ALPHA"], false),
+            (
+                &["GEORADIUS", "z", "0", "0", "1", "km", "STOREDIST", "d"],
+                true,
+            ),
+            (&["GEORADIUS", "z", "0", "0", "1", "km"], false),
+            (
+                &["GEORADIUSBYMEMBER", "z", "m", "1", "km", "STORE", "d"],
+                true,
+            ),
+            (&["GETEX", "k", "PX", "100"], true),
+            (&["GETEX", "k", "PERSIST"], true),
+            (&["GETEX", "k"], false),
+            (&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"], true),
+            (&["XGROUP", "CREATE", "s", "g", "$"], false),
+            (&["XGROUP", "DESTROY", "s", "g"], false),
+            (&["SET", "k", "v"], true),
+            (&["GET", "k"], false),
+        ];
+        for (words, want) in cases {
+            let args = argv(words);
+            let spec = lookup(&args[0]).unwrap();
+            assert_eq!(spec.fenced(&args), *want, "{words:?}");
+        }
+    }
+
     #[test]
     fn every_command_is_found_in_any_case() {
         for spec in COMMANDS.iter() {
@@ -779,7 +923,10 @@ mod tests {
             let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
             lookup(&args[0]).unwrap().flags_of(&args)
         };
-        assert_eq!(of(&["XGROUP", "CREATE", "s", "g", "$"]), WRITE | DENYOOM);
+        assert_eq!(
+            of(&["XGROUP", "CREATE", "s", "g", "$"]),
+            WRITE | DENYOOM | FENCED_BY_ARGS
+        );
         assert_eq!(of(&["xgroup", "destroy", "s", "g"]), WRITE);
         assert_eq!(of(&["XINFO", "STREAM", "s"]), READONLY);
         assert_eq!(of(&["XINFO", "HELP"]), 0);

@@ -142,10 +142,11 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
 /// `redis.call`: noscript, ACL, read-only, OOM): the fence, then the handler, with its
 /// stats.
 pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
-    // A container command's subcommand carries its own flags (XGROUP CREATE is
-    // FENCED by its handler only, XINFO STREAM is READONLY).
+    // A container command's subcommand carries its own flags (XINFO STREAM is
+    // READONLY); whether the call is fenced is the table's rule (`Spec::fenced`:
+    // FENCED, or FENCED_BY_ARGS with arguments that write, as BITFIELD SET).
     let own_flags = spec.flags_of(args);
-    if own_flags & flags::FENCED != 0 {
+    if spec.fenced(args) {
         if let Err(e) = check_fences(ctx, spec, args) {
             return e;
         }
@@ -315,15 +316,6 @@ pub fn check_fences(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Result<(), Reply>
         .inspect_err(|_| {
             (ctx.shared.stats).record_rejected(spec.index, crate::node::stats::Refusal::Fence)
         })
-}
-
-/// The same fences and the lock-delay, for a handler that finds only as it runs that
-/// this call creates a key (XGROUP CREATE ... MKSTREAM of a stream that does not exist,
-/// SORT ... STORE, BITFIELD SET): `args` is the handler's own call, its name first.
-pub fn check_fences_of(ctx: &Ctx, args: &[Bytes]) -> Result<(), Reply> {
-    let spec = lookup(&args[0]).expect("a handler's own command is in the table");
-    check_fences(ctx, spec, args)?;
-    check_lock_delay(ctx, spec, args)
 }
 
 /// The lock-delay (`store/lock.rs`): a FENCED command (one that could create a key or

@@ -148,7 +148,9 @@ impl Shared {
             cluster_id,
             config.bind,
             config.port,
-            (config.max_ttl + crate::config::RESTART_MARGIN).as_millis() as u64,
+            config.max_ttl.as_millis() as u64,
+            crate::config::RESTART_MARGIN.as_millis() as u64,
+            clock.clone(),
         );
         let keyspace = Keyspace::new(config.databases, seed);
         keyspace.lock_delay().set(

@@ -111,6 +111,7 @@ impl Server {
         let addr = listeners[0].addr;
         let tls_addr = listeners.iter().find(|l| l.tls.is_some()).map(|l| l.addr);
         let shared = Arc::new(Shared::open(config)?);
+        crate::cluster::confirm::spawn(&shared);
         if let Some(users) = acl_users {
             tracing::info!(users = users.len(), "ACL users loaded");
             shared.acl.load(users);
@@ -464,6 +465,12 @@ impl ServerHandle {
     #[doc(hidden)]
     pub fn set_cluster_move_fence(&self, on: bool) {
         self.shared.cluster.set_move_fence(on);
+    }
+
+    /// Test hook: slots this node gives away move without their keys (or with them).
+    #[doc(hidden)]
+    pub fn set_cluster_move_keys(&self, on: bool) {
+        self.shared.cluster.set_move_keys(on);
     }
 
     /// The plain TCP address the server listens on; on a TLS-only node

@@ -4,6 +4,7 @@ mod conffile;
 mod harness;
 mod lock;
 mod nodes;
+mod slots;
 mod status;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -37,6 +38,8 @@ struct Cli {
     server: ServerArgs,
 }
 
+// Parsed once at start: the size of the largest variant (the node flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run N independent nodes (own keyspace and fence each) on consecutive ports in
@@ -66,6 +69,13 @@ enum Command {
     /// offset; then the locks and their holders (LOCKS LIST). Refreshes like top;
     /// --once prints one screen, --json one JSON document.
     Status(status::StatusArgs),
+    /// Operator actions on a running cluster's hash slots (cluster mode map):
+    /// `slots move --slots 0-100 --to HOST:PORT` moves slots with their keys in the
+    /// safe order. docs/cluster.md.
+    Slots {
+        #[command(subcommand)]
+        action: slots::SlotsCommand,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -259,6 +269,10 @@ struct ServerArgs {
     /// [default: the bind address; empty when bound to all addresses].
     #[arg(long, env = "REDLOCKD_CLUSTER_ANNOUNCE_IP")]
     cluster_announce_ip: Option<String>,
+    /// USER:PASSWORD this node sends (AUTH) on its calls to the other nodes of its
+    /// slot map (map confirmation, slot moves) [default: no AUTH]. docs/cluster.md.
+    #[arg(long, env = "REDLOCKD_CLUSTER_AUTH", value_parser = parse_user_pass)]
+    cluster_auth: Option<(String, String)>,
     /// Worker threads that serve requests. Default: one per core beyond the first, at
     /// least one (docs/operations.md, "Threads").
     #[arg(long, env = "REDLOCKD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -340,6 +354,7 @@ impl ServerArgs {
                 node_id: self.cluster_node_id.clone(),
                 announce_host: self.cluster_announce_ip.clone(),
                 map_file: self.cluster_map.clone(),
+                peer_auth: self.cluster_auth.clone(),
             },
             ..Config::default()
         })
@@ -434,18 +449,31 @@ fn main() -> ExitCode {
         Some(Command::Group(c)) => c.server.log.clone(),
         Some(Command::Harness(h)) => h.log.clone(),
         // The lock command speaks on stderr only when something goes wrong.
-        Some(Command::Lock(_)) | Some(Command::Init(_)) | Some(Command::Status(_)) => {
-            "warn".to_string()
-        }
+        Some(Command::Lock(_))
+        | Some(Command::Init(_))
+        | Some(Command::Status(_))
+        | Some(Command::Slots { .. }) => "warn".to_string(),
         None => cli.server.log.clone(),
     };
     init_logging(&log);
     let threads = match &cli.command {
         Some(Command::Group(c)) => c.server.threads,
         Some(Command::Harness(h)) => h.threads,
-        Some(Command::Lock(_)) | Some(Command::Init(_)) | Some(Command::Status(_)) => None,
+        Some(Command::Lock(_))
+        | Some(Command::Init(_))
+        | Some(Command::Status(_))
+        | Some(Command::Slots { .. }) => None,
         None => cli.server.threads,
     };
+    if let Some(Command::Slots { action }) = &cli.command {
+        return match slots::run(action.clone()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("redlockd slots: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(Command::Init(args)) = &cli.command {
         return match redlockd::NodeDir::init(&args.dir, args.adopt) {
             Ok(done) => {
@@ -490,7 +518,7 @@ fn main() -> ExitCode {
             };
         }
         Some(Command::Group(c)) => Some(c),
-        Some(Command::Init(_)) => unreachable!("handled above"),
+        Some(Command::Init(_)) | Some(Command::Slots { .. }) => unreachable!("handled above"),
         None => None,
     };
     let result = runtime.block_on(async {
@@ -565,7 +593,10 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         return Ok(args);
     };
     if first.starts_with('-')
-        || ["group", "cluster", "lock", "harness", "init", "status", "help"].contains(&first)
+        || [
+            "group", "cluster", "lock", "harness", "init", "status", "slots", "help",
+        ]
+        .contains(&first)
     {
         return Ok(args);
     }
@@ -600,4 +631,12 @@ fn parse_notify(s: &str) -> Result<String, String> {
         true => Ok(s.to_string()),
         false => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
     }
+}
+
+/// `USER:PASSWORD` (the password may hold ':').
+fn parse_user_pass(s: &str) -> Result<(String, String), String> {
+    s.split_once(':')
+        .map(|(u, p)| (u.to_string(), p.to_string()))
+        .filter(|(u, _)| !u.is_empty())
+        .ok_or_else(|| "expected USER:PASSWORD".to_string())
 }

@@ -2,8 +2,9 @@
 //! from `crate::cluster`). CLUSTER SETMAP and CLUSTER GETMAP are redlockd's own: a
 //! configured map replaces Redis's gossip and its slot-moving subcommands.
 
+use crate::cluster::map::SlotMap;
 use crate::cluster::slot::{key_slot, SLOTS};
-use crate::cluster::{Mode, View};
+use crate::cluster::{migrate, Mode, View};
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use bytes::Bytes;
@@ -26,6 +27,8 @@ const SERVED: &[(&str, i32)] = &[
     ("help", 2),
     ("setmap", -3),
     ("getmap", 2),
+    ("peerstate", 4),
+    ("import", -7),
 ];
 
 const NOT_SERVED: &[(&str, i32)] = &[
@@ -90,7 +93,10 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         "slots" => Ok(slots(&view)),
         "shards" => Ok(shards(ctx, &view)),
         "nodes" => Ok(Reply::Verbatim("txt", Bytes::from(nodes(ctx, &view)))),
-        "info" => Ok(Reply::Verbatim("txt", Bytes::from(info(&view)))),
+        "info" => Ok(Reply::Verbatim(
+            "txt",
+            Bytes::from(info(&view, cluster.confirmed())),
+        )),
         "myid" => Ok(Reply::bulk_str(cluster.my_id())),
         "keyslot" => Ok(Reply::Integer(i64::from(key_slot(&args[2])))),
         "countkeysinslot" => {
@@ -142,28 +148,164 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             Ok(Reply::Bulk(Bytes::from(view.map.to_json())))
         }
         "setmap" => setmap(ctx, args),
+        "import" => import(ctx, args),
+        "peerstate" => {
+            let version = parse_i64(&args[3])
+                .filter(|&v| v >= 0)
+                .ok_or_else(errors::not_integer)?;
+            Ok(Reply::Bulk(Bytes::from(cluster.peer_state(
+                &String::from_utf8_lossy(&args[2]),
+                version as u64,
+                &ctx.shared.tokens,
+            ))))
+        }
         _ => unreachable!("every served subcommand is handled"),
     }
 }
 
 /// `CLUSTER SETMAP <json> [FORCE]`: a newer map, checked, persisted, then served.
+/// Slots the map takes from this node move with their keys first
+/// (`cluster::migrate`: sent to the new owner, the map installed here, the keys
+/// dropped, the map pushed to the new owner), all under the exclusive gate (the row
+/// is EXCLUSIVE): the write pause.
 fn setmap(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    let shared = ctx.shared;
+    let now_ms = ctx.now_ms;
     let force = match args.get(3) {
         None => false,
         Some(a) if args.len() == 4 && eq_ignore_case(a, "force") => true,
         Some(_) => return Err(errors::syntax()),
     };
+    let cluster = &shared.cluster;
+    let started = std::time::Instant::now();
+    // Where the map gives this node's slots away, the keys go first.
+    let handovers = match SlotMap::parse(&args[2], force) {
+        Ok(map)
+            if cluster.mode() == Mode::Map
+                && cluster.moves_keys()
+                && map.version > cluster.view().map.version =>
+        {
+            migrate::handovers(&cluster.view(), &map, cluster.my_id())
+        }
+        _ => Vec::new(),
+    };
+    let mut sent = (0, 0);
+    for (addr, id, slots) in &handovers {
+        let moved = crate::cluster::blocking(|| migrate::send_keys(ctx, addr, slots, map_version(&args[2])))
+            .map_err(|e| {
+                Reply::error(format!(
+                    "ERR map refused: cannot move slots {} to node {id} ({addr}): {e}; this node keeps serving them",
+                    migrate::ranges_text(slots)
+                ))
+            })?;
+        tracing::info!(
+            node = %id,
+            addr = %addr,
+            keys = moved.keys,
+            bytes = moved.bytes,
+            ms = moved.elapsed.as_millis() as u64,
+            "sent the moving slots' keys"
+        );
+        sent.0 += moved.keys;
+        sent.1 += moved.bytes;
+    }
+    let dir = shared.node_dir.as_ref().map(|d| d.path());
+    cluster
+        .set_map_text(&args[2], force, dir, now_ms, &shared.tokens)
+        .map_err(|e| Reply::error(format!("ERR {e}")))?;
+    let mut unpushed = Vec::new();
+    for (addr, id, slots) in &handovers {
+        migrate::drop_keys(ctx, slots);
+        let mut call: Vec<&[u8]> = vec![b"CLUSTER", b"SETMAP", &args[2]];
+        if force {
+            call.push(b"FORCE");
+        }
+        let pushed = crate::cluster::blocking(|| {
+            crate::cluster::peer::call_once(
+                addr,
+                crate::cluster::PEER_TIMEOUT,
+                cluster.peer_auth(),
+                &call,
+            )
+        });
+        if let Err(e) = pushed {
+            tracing::warn!(node = %id, addr = %addr, error = %e, "the new owner did not take the map");
+            unpushed.push(format!("{id} ({addr}): {e}"));
+        }
+    }
+    if !handovers.is_empty() {
+        let ms = started.elapsed().as_millis() as u64;
+        *cluster.last_move.lock() = (sent.0, sent.1, ms);
+        tracing::info!(
+            keys = sent.0,
+            bytes = sent.1,
+            pause_ms = ms,
+            "slots moved with their keys"
+        );
+    }
+    if !unpushed.is_empty() {
+        return Err(Reply::error(format!(
+            "ERR the map is installed here and the keys were sent, but the new owner did not take the map (push it with CLUSTER SETMAP): {}",
+            unpushed.join("; ")
+        )));
+    }
+    Ok(Reply::Ok)
+}
+
+/// The version of a map's JSON (0 when it has none: the install refuses it then).
+fn map_version(text: &[u8]) -> u64 {
+    serde_json::from_slice::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("version").and_then(|v| v.as_u64()))
+        .unwrap_or(0)
+}
+
+/// `CLUSTER IMPORT <from-id> <map-version> <token-mark> <max-ttl-ms> <slot ranges>
+/// [key ttl-ms payload]...`: keys of slots a node moves to this one (`cluster::migrate`), for a
+/// map newer than ours. The mark is raised past the sender's (durably) first; each
+/// key is restored with its remaining TTL (-1: none), covered by the restart fence's
+/// horizon, replacing what was there. The slots stay unserved until the map comes.
+fn import(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
+    if !(args.len() - 7).is_multiple_of(3) {
+        return Err(errors::wrong_arity("cluster|import"));
+    }
     let shared = ctx.shared;
+    let bad = |what: &str| Reply::error(format!("ERR CLUSTER IMPORT: {what}"));
+    let version = parse_i64(&args[3])
+        .filter(|&v| v > 0)
+        .ok_or_else(|| bad("bad map version"))?;
+    let mark = parse_i64(&args[4])
+        .filter(|&v| v >= 0)
+        .ok_or_else(|| bad("bad token mark"))?;
+    let max_ttl = parse_i64(&args[5])
+        .filter(|&v| v >= 0)
+        .ok_or_else(|| bad("bad max-ttl"))?;
+    let slots = migrate::parse_ranges(&args[6]).ok_or_else(|| bad("bad slot ranges"))?;
+    let from = String::from_utf8_lossy(&args[2]);
     shared
         .cluster
-        .set_map_text(
-            &args[2],
-            force,
-            shared.node_dir.as_ref().map(|d| d.path()),
-            ctx.now_ms,
-            &shared.tokens,
-        )
-        .map_err(|e| Reply::error(format!("ERR {e}")))?;
+        .note_import(&from, max_ttl as u64, &slots, version as u64)
+        .map_err(|e| bad(&e))?;
+    shared
+        .tokens
+        .raise(mark as u64)
+        .map_err(|e| bad(&format!("cannot raise the token mark durably: {e}")))?;
+    let db = shared.keyspace.db(0);
+    for triple in args[7..].chunks(3) {
+        let (key, ttl, payload) = (&triple[0], &triple[1], &triple[2]);
+        if !slots[usize::from(key_slot(key))] {
+            return Err(bad("a key outside the slots moved"));
+        }
+        let ttl = parse_i64(ttl)
+            .filter(|&t| t == -1 || t > 0)
+            .ok_or_else(|| bad("bad TTL"))?;
+        let value = crate::store::rdb::restore_value(payload).map_err(Reply::error)?;
+        let deadline_ms = (ttl > 0).then(|| ctx.now_ms.saturating_add(ttl as u64));
+        if let Some(d) = deadline_ms {
+            ctx.cover(d)?;
+        }
+        db.insert(key, crate::store::Entry { value, deadline_ms });
+    }
     Ok(Reply::Ok)
 }
 
@@ -266,9 +408,9 @@ fn nodes(ctx: &Ctx, view: &View) -> String {
 
 /// CLUSTER INFO. `cluster_state` is ok once the node has a map (slots nobody serves
 /// get CLUSTERDOWN, as Redis with `cluster-require-full-coverage no`).
-fn info(view: &View) -> String {
+fn info(view: &View, confirmed: bool) -> String {
     let assigned = view.map.assigned();
-    let state = if view.map.nodes.is_empty() {
+    let state = if view.map.nodes.is_empty() || !confirmed {
         "fail"
     } else {
         "ok"
@@ -290,11 +432,16 @@ pub fn info_section(ctx: &Ctx, out: &mut String) {
     if c.enabled() {
         use std::sync::atomic::Ordering::Relaxed;
         let view = c.view();
+        let last_move = *c.last_move.lock();
         let _ = write!(
             out,
-            "cluster_mode:{}\r\ncluster_map_version:{}\r\ncluster_slots_served:{}\r\ncluster_slots_fenced:{}\r\ncluster_moved_replies:{}\r\ncluster_crossslot_replies:{}\r\ncluster_clusterdown_replies:{}\r\n",
+            "cluster_mode:{}\r\ncluster_map_version:{}\r\ncluster_map_confirmed:{}\r\ncluster_last_move_keys:{}\r\ncluster_last_move_bytes:{}\r\ncluster_last_move_pause_ms:{}\r\ncluster_slots_served:{}\r\ncluster_slots_fenced:{}\r\ncluster_moved_replies:{}\r\ncluster_crossslot_replies:{}\r\ncluster_clusterdown_replies:{}\r\n",
             c.mode().name(),
             view.map.version,
+            u8::from(c.confirmed()),
+            last_move.0,
+            last_move.1,
+            last_move.2,
             view.me.map_or(0, |me| view.map.owner.iter().filter(|&&o| o == me).count()),
             view.fenced_slots(ctx.now_ms),
             c.moved.load(Relaxed),
@@ -331,6 +478,10 @@ const HELP: &[&str] = &[
     "    Replace the slot map with a newer version (redlockd; FORCE accepts unassigned slots).",
     "GETMAP",
     "    Return the slot map as JSON (redlockd).",
+    "IMPORT <node-id> <map-version> <token-mark> <max-ttl-ms> <slot-ranges> [<key> <ttl-ms> <payload> ...]",
+    "    Keys of slots another node moves to this one (redlockd, node to node).",
+    "PEERSTATE <node-id> <map-version>",
+    "    This node's map, max-ttl and token mark as JSON, for the other nodes (redlockd).",
     "HELP",
     "    Prints this help.",
 ];

@@ -259,7 +259,7 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
         return Ok(run_spec(ctx, spec, args));
     }
     let gate = &shared.gate;
-    if spec.flags & flags::EXCLUSIVE != 0 {
+    if spec.flags_of(args) & flags::EXCLUSIVE != 0 {
         let _exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
         // Inline, with no thread hand-off: a script that runs long gives the runtime
         // back from its instruction hook (scripting/long_run.rs explains how and why).

@@ -560,7 +560,6 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    crate::commands::check_fences_of(ctx, args)?;
     let max_bit = fields
         .iter()
         .filter(|f| f.op != FieldOp::Get)

@@ -115,9 +115,6 @@ fn parse_options<'a>(
 /// the range LIMIT keeps, in the order asked; then the reply or the stored list.
 fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
     let mut o = parse_options(ctx, args, readonly)?;
-    if o.store.is_some() {
-        crate::commands::check_fences_of(ctx, args)?;
-    }
     let (kind, elements) = elements_of(ctx, &args[1])?;
     // A set has no order of its own: when it would be stored or seen by a script
     // unsorted, it is sorted ALPHA so the result is the same everywhere.

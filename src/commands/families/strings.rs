@@ -384,10 +384,6 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         i += 1;
     }
     let persist = ttl.keep_or_drop;
-    let changes_ttl = ttl.expire.is_some() || persist;
-    if changes_ttl {
-        crate::commands::check_fences_of(ctx, args)?;
-    }
     if persist {
         ctx.shared.fence.check_has_ttl()?;
     }

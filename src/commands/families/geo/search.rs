@@ -217,7 +217,6 @@ fn search(ctx: &mut Ctx, args: &[Bytes], kind: Form) -> CmdResult {
     let exists = read(ctx, &args[src], |_| ())?.is_some();
     let mut s = parse(ctx, args, kind, src, exists)?;
     if let Some(dest) = s.store {
-        crate::commands::check_fences_of(ctx, args)?;
         if !exists {
             if ctx.db().remove(dest, ctx.now_ms) {
                 notify(ctx, nt::GENERIC, "del", dest);

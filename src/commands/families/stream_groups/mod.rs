@@ -166,10 +166,6 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             } else {
                 parse_strict_id(&args[4])?
             };
-            if found.is_none() {
-                // MKSTREAM creates the key: the restart fence and the slot fence.
-                crate::commands::check_fences_of(ctx, args)?;
-            }
             let created = typed::write(ctx, key, |s: &mut Stream| {
                 if s.groups.contains_key(&name[..]) {
                     return Err(Reply::error("BUSYGROUP Consumer Group name already exists"));

@@ -1,0 +1,188 @@
+//! Live slot moves: a slot moves with its keys. The node that loses slots in a new
+//! map (`CLUSTER SETMAP` on it, as `redlockd slots move` sends it) does the whole
+//! move in the safe order while it holds the keyspace gate exclusively (its clients'
+//! commands wait: the write pause, bounded by the transfer):
+//!
+//! 1. every key of the moving slots (every type) is sent to the new owner with
+//!    `CLUSTER IMPORT`: its DUMP payload (`store::rdb`), its remaining TTL in ms
+//!    (so a clock difference or the transfer's time can only lengthen a lock), and
+//!    this node's fencing-token mark (the receiver raises its own past it, durably);
+//! 2. this node installs the map (it answers MOVED for the slots from now on), then
+//!    drops the keys it sent;
+//! 3. it pushes the map to the new owner, which serves the slots at once: it has every
+//!    key, so it fences nothing (`Cluster::install` skips imported slots).
+//!
+//! A failure before step 2 refuses the map: this node keeps serving the slots, with
+//! every key. The receiver keeps keys of a slot it does not own unserved.
+
+use super::peer::{Peer, Resp};
+use super::slot::{key_slot, SLOTS};
+use crate::commands::Ctx;
+use bytes::Bytes;
+use std::time::{Duration, Instant};
+
+/// Keys per `CLUSTER IMPORT` call.
+const BATCH: usize = 1000;
+
+/// How long the receiver may take to answer one batch.
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Slots this node serves that `next` gives to another node: (that node's address,
+/// its id, the slots).
+pub fn handovers(
+    view: &super::View,
+    next: &super::map::SlotMap,
+    my_id: &str,
+) -> Vec<(String, String, Vec<bool>)> {
+    let mut out: Vec<(String, String, Vec<bool>)> = Vec::new();
+    for s in 0..SLOTS {
+        let o = next.owner[s];
+        if !view.owns(s as u16) || o == super::map::UNASSIGNED {
+            continue;
+        }
+        let node = &next.nodes[usize::from(o)];
+        if node.id == my_id {
+            continue;
+        }
+        match out.iter_mut().find(|(_, id, _)| *id == node.id) {
+            Some((_, _, slots)) => slots[s] = true,
+            None => {
+                let mut slots = vec![false; SLOTS];
+                slots[s] = true;
+                out.push((node.addr(), node.id.clone(), slots));
+            }
+        }
+    }
+    out
+}
+
+/// Ranges of the slots set in `slots`, as `a-b,c-d`.
+pub fn ranges_text(slots: &[bool]) -> String {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (s, _) in slots.iter().enumerate().filter(|(_, &on)| on) {
+        match out.last_mut() {
+            Some(last) if last.1 + 1 == s => last.1 = s,
+            _ => out.push((s, s)),
+        }
+    }
+    let parts: Vec<String> = out.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+    parts.join(",")
+}
+
+/// Parses `ranges_text`'s form into a slot set.
+pub fn parse_ranges(text: &[u8]) -> Option<Vec<bool>> {
+    let mut slots = vec![false; SLOTS];
+    let text = std::str::from_utf8(text).ok()?;
+    if text.is_empty() {
+        return Some(slots);
+    }
+    for part in text.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+        if a > b || b >= SLOTS {
+            return None;
+        }
+        slots[a..=b].iter_mut().for_each(|s| *s = true);
+    }
+    Some(slots)
+}
+
+/// What one move did.
+pub struct Moved {
+    pub keys: usize,
+    pub bytes: usize,
+    pub elapsed: Duration,
+}
+
+/// Step 1: sends every key of `slots` to the node at `addr` (see the module doc).
+pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<Moved, String> {
+    let started = Instant::now();
+    let now = ctx.now_ms;
+    let mut batch: Vec<(Bytes, i64, Vec<u8>)> = Vec::new();
+    ctx.shared
+        .keyspace
+        .db(0)
+        .for_each_live(now, |k, v, deadline| {
+            if slots[usize::from(key_slot(k))] {
+                // Remaining ms, rounded up, at least 1: never shorter than here.
+                let ttl = deadline.map_or(-1, |d| d.saturating_sub(now).max(1) as i64);
+                batch.push((
+                    Bytes::copy_from_slice(k),
+                    ttl,
+                    crate::store::rdb::dump_value(v),
+                ));
+            }
+        });
+    let cluster = &ctx.shared.cluster;
+    let mut peer = Peer::connect(addr, super::PEER_TIMEOUT, cluster.peer_auth())?;
+    peer.set_timeout(IMPORT_TIMEOUT);
+    let mark = ctx.shared.tokens.get().to_string();
+    let max_ttl = cluster.max_ttl_ms().to_string();
+    let version = version.to_string();
+    let ranges = ranges_text(slots);
+    let mut bytes = 0;
+    let keys = batch.len();
+    let mut chunks = batch.chunks(BATCH).peekable();
+    // One call even with no key: the receiver learns the slots and the mark.
+    let empty: [(Bytes, i64, Vec<u8>); 0] = [];
+    if chunks.peek().is_none() {
+        import(
+            &mut peer,
+            cluster.my_id(),
+            [&version, &mark, &max_ttl, &ranges],
+            &empty,
+        )?;
+    }
+    for chunk in chunks {
+        bytes += import(
+            &mut peer,
+            cluster.my_id(),
+            [&version, &mark, &max_ttl, &ranges],
+            chunk,
+        )?;
+    }
+    Ok(Moved {
+        keys,
+        bytes,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// One `CLUSTER IMPORT` call: `head` is the map version, the mark, the max-ttl and
+/// the slot ranges.
+fn import(
+    peer: &mut Peer,
+    my_id: &str,
+    head: [&str; 4],
+    keys: &[(Bytes, i64, Vec<u8>)],
+) -> Result<usize, String> {
+    let ttls: Vec<String> = keys.iter().map(|(_, t, _)| t.to_string()).collect();
+    let mut args: Vec<&[u8]> = vec![b"CLUSTER", b"IMPORT", my_id.as_bytes()];
+    args.extend(head.iter().map(|h| h.as_bytes()));
+    let mut bytes = 0;
+    for ((k, _, payload), ttl) in keys.iter().zip(&ttls) {
+        args.extend([&k[..], ttl.as_bytes(), &payload[..]]);
+        bytes += k.len() + payload.len();
+    }
+    match peer.call(&args)? {
+        Resp::Status(_) => Ok(bytes),
+        Resp::Error(e) => Err(format!("the new owner refused the keys: {e}")),
+        other => Err(format!("unexpected reply to CLUSTER IMPORT: {other:?}")),
+    }
+}
+
+/// Step 2's end: drops this node's keys of `slots` (after the map that gives them
+/// away is installed). Returns how many.
+pub fn drop_keys(ctx: &Ctx, slots: &[bool]) -> usize {
+    let db = ctx.shared.keyspace.db(0);
+    let mut keys: Vec<Bytes> = Vec::new();
+    db.for_each_live(ctx.now_ms, |k, _, _| {
+        if slots[usize::from(key_slot(k))] {
+            keys.push(Bytes::copy_from_slice(k));
+        }
+    });
+    for k in &keys {
+        db.remove(k, ctx.now_ms);
+    }
+    keys.len()
+}
