@@ -1,7 +1,9 @@
 //! `redlockd status NODE...`: one screen for a Redlock deployment. For each node: up or
 //! not, the restart fence and its rule, the cluster map's version, the locks it holds,
 //! grants, refusals (contention), locks that expired while held and overruns, and its
-//! clock's offset from this machine's (TIME, halved round trip); then the locks the
+//! clock's offset from the others' (its offset from this machine's, TIME against the
+//! round trip's middle, less the median of the nodes' offsets; the offset from this
+//! machine is shown too); then the locks the
 //! nodes hold (LOCKS LIST) with their holders. Refreshes like `top` (`--interval`);
 //! `--once` prints one screen, `--json` one JSON document for scripts.
 //!
@@ -223,6 +225,31 @@ fn read_node(addr: &str, args: &StatusArgs) -> std::io::Result<Value> {
     }))
 }
 
+/// Sets each answering node's `clock_skew_ms`: its clock's offset from the others',
+/// that is its offset from this machine less the median of the nodes' offsets (this
+/// machine's own clock cancels out; one node far off moves the median little).
+fn clock_skews(nodes: &mut [Value]) {
+    let mut offsets: Vec<f64> = nodes
+        .iter()
+        .filter_map(|n| n["clock_offset_ms"].as_f64())
+        .collect();
+    if offsets.is_empty() {
+        return;
+    }
+    offsets.sort_by(f64::total_cmp);
+    let mid = offsets.len() / 2;
+    let median = if offsets.len() % 2 == 1 {
+        offsets[mid]
+    } else {
+        (offsets[mid - 1] + offsets[mid]) / 2.0
+    };
+    for n in nodes.iter_mut() {
+        if let Some(o) = n["clock_offset_ms"].as_f64() {
+            n["clock_skew_ms"] = json!(((o - median) * 1000.0).round() / 1000.0);
+        }
+    }
+}
+
 fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".to_string(),
@@ -235,8 +262,18 @@ fn cell(v: &Value) -> String {
 fn screen(nodes: &[Value]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{:<22} {:<4} {:<16} {:>6} {:>7} {:>9} {:>9} {:>8} {:>8} {:>10}\n",
-        "NODE", "UP", "FENCE", "MAP", "HELD", "GRANTS", "REFUSED", "EXPIRED", "OVERRUN", "CLOCK ms"
+        "{:<22} {:<4} {:<16} {:>6} {:>7} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
+        "NODE",
+        "UP",
+        "FENCE",
+        "MAP",
+        "HELD",
+        "GRANTS",
+        "REFUSED",
+        "EXPIRED",
+        "OVERRUN",
+        "SKEW ms",
+        "CLOCK ms"
     ));
     for n in nodes {
         let up = n["up"].as_bool().unwrap_or(false);
@@ -257,11 +294,14 @@ fn screen(nodes: &[Value]) -> String {
             ),
             _ => format!("down ({})", cell(&n["fence_rule"])),
         };
-        let clock = n["clock_offset_ms"]
-            .as_f64()
-            .map_or("-".to_string(), |o| format!("{o:+.1}"));
+        // Tenths of a millisecond; a value that rounds to 0 is "+0.0", never "-0.0".
+        let ms = |v: &Value| {
+            v.as_f64().map_or("-".to_string(), |o| {
+                format!("{:+.1}", (o * 10.0).round() / 10.0 + 0.0)
+            })
+        };
         out.push_str(&format!(
-            "{:<22} {:<4} {:<16} {:>6} {:>7} {:>9} {:>9} {:>8} {:>8} {:>10}\n",
+            "{:<22} {:<4} {:<16} {:>6} {:>7} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
             cell(&n["node"]),
             "yes",
             fence,
@@ -271,7 +311,8 @@ fn screen(nodes: &[Value]) -> String {
             cell(&n["lock_refusals_held"]),
             cell(&n["lock_expired_held"]),
             cell(&n["lock_overruns"]),
-            clock,
+            ms(&n["clock_skew_ms"]),
+            ms(&n["clock_offset_ms"]),
         ));
     }
     out.push_str(&format!(
@@ -308,7 +349,8 @@ fn screen(nodes: &[Value]) -> String {
 pub fn run(args: StatusArgs) -> u8 {
     loop {
         let started = Instant::now();
-        let nodes: Vec<Value> = args.nodes.iter().map(|n| node_state(n, &args)).collect();
+        let mut nodes: Vec<Value> = args.nodes.iter().map(|n| node_state(n, &args)).collect();
+        clock_skews(&mut nodes);
         let any_up = nodes.iter().any(|n| n["up"].as_bool() == Some(true));
         if args.json {
             println!("{}", json!({ "nodes": nodes }));
@@ -335,6 +377,30 @@ mod tests {
         let f = info_fields("# Locks\r\nlocks_held:3\r\nlock_overruns:1\r\n");
         assert_eq!(f["locks_held"], "3");
         assert_eq!(f["lock_overruns"], "1");
+    }
+
+    #[test]
+    fn skew_is_the_offset_from_the_median_of_the_nodes() {
+        let node = |o: f64| json!({"up": true, "clock_offset_ms": o});
+        let mut nodes = [
+            node(10.0),
+            node(12.5),
+            json!({"up": false, "error": "refused"}),
+            node(40.0),
+        ];
+        clock_skews(&mut nodes);
+        let skews: Vec<_> = nodes.iter().map(|n| n["clock_skew_ms"].clone()).collect();
+        assert_eq!(skews, [json!(-2.5), json!(0.0), Value::Null, json!(27.5)]);
+        let mut two = [node(-3.0), node(5.0), node(0.96), node(1.04)];
+        clock_skews(&mut two);
+        assert_eq!(two[0]["clock_skew_ms"], json!(-4.0));
+        assert_eq!(two[1]["clock_skew_ms"], json!(4.0));
+        assert_eq!(two[2]["clock_skew_ms"], json!(-0.04));
+        let s = screen(&two);
+        assert!(s.contains("SKEW ms  CLOCK ms"), "{s}");
+        assert!(s.contains("-4.0      -3.0"), "{s}");
+        assert!(s.contains("+0.0      +1.0"), "{s}");
+        assert!(!s.contains("-0.0"), "{s}");
     }
 
     #[test]
