@@ -77,6 +77,7 @@ const BINDINGS: &[(&str, Handler)] = &[
     ("shutdown", server::shutdown),
     ("acl", acl_command::acl),
     ("debug", debug::debug),
+    ("bgrewriteaof", crate::durability::aof::rewrite::bgrewriteaof),
     // strings
     ("get", strings::get),
     ("set", strings::set),

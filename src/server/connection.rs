@@ -202,6 +202,9 @@ async fn run<S: Stream>(
             if !rbuf.is_empty() || subscriber.has_queued() {
                 pool::take(&mut wbuf);
             }
+            // A batch that starts after the append-only log failed is refused every
+            // command that reads or writes keys: its replies tell nothing unsynced.
+            let log_failed = shared.aof.is_failed();
             loop {
                 // Nothing left to run: no request to mark (`begin_request` and its
                 // guard store with SeqCst, a full barrier each).
@@ -251,7 +254,9 @@ async fn run<S: Stream>(
                         if let Some(blocked) = client.blocked.take() {
                             // Waiting is not executing (`set_net` must not wait for it).
                             executing = None;
-                            if !write_out(stream, &mut wbuf, &info).await? {
+                            if !wait_for_log(shared, log_failed).await
+                                || !write_out(stream, &mut wbuf, &info).await?
+                            {
                                 return Ok(());
                             }
                             // Boxed, as rare: its timers stay out of the task's size.
@@ -322,8 +327,22 @@ async fn run<S: Stream>(
             if company && !wbuf.is_empty() {
                 tokio::task::yield_now().await;
             }
+            // No reply before the log's fsync of what this batch, or any batch before
+            // its end, changed: a reply may tell of it. A log that failed answers
+            // nothing: the connection closes.
+            if !wait_for_log(shared, log_failed).await {
+                return Ok(());
+            }
             // A peer that went away still had its requests executed; that is all.
             let written = write_out(stream, &mut wbuf, &info).await;
+            if crate::durability::aof::rewrite::due(shared) {
+                let start = || crate::durability::aof::rewrite::start(shared);
+                if let Some(Err(e)) =
+                    crate::commands::exec::gate::with_exclusive(shared, start).await
+                {
+                    tracing::warn!("automatic rewrite of the append-only log: {e}");
+                }
+            }
             shared.faults.batch_done(&info, held);
             if !matches!(written, Ok(true)) || close || info.killed.load(Ordering::SeqCst) {
                 return Ok(());
@@ -534,6 +553,25 @@ fn take_messages(subscriber: &Subscriber, proto: u8, wbuf: &mut BytesMut) {
         };
         subscriber.taken(&msg);
         encode(&msg.reply, proto, wbuf);
+    }
+}
+
+/// The append-only log's group commit (`durability::aof`): waits until everything
+/// appended so far is on disk, which with the log off or nothing new is two loads.
+/// False: it never will be (the log failed); the replies must not be sent. A batch
+/// that began after the failure (`failed_before`) has only refusals to tell.
+async fn wait_for_log(shared: &Shared, failed_before: bool) -> bool {
+    let aof = &shared.aof;
+    let seq = aof.appended();
+    if failed_before || aof.is_synced(seq) {
+        return true;
+    }
+    match Box::pin(aof.wait_synced(seq)).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("replies not sent: the append-only log did not sync them: {e}");
+            false
+        }
     }
 }
 
