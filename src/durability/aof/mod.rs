@@ -61,8 +61,9 @@ pub(crate) struct Inner {
     appended: AtomicU64,
     /// Every entry up to this sequence number is on disk.
     synced: AtomicU64,
-    /// Entries in this range were dropped unsynced by a crash-restart of this process.
-    lost: Mutex<(u64, u64)>,
+    /// Entries in this range (first, last) were dropped unsynced by a crash-restart of
+    /// this process: never synced, whatever `synced` says.
+    lost: (AtomicU64, AtomicU64),
     failed: Mutex<Option<String>>,
     failed_flag: AtomicBool,
     woken: tokio::sync::Notify,
@@ -159,7 +160,7 @@ impl Aof {
                 files: Mutex::new(None),
                 appended: AtomicU64::new(0),
                 synced: AtomicU64::new(0),
-                lost: Mutex::new((1, 0)),
+                lost: (AtomicU64::new(1), AtomicU64::new(0)),
                 failed: Mutex::new(None),
                 failed_flag: AtomicBool::new(false),
                 woken: tokio::sync::Notify::new(),
@@ -239,10 +240,24 @@ impl Aof {
         self.inner.appended.load(Ordering::SeqCst)
     }
 
+    /// This process's count of boots of the node: a batch that ran in an earlier life
+    /// (before a crash-restart of the test backend) is never answered.
+    #[inline]
+    pub fn life(&self) -> u64 {
+        self.inner.life.load(Ordering::SeqCst)
+    }
+
     /// Whether everything up to `seq` is on disk already.
     #[inline]
     pub fn is_synced(&self, seq: u64) -> bool {
-        self.inner.synced.load(Ordering::SeqCst) >= seq
+        self.inner.synced.load(Ordering::SeqCst) >= seq && !self.is_lost(seq)
+    }
+
+    /// Whether `seq` was dropped unsynced by a crash-restart of this process.
+    #[inline]
+    fn is_lost(&self, seq: u64) -> bool {
+        let (first, last) = &self.inner.lost;
+        seq >= first.load(Ordering::SeqCst) && seq <= last.load(Ordering::SeqCst)
     }
 
     /// Waits until everything up to `seq` is on disk; `Err` (the reason) if it never
@@ -253,11 +268,8 @@ impl Aof {
             let woken = i.woken.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            {
-                let lost = *i.lost.lock();
-                if (lost.0..=lost.1).contains(&seq) {
-                    return Err("dropped by a restart before it was on disk".into());
-                }
+            if self.is_lost(seq) {
+                return Err("dropped by a restart before it was on disk".into());
             }
             if i.synced.load(Ordering::SeqCst) >= seq {
                 return Ok(());
@@ -308,10 +320,17 @@ impl Aof {
         let mut buf = i.buf.lock();
         buf.bytes.clear();
         buf.db = None;
+        // The life first, then the lost range, then the counters: a connection that
+        // reads `appended` and then finds the same life knows its batch's entries are
+        // either synced or in the lost range (`wait_synced`).
+        i.life.fetch_add(1, Ordering::SeqCst);
         let appended = i.appended.load(Ordering::SeqCst);
         let synced = i.synced.load(Ordering::SeqCst);
         if appended > synced {
-            *i.lost.lock() = (synced + 1, appended);
+            // Last first: a reader never sees a range wider than the truth.
+            i.lost.1.store(0, Ordering::SeqCst);
+            i.lost.0.store(synced + 1, Ordering::SeqCst);
+            i.lost.1.store(appended, Ordering::SeqCst);
         }
         // A new life starts synced, one past what was lost: its batches wait only for
         // what it appends itself.
@@ -319,7 +338,6 @@ impl Aof {
         i.synced.store(appended + 1, Ordering::SeqCst);
         *i.failed.lock() = None;
         i.failed_flag.store(false, Ordering::SeqCst);
-        i.life.fetch_add(1, Ordering::SeqCst);
         *files = None;
         drop(buf);
         drop(files);
