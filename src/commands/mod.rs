@@ -157,7 +157,13 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
     // calls run under the exclusive gate instead), and its entries are appended when
     // the request ends.
     let shared = ctx.shared;
-    let logs = own_flags & flags::WRITE != 0 && shared.aof.logging();
+    let logs = own_flags & flags::WRITE != 0
+        && shared.aof.logging()
+        && !crate::durability::aof::propagate::is_memory_only_grant(
+            spec,
+            args,
+            shared.aof.threshold_ms(),
+        );
     if shared.aof.is_failed() && touches_keys(spec, own_flags) {
         if let Some(e) = shared.aof.refusal() {
             return Reply::error(e);

@@ -41,7 +41,7 @@ enum Command {
     /// Run N independent nodes (own keyspace and fence each) on consecutive ports in
     /// one process: a local Redlock cluster. With --clock manual the nodes share one
     /// clock (DEBUG CLOCK ADVANCE on any node moves all; wall jumps stay per node).
-    Cluster(ClusterArgs),
+    Cluster(Box<ClusterArgs>),
     /// The test mode, for tests in any language: N nodes on ephemeral ports and one
     /// manual clock, no fence at first start, a temporary data directory; prints one
     /// JSON ready line, then answers JSON requests on stdin (advance the clock, kill,

@@ -43,7 +43,7 @@ impl Manifest {
                 return Err(format!("line {} is longer than 1024 bytes", n + 1));
             }
             let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() < 6 || words.len() % 2 != 0 {
+            if words.len() < 6 || !words.len().is_multiple_of(2) {
                 return Err(format!("line {} is not `file NAME seq N type T`", n + 1));
             }
             let (mut name, mut seq, mut kind) = (None, None, None);

@@ -64,6 +64,36 @@ pub fn before(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Before {
     }
 }
 
+/// Whether a write is the short lock's grant, `SET key value NX PX|EX ttl` with a TTL
+/// at most the threshold: it changes nothing or makes an absent key memory-only, so it
+/// is decided from its arguments alone, with no lookup and no log (the grant path
+/// stays as without the log).
+#[inline]
+pub fn is_memory_only_grant(spec: &Spec, args: &[Bytes], threshold_ms: u64) -> bool {
+    if spec.name != "set" || args.len() < 6 {
+        return false;
+    }
+    let (mut nx, mut ttl_ms) = (false, None);
+    let mut i = 3;
+    while i < args.len() {
+        let a = &args[i];
+        if eq_ignore_case(a, "nx") {
+            nx = true;
+        } else if eq_ignore_case(a, "px") || eq_ignore_case(a, "ex") {
+            let Some(n) = args.get(i + 1).and_then(|n| crate::commands::parse_i64(n)) else {
+                return false;
+            };
+            let scale = if eq_ignore_case(a, "ex") { 1000 } else { 1 };
+            ttl_ms = Some(n.saturating_mul(scale));
+            i += 1;
+        } else if !eq_ignore_case(a, "get") {
+            return false;
+        }
+        i += 1;
+    }
+    nx && ttl_ms.is_some_and(|t| t > 0 && t as u64 <= threshold_ms)
+}
+
 /// Deterministic commands replayed as sent when none of their keys was memory-only.
 fn as_is(name: &str) -> bool {
     matches!(
@@ -370,5 +400,66 @@ pub fn log_key_states(shared: &Shared, db_index: usize, keys: &[&Bytes]) {
         .collect();
     if !entries.is_empty() {
         shared.aof.append(&entries);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(words: &[&str]) -> bool {
+        let args: Vec<Bytes> = words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect();
+        let spec = crate::commands::lookup(&args[0]).unwrap();
+        is_memory_only_grant(spec, &args, 60_000)
+    }
+
+    #[test]
+    fn only_a_short_set_nx_skips_the_log() {
+        assert!(grant(&["SET", "lock", "t", "NX", "PX", "30000"]));
+        assert!(grant(&["set", "lock", "t", "px", "60000", "nx"]));
+        assert!(grant(&["SET", "lock", "t", "NX", "EX", "60", "GET"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "60001"]));
+        assert!(
+            !grant(&["SET", "lock", "t", "PX", "3000"]),
+            "may replace a durable key"
+        );
+        assert!(!grant(&["SET", "lock", "t", "NX"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "3000", "KEEPTTL"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PXAT", "3000"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "x"]));
+        assert!(!grant(&["SETNX", "lock", "t"]));
+    }
+
+    #[test]
+    fn xadd_s_id_is_found_after_its_options() {
+        let args = |w: &[&str]| -> Vec<Bytes> {
+            w.iter()
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect()
+        };
+        assert_eq!(xadd_id_index(&args(&["XADD", "s", "*", "f", "v"])), Some(2));
+        assert_eq!(
+            xadd_id_index(&args(&[
+                "XADD",
+                "s",
+                "NOMKSTREAM",
+                "MAXLEN",
+                "~",
+                "10",
+                "LIMIT",
+                "5",
+                "*",
+                "f",
+                "v"
+            ])),
+            Some(8)
+        );
+        assert_eq!(
+            xadd_id_index(&args(&["XADD", "s", "MINID", "0-1", "1-1", "f", "v"])),
+            Some(4)
+        );
     }
 }
