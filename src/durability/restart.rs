@@ -115,8 +115,10 @@ pub fn boot(shared: &Shared, first: bool) -> io::Result<BootKind> {
     shared.tokens.resume_after_crash();
     // The durable keys come back from the append-only log, replayed with the fence
     // down (the log's writes were all granted before); the fence is raised below.
-    shared.fence.raise(now, 0, rule);
-    crate::durability::aof::load::boot(shared)?;
+    if shared.aof.enabled() {
+        shared.fence.raise(now, 0, rule);
+        crate::durability::aof::load::boot(shared)?;
+    }
     let kind = match verdict {
         Verdict::Accepted(snap) => {
             let keys = snap.keys.len();

@@ -76,6 +76,12 @@ impl TestServer {
             fence_at_boot: false,
             enable_debug_command: true,
             seed: Some(1),
+            // A crash forgets every key, as the test backend has always done; a test
+            // of the append-only log turns it on.
+            aof: crate::config::AofConfig {
+                appendonly: false,
+                ..Default::default()
+            },
             ..Config::default()
         }
     }
