@@ -667,3 +667,44 @@ async fn kill_9_under_load_keeps_every_acknowledged_write() {
         assert!(counter > 0);
     }
 }
+
+/// With `aof-load-truncated no` a torn tail refuses the start (a process exits with the
+/// reason); damage before the tail refuses it whatever the setting.
+#[tokio::test]
+async fn a_torn_tail_refuses_the_start_with_aof_load_truncated_no() {
+    let dir = TempPath::new("aof-torn");
+    let config = |truncated: bool| {
+        let mut c = Config::for_tests();
+        c.dir = Some(dir.0.clone());
+        c.aof.appendonly = true;
+        c.aof.load_truncated = truncated;
+        c
+    };
+    let h = TestServer::start_with(config(true)).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "a", "1"]).await, OK);
+    h.shutdown().await;
+    let incr = dir.0.join("appendonlydir/appendonly.aof.1.incr.aof");
+    let whole = std::fs::read(&incr).unwrap();
+    let mut torn = whole.clone();
+    torn.extend_from_slice(b"*2\r\n$4\r\nINCR");
+    std::fs::write(&incr, &torn).unwrap();
+    let Err(e) = TestServer::try_start_with(config(false)).await else {
+        panic!("started on a torn log with aof-load-truncated no");
+    };
+    assert!(e.to_string().contains("torn command"), "{e}");
+    // Garbage in the middle is damage, not a torn tail.
+    let mut bad = b"*1\r\n$4\r\nPING\r\nhello\r\n".to_vec();
+    bad.extend_from_slice(&whole);
+    std::fs::write(&incr, &bad).unwrap();
+    let Err(e) = TestServer::try_start_with(config(true)).await else {
+        panic!("started on a damaged log");
+    };
+    assert!(e.to_string().contains("bad AOF format"), "{e}");
+    // Put back whole, it starts with its key.
+    std::fs::write(&incr, &whole).unwrap();
+    let h = TestServer::start_with(config(true)).await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["GET", "a"]).await, bulk("1"));
+    h.shutdown().await;
+}
