@@ -708,3 +708,37 @@ async fn a_torn_tail_refuses_the_start_with_aof_load_truncated_no() {
     assert_eq!(c.cmd(&["GET", "a"]).await, bulk("1"));
     h.shutdown().await;
 }
+
+/// A key durable when written (90 s) whose TTL ran down under the threshold is left out
+/// of a rewrite's base like a memory-only key, and the fence after a crash covers it.
+#[tokio::test]
+async fn a_rewrite_leaves_out_keys_run_down_and_the_fence_covers_them() {
+    let h = start_with(|c| {
+        c.aof.appendonly = true;
+        c.restart_delay = None;
+        c.fence_at_boot = false;
+    })
+    .await;
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["SET", "lock", "me", "NX", "EX", "90"]).await, OK);
+    assert_eq!(c.cmd(&["SET", "kept", "v"]).await, OK);
+    h.advance(Duration::from_secs(40));
+    assert_eq!(
+        c.cmd(&["BGREWRITEAOF"]).await,
+        "+Background append only file rewriting started\r\n"
+    );
+    settle(&mut c).await;
+    h.crash_restart();
+    let mut c = Raw::to(&h).await;
+    assert_eq!(c.cmd(&["GET", "kept"]).await, bulk("v"));
+    assert_eq!(c.cmd(&["EXISTS", "lock"]).await, int(0));
+    h.advance(Duration::from_secs(50));
+    let refused = c.cmd(&["SET", "lock", "you", "NX", "PX", "1000"]).await;
+    assert!(
+        refused.starts_with("-TRYAGAIN"),
+        "the lock had 50 s left: {refused}"
+    );
+    h.advance(Duration::from_secs(2));
+    assert_eq!(c.cmd(&["SET", "lock", "you", "NX", "PX", "1000"]).await, OK);
+    h.shutdown().await;
+}

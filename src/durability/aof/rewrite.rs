@@ -63,7 +63,13 @@ pub fn start(shared: &Shared) -> Result<(), String> {
             return Err(format!("ERR cannot start the rewrite: {e}"));
         }
     };
-    let body = snapshot(shared);
+    let body = match snapshot(shared) {
+        Ok(body) => body,
+        Err(e) => {
+            failed(i, &e);
+            return Err(format!("ERR cannot start the rewrite: {e}"));
+        }
+    };
     let inner = aof.inner().clone();
     let spawned = std::thread::Builder::new()
         .name("redlockd-aof-rewrite".into())
@@ -117,8 +123,12 @@ fn switch_incr(i: &Inner) -> io::Result<(std::path::PathBuf, u64)> {
     Ok((f.dir.clone(), base_seq))
 }
 
-/// Step 2: the durable keys (and the function libraries) as RESP commands.
-fn snapshot(shared: &Shared) -> Vec<u8> {
+/// Step 2: the durable keys (and the function libraries) as RESP commands. A key
+/// whose TTL left is at most the threshold stays out, as a memory-only key: it may be
+/// one that was durable when written and has run down since, which a crash after this
+/// rewrite would forget, so the restart fence's record is made to cover the latest
+/// such deadline first (`Reach::cover`, as a grant does).
+fn snapshot(shared: &Shared) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     let codes: Vec<Bytes> =
         (shared.scripts).with_libraries(|libs| libs.values().map(|l| l.code.clone()).collect());
@@ -128,10 +138,12 @@ fn snapshot(shared: &Shared) -> Vec<u8> {
     }
     let now = shared.clock.now_ms();
     let threshold = shared.aof.threshold_ms();
+    let mut left_out_until = 0u64;
     for (n, db) in shared.keyspace.dbs().iter().enumerate() {
         let mut selected = false;
         db.for_each_live(now, |key, value, deadline| {
-            if deadline.is_some_and(|d| d.saturating_sub(now) <= threshold) {
+            if let Some(d) = deadline.filter(|d| d.saturating_sub(now) <= threshold) {
+                left_out_until = left_out_until.max(d);
                 return;
             }
             if !selected {
@@ -162,7 +174,13 @@ fn snapshot(shared: &Shared) -> Vec<u8> {
             }
         });
     }
-    out
+    if left_out_until > now {
+        let delay = shared.keyspace.lock_delay().ms();
+        (shared.reach)
+            .cover(now, left_out_until.saturating_add(delay))
+            .map_err(|e| format!("cannot record the keys left out for the fence: {e:?}"))?;
+    }
+    Ok(out)
 }
 
 /// Step 3 (its own thread): the base written, fsynced and renamed into place; the
