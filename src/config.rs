@@ -99,6 +99,48 @@ pub struct Config {
     pub maxmemory: u64,
     /// Redis Cluster's protocol (`--cluster-mode`): off, emulated or a slot map.
     pub cluster: ClusterConfig,
+    /// The append-only log of durable keys (`durability::aof`, docs/operations.md).
+    pub aof: AofConfig,
+}
+
+/// The append-only log's settings, Redis's names. The log is on when `appendonly` is
+/// set and the node has a data directory (`Config::dir`).
+#[derive(Clone, Debug)]
+pub struct AofConfig {
+    /// `appendonly`: log every change to a durable key (default yes).
+    pub appendonly: bool,
+    /// `appenddirname`: the log's directory inside the data directory.
+    pub dirname: String,
+    /// `appendfilename`: the prefix of the log's files.
+    pub filename: String,
+    /// `aof-load-truncated`: a torn last command of the last file is cut off at boot
+    /// (yes) or refuses the start (no).
+    pub load_truncated: bool,
+    /// `auto-aof-rewrite-percentage`: rewrite once the log has grown this many percent
+    /// over its size after the last rewrite (0: never automatically).
+    pub rewrite_percentage: u64,
+    /// `auto-aof-rewrite-min-size`: no automatic rewrite below this many bytes.
+    pub rewrite_min_size: u64,
+    /// `--memory-only-ttl`: a key whose TTL is at most this at the end of the command
+    /// that wrote it is memory-only (never logged, covered by the restart fence).
+    pub memory_only_ttl: Duration,
+}
+
+/// The default `--memory-only-ttl`: every lock key of the client libraries tested.
+pub const DEFAULT_MEMORY_ONLY_TTL: Duration = Duration::from_secs(60);
+
+impl Default for AofConfig {
+    fn default() -> Self {
+        AofConfig {
+            appendonly: true,
+            dirname: "appendonlydir".into(),
+            filename: "appendonly.aof".into(),
+            load_truncated: true,
+            rewrite_percentage: 100,
+            rewrite_min_size: 64 * 1024 * 1024,
+            memory_only_ttl: DEFAULT_MEMORY_ONLY_TTL,
+        }
+    }
 }
 
 impl Default for Config {
@@ -132,6 +174,7 @@ impl Default for Config {
             dir: None,
             maxmemory: 0,
             cluster: ClusterConfig::default(),
+            aof: AofConfig::default(),
         }
     }
 }
@@ -147,13 +190,34 @@ impl Config {
             clock: Some(Clock::manual()),
             enable_debug_command: true,
             seed: Some(1),
+            // The existing tests crash nodes to show what a crash forgets; the log's
+            // tests turn it on.
+            aof: AofConfig {
+                appendonly: false,
+                ..AofConfig::default()
+            },
             ..Config::default()
+        }
+    }
+
+    /// Whether the append-only log is on: `appendonly` and a data directory.
+    pub fn aof_enabled(&self) -> bool {
+        self.aof.appendonly && self.dir.is_some()
+    }
+
+    /// The longest TTL a crash may forget: max-ttl, or with the log on the lower of
+    /// max-ttl and `--memory-only-ttl` (longer-lived keys are in the log).
+    pub fn forget_ttl(&self) -> Duration {
+        if self.aof_enabled() {
+            self.max_ttl.min(self.aof.memory_only_ttl)
+        } else {
+            self.max_ttl
         }
     }
 
     /// The restart delay in effect.
     pub fn effective_restart_delay(&self) -> Duration {
-        (self.restart_delay).unwrap_or(self.max_ttl + self.lock_delay + RESTART_MARGIN)
+        (self.restart_delay).unwrap_or(self.forget_ttl() + self.lock_delay + RESTART_MARGIN)
     }
 
     /// Checks the settings that can be wrong.
@@ -162,10 +226,10 @@ impl Config {
             return Err(ConfigError::MaxTtlZero);
         }
         if let Some(d) = self.restart_delay {
-            if !d.is_zero() && d < self.max_ttl {
+            if !d.is_zero() && d < self.forget_ttl() {
                 return Err(ConfigError::RestartDelayShorterThanMaxTtl {
                     restart_delay: d,
-                    max_ttl: self.max_ttl,
+                    max_ttl: self.forget_ttl(),
                 });
             }
         }

@@ -77,7 +77,17 @@ impl<'a> Ctx<'a> {
 
     /// Records durably that a key may be held until `deadline`, plus the lock-delay
     /// after it (`store/lock.rs`).
+    /// A durable TTL (`Fence::is_durable_ttl`: the key goes to the append-only log, a
+    /// crash does not forget it) needs no record.
     pub fn cover(&self, deadline: u64) -> Result<(), Reply> {
+        let ttl = deadline.saturating_sub(self.now_ms);
+        if self
+            .shared
+            .fence
+            .is_durable_ttl(ttl.min(i64::MAX as u64) as i64)
+        {
+            return Ok(());
+        }
         let delay = self.shared.keyspace.lock_delay().ms();
         (self.shared.reach).cover(self.now_ms, deadline.saturating_add(delay))
     }

@@ -79,6 +79,7 @@ const BINDINGS: &[(&str, Handler)] = &[
     ("locks", locks::locks),
     ("acl", acl_command::acl),
     ("debug", debug::debug),
+    ("bgrewriteaof", crate::durability::aof::rewrite::bgrewriteaof),
     // strings
     ("get", strings::get),
     ("set", strings::set),

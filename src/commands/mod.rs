@@ -154,6 +154,26 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             return e;
         }
     }
+    // The append-only log (`durability::aof`): a write is refused once the log has
+    // failed; one that may log runs under the log's order mutex (a script's or EXEC's
+    // calls run under the exclusive gate instead), and its entries are appended when
+    // the request ends.
+    let shared = ctx.shared;
+    let logs = own_flags & flags::WRITE != 0
+        && shared.aof.logging()
+        && !crate::durability::aof::propagate::is_memory_only_grant(
+            spec,
+            args,
+            shared.aof.threshold_ms(),
+        );
+    if shared.aof.is_failed() && touches_keys(spec, own_flags) {
+        if let Some(e) = shared.aof.refusal() {
+            return Reply::error(e);
+        }
+    }
+    let top_level = !ctx.in_script && !ctx.in_exec;
+    let order = (logs && top_level).then(|| shared.aof.order());
+    let before = logs.then(|| crate::durability::aof::propagate::before(ctx, spec, args));
     ctx.client.info.touch(spec, ctx.now_ms);
     // A network command's duration starts at the clock reading its context already
     // holds; a command called from a script or run by EXEC times itself.
@@ -175,6 +195,14 @@ pub fn run(ctx: &mut Ctx, spec: &'static Spec, args: &[Bytes]) -> Reply {
             Err(e) => e,
         }
     };
+    if let Some(before) = before {
+        crate::durability::aof::propagate::after(ctx, spec, args, &reply, before);
+    }
+    if top_level && !ctx.client.aof_pending.is_empty() {
+        let entries = std::mem::take(&mut ctx.client.aof_pending);
+        shared.aof.append(&entries);
+    }
+    drop(order);
     if monitored && !runs_script(spec) {
         admin::monitor::feed(ctx, spec, args);
     }
@@ -225,6 +253,16 @@ pub fn runs_script(spec: &Spec) -> bool {
         spec.name,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
     )
+}
+
+/// Whether a command reads or writes keys (refused once the append-only log failed):
+/// READONLY and WRITE rows, scripts, functions and EXEC.
+fn touches_keys(spec: &Spec, own_flags: u32) -> bool {
+    own_flags & (flags::WRITE | flags::READONLY) != 0
+        || matches!(
+            spec.name,
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec"
+        )
 }
 
 /// Redis's refusal of a script's call to a `noscript` command, by the call's own flags

@@ -57,6 +57,10 @@ pub struct Fence {
     /// turns the fence off.
     delay_ms: AtomicU64,
     max_ttl_ms: AtomicU64,
+    /// With the append-only log on: TTLs above this make a key durable (logged, not
+    /// forgotten by a crash), so neither max-ttl nor the fence bounds them. 0: the log
+    /// is off and max-ttl bounds every TTL.
+    durable_above_ms: AtomicU64,
     require_ttl: bool,
 }
 
@@ -67,6 +71,7 @@ impl Fence {
             chosen: Mutex::new((FenceRule::NoHistory, delay_ms)),
             delay_ms: AtomicU64::new(delay_ms),
             max_ttl_ms: AtomicU64::new(max_ttl_ms),
+            durable_above_ms: AtomicU64::new(0),
             require_ttl,
         };
         fence.raise(now_ms, delay_ms, FenceRule::NoHistory);
@@ -111,6 +116,18 @@ impl Fence {
         self.delay_ms.store(delay_ms, Ordering::Relaxed);
     }
 
+    /// With the log on, TTLs above `ms` are durable (see `durable_above_ms`); 0: off.
+    pub fn set_durable_above(&self, ms: u64) {
+        self.durable_above_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Whether a TTL of `ttl_ms` makes a key durable (the log is on and it is above
+    /// the memory-only threshold): a crash does not forget it.
+    pub fn is_durable_ttl(&self, ttl_ms: i64) -> bool {
+        let above = self.durable_above_ms.load(Ordering::Relaxed);
+        above > 0 && ttl_ms > above as i64
+    }
+
     pub fn require_ttl(&self) -> bool {
         self.require_ttl
     }
@@ -134,7 +151,7 @@ impl Fence {
     /// Refuses a TTL longer than max-ttl.
     pub fn check_ttl(&self, ttl_ms: i64) -> Result<(), Reply> {
         let max = self.max_ttl_ms();
-        if ttl_ms > max as i64 {
+        if ttl_ms > max as i64 && !self.is_durable_ttl(ttl_ms) {
             return Err(Reply::error(format!(
                 "ERR TTL of {ttl_ms} ms is above this server's max-ttl of {max} ms (raise --max-ttl)"
             )));

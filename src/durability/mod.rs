@@ -5,6 +5,7 @@
 //! clean-shutdown save (`restart`), and the restart fence with the max-TTL rule
 //! (`fence`).
 
+pub mod aof;
 pub(crate) mod atomic;
 pub mod data_dir;
 pub(crate) mod fence;

@@ -87,6 +87,15 @@ pub fn boot(shared: &Shared, first: bool) -> io::Result<BootKind> {
             None => (FenceRule::NoHistory, shared.fence.delay_ms()),
         }
     };
+    // With the append-only log on, a crash forgets only keys granted a TTL of at most
+    // the longest one recorded (memory-only keys; durable ones are replayed): each
+    // was granted before now, so none outlives now + that TTL, whatever reservation
+    // the same-boot rule reads.
+    if shared.aof.enabled() && rule == FenceRule::SameBoot {
+        if let Some(h) = prev.and_then(|p| p.history) {
+            len = len.min(h.ttl_ms.saturating_add(margin));
+        }
+    }
     if let Verdict::Refused { longest_ttl_ms, .. } = &verdict {
         if rule != FenceRule::Off {
             len = len.max(longest_ttl_ms.saturating_add(margin));
@@ -104,6 +113,12 @@ pub fn boot(shared: &Shared, first: bool) -> io::Result<BootKind> {
     }
     shared.reach.start(now.saturating_add(covered), covered);
     shared.tokens.resume_after_crash();
+    // The durable keys come back from the append-only log, replayed with the fence
+    // down (the log's writes were all granted before); the fence is raised below.
+    if shared.aof.enabled() {
+        shared.fence.raise(now, 0, rule);
+        crate::durability::aof::load::boot(shared)?;
+    }
     let kind = match verdict {
         Verdict::Accepted(snap) => {
             let keys = snap.keys.len();
@@ -197,7 +212,7 @@ fn read_snapshot(dir: &NodeDir, shared: &Shared) -> Verdict {
             return Verdict::Refused { longest_ttl_ms: 0 };
         }
     };
-    match snapshot::decode(&raw) {
+    match snapshot::decode(&raw).map(|snap| only_memory_keys(snap, shared)) {
         Err(why) => {
             tracing::warn!("snapshot {shown} refused: {why}; the restart fence applies");
             Verdict::Refused { longest_ttl_ms: 0 }
@@ -212,6 +227,17 @@ fn read_snapshot(dir: &NodeDir, shared: &Shared) -> Verdict {
             }
         },
     }
+}
+
+/// With the append-only log on, the log wins for durable keys (it holds every change
+/// to them, with absolute deadlines): the snapshot gives back only the memory-only
+/// keys (a TTL left at most `--memory-only-ttl`), which the log never had.
+fn only_memory_keys(mut snap: Snapshot, shared: &Shared) -> Snapshot {
+    if shared.aof.enabled() {
+        let threshold = shared.aof.threshold_ms();
+        (snap.keys).retain(|k| k.remaining_ms.is_some_and(|ms| ms <= threshold));
+    }
+    snap
 }
 
 /// Whether a decoded snapshot may be trusted by a node whose state is `state`.

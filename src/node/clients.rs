@@ -300,6 +300,9 @@ pub struct ClientState {
     pub watch: crate::commands::exec::multi::Watching,
     /// Client-side caching: the mode, CLIENT CACHING, invalidations due after a reply.
     pub tracking: ClientTracking,
+    /// What this request's writes put in the append-only log, appended when the
+    /// request ends (a script's or EXEC's effects, as one MULTI/EXEC).
+    pub aof_pending: Vec<crate::durability::aof::Entry>,
 }
 
 impl ClientState {
@@ -320,6 +323,7 @@ impl ClientState {
             multi: None,
             watch: Default::default(),
             tracking: Default::default(),
+            aof_pending: Vec::new(),
         }
     }
 

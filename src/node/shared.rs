@@ -60,6 +60,9 @@ pub struct Shared {
     pub scripts: crate::scripting::Scripts,
     /// The data directory (`--dir`), locked while the node runs; `None`: memory only.
     pub node_dir: Option<Arc<crate::durability::data_dir::NodeDir>>,
+    /// The append-only log of durable keys (`durability::aof`); off without
+    /// `appendonly` or a data directory.
+    pub aof: crate::durability::aof::Aof,
     /// The fencing-token high-water mark (FENCING.GRANT / FENCING.COMMIT).
     pub tokens: crate::durability::tokens::TokenMark,
     /// How far granted locks reach, recorded before each grant (the restart fence's
@@ -127,6 +130,9 @@ impl Shared {
             config.max_ttl.as_millis() as u64,
             config.require_ttl,
         );
+        if config.aof_enabled() {
+            fence.set_durable_above(config.aof.memory_only_ttl.as_millis() as u64);
+        }
         let seed = config.seed.unwrap_or_else(rand::random);
         let run_id: String = {
             use rand::{Rng, SeedableRng};
@@ -189,6 +195,7 @@ impl Shared {
                 config.busy_script_time.as_millis() as u64,
                 config.seed,
             ),
+            aof: crate::durability::aof::Aof::new(&config),
             tokens: crate::durability::tokens::TokenMark::new(node_dir.clone()),
             reach: crate::durability::reach::Reach::new(&clock, node_dir.clone()),
             node_dir,

@@ -213,8 +213,22 @@ async fn run<S: Stream>(
             if company && !conn.wbuf.is_empty() {
                 tokio::task::yield_now().await;
             }
+            // No reply before the log's fsync of what this batch, or any batch before
+            // its end, changed: a reply may tell of it. A log that failed answers
+            // nothing: the connection closes.
+            if !wait_for_log(shared, batch.log_failed, batch.log_life).await {
+                return Ok(());
+            }
             // A peer that went away still had its requests executed; that is all.
             let written = write_out(conn.stream, &mut conn.wbuf, &conn.info).await;
+            if crate::durability::aof::rewrite::due(shared) {
+                let start = || crate::durability::aof::rewrite::start(shared);
+                if let Some(Err(e)) =
+                    crate::commands::exec::gate::with_exclusive(shared, start).await
+                {
+                    tracing::warn!("automatic rewrite of the append-only log: {e}");
+                }
+            }
             shared.faults.batch_done(&conn.info, batch.held);
             if !matches!(written, Ok(true))
                 || batch.close
@@ -293,6 +307,11 @@ struct BatchEnd {
     held: bool,
     /// Stopped at WRITE_BATCH_LIMIT: more requests may be buffered already.
     more: bool,
+    /// The append-only log had failed when the batch started: its key commands were
+    /// refused, so its replies tell nothing unsynced (`wait_for_log`).
+    log_failed: bool,
+    /// The log's life when the batch started (`wait_for_log`).
+    log_life: u64,
 }
 
 impl<S: Stream> Conn<'_, S> {
@@ -314,6 +333,8 @@ impl<S: Stream> Conn<'_, S> {
             close: false,
             held: false,
             more: false,
+            log_failed: shared.aof.is_failed(),
+            log_life: shared.aof.life(),
         };
         // The mark that this connection is executing (`Shared::continue_request`):
         // set by the batch's first request, cleared when the batch stops or a
@@ -371,7 +392,9 @@ impl<S: Stream> Conn<'_, S> {
                     if let Some(blocked) = self.client.blocked.take() {
                         // Waiting is not executing (`set_net` must not wait for it).
                         executing = None;
-                        if !write_out(self.stream, &mut self.wbuf, info).await? {
+                        if !wait_for_log(shared, end.log_failed, end.log_life).await
+                            || !write_out(self.stream, &mut self.wbuf, info).await?
+                        {
                             return Ok(None);
                         }
                         // Boxed, as rare: its timers stay out of the task's size.
@@ -602,6 +625,31 @@ fn take_messages(subscriber: &Subscriber, proto: u8, wbuf: &mut BytesMut) {
         };
         subscriber.taken(&msg);
         encode(&msg.reply, proto, wbuf);
+    }
+}
+
+/// The append-only log's group commit (`durability::aof`): waits until everything
+/// appended so far is on disk, which with the log off or nothing new is two loads.
+/// False: it never will be (the log failed, or the node restarted under the batch);
+/// the replies must not be sent. A batch
+/// that began after the failure (`failed_before`) has only refusals to tell.
+async fn wait_for_log(shared: &Shared, failed_before: bool, life: u64) -> bool {
+    let aof = &shared.aof;
+    let seq = aof.appended();
+    // Read after `seq` (see `Aof::reset_for_boot`): the node restarted under this
+    // batch (the test backend's crash), whose writes may be lost.
+    if aof.life() != life {
+        return false;
+    }
+    if failed_before || aof.is_synced(seq) {
+        return true;
+    }
+    match Box::pin(aof.wait_synced(seq)).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("replies not sent: the append-only log did not sync them: {e}");
+            false
+        }
     }
 }
 

@@ -77,6 +77,12 @@ impl TestServer {
             fence_at_boot: false,
             enable_debug_command: true,
             seed: Some(1),
+            // A crash forgets every key, as the test backend has always done; a test
+            // of the append-only log turns it on.
+            aof: crate::config::AofConfig {
+                appendonly: false,
+                ..Default::default()
+            },
             ..Config::default()
         }
     }
@@ -201,6 +207,24 @@ impl TestServer {
     pub fn crash_restart_after_reboot(&self) {
         self.shared().reach.pretend_reboot();
         self.crash_restart();
+    }
+
+    /// The next fsync of the append-only log fails (EIO): the replies waiting for it
+    /// are never sent and the node refuses writes with `-MISCONF` until restarted.
+    pub fn fail_next_log_fsync(&self) {
+        self.shared().aof.fail_next_fsync();
+    }
+
+    /// A power cut and a restart: what the append-only log wrote but had not fsynced is
+    /// lost (its incr file is cut at the last fsync), then `crash_restart`.
+    pub fn crash_restart_power_cut(&self) {
+        let shared = self.shared();
+        // Nothing runs while the node "is down" (a real crash stops every command).
+        let down = crate::commands::exec::gate::hold_exclusive_for_test_control(shared);
+        shared.aof.power_cut();
+        shared.crash_restart();
+        drop(down);
+        shared.set_net(NetState::Up);
     }
 
     /// A crash and a restart whose first durable write (the record of the new start)

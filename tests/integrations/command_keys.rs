@@ -27,6 +27,7 @@ const GETKEYS_CASES: &[&str] = &[
     "CLIENT HELP",
     "INFO k1 k2",
     "DBSIZE",
+    "BGREWRITEAOF",
     "FLUSHDB k1 k2",
     "FLUSHALL k1 k2",
     "TIME",

@@ -185,7 +185,7 @@ const RESTORE_PAYLOAD: &str = "\x00\x0crestored-613\n\x00U8@DHMWs";
 const NOT_WRITES: &[&str] = &[
     "ping", "echo", "hello", "auth", "select", "quit", "reset", "client", "info", "dbsize",
     "time", "command", "config", "slowlog", "latency", "wait", "shutdown", "acl", "debug",
-    "monitor", "locks",
+    "monitor", "locks", "bgrewriteaof",
     "get", "mget", "strlen", "getrange", "substr", "digest", "exists", "touch", "type",
     "keys", "scan", "randomkey", "object", "memory", "ttl", "pttl", "expiretime",
     "pexpiretime", "hget", "hmget", "hexists", "hlen", "hstrlen", "hscan", "hrandfield",

@@ -9,6 +9,7 @@
 mod support;
 
 mod acl;
+mod aof;
 mod bitmaps;
 mod blocking_from_script;
 mod blocking_zsets;

@@ -7,7 +7,7 @@
 //! Names are the flags' names (`max-ttl 30s`, `require-ttl yes`), plus Redis's names
 //! for the same settings (`loglevel`, `busy-reply-threshold`, `lua-time-limit`). Redis
 //! directives that only restate what redlockd always does (`daemonize no`,
-//! `appendonly no`, `save ""`, `tls-replication no`, `tls-cluster no`) are accepted;
+//! `save ""`, `tls-replication no`, `tls-cluster no`) are accepted;
 //! anything else is an error naming the line, never silently ignored.
 
 use std::fmt;
@@ -35,6 +35,14 @@ const VALUED: &[&str] = &[
     "metrics-auth",
     "metrics-auth-file",
     "dir",
+    "appendonly",
+    "appendfsync",
+    "appenddirname",
+    "appendfilename",
+    "aof-load-truncated",
+    "auto-aof-rewrite-percentage",
+    "auto-aof-rewrite-min-size",
+    "memory-only-ttl",
     "log",
     "tls-port",
     "tls-cert-file",
@@ -84,7 +92,7 @@ pub fn to_flags(text: &str) -> Result<Vec<String>, ConfFileError> {
             return Err(err("expected one value after the name"));
         };
         match name.as_str() {
-            "daemonize" | "appendonly" | "tls-replication" | "tls-cluster" if value == "no" => {}
+            "daemonize" | "tls-replication" | "tls-cluster" if value == "no" => {}
             "save" if value.is_empty() => {}
             "maxmemory-policy" if value == "noeviction" => {}
             "maxmemory-policy" => {
@@ -222,6 +230,10 @@ lock-introspection no
         assert!(to_flags("port 1 2\n").is_err());
         assert!(to_flags("requirepass \"open\n").is_err());
         assert!(to_flags("require-ttl maybe\n").is_err());
-        assert!(to_flags("appendonly yes\n").is_err());
+        assert!(
+            to_flags("appendfsync everysec\n").is_ok(),
+            "clap refuses it"
+        );
+        assert_eq!(to_flags("appendonly no\n").unwrap(), ["--appendonly", "no"]);
     }
 }

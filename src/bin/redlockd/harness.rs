@@ -74,6 +74,11 @@ pub async fn run(
         seed: Some(args.seed),
         busy_script_time: args.busy_script_time,
         maxmemory: args.maxmemory,
+        // The test backend's crash forgets every key (docs/testing.md).
+        aof: redlockd::config::AofConfig {
+            appendonly: false,
+            ..Default::default()
+        },
         ..Config::default()
     };
     let mut harness = match Harness::start(usize::from(args.nodes), config, args.dir).await {

@@ -168,6 +168,45 @@ struct ServerArgs {
     /// (repeatable, or a comma list); none: every lock.
     #[arg(long, value_delimiter = ',', env = "REDLOCKD_LOCK_DELAY_PREFIX")]
     lock_delay_prefix: Vec<String>,
+    /// Redis's appendonly: log every change to a durable key (no TTL, or one above
+    /// --memory-only-ttl) to the append-only log in --dir, fsynced before the reply, and
+    /// replay it at boot. no: every key is memory-only (a crash forgets it).
+    #[arg(long, default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, env = "REDLOCKD_APPENDONLY")]
+    appendonly: bool,
+    /// Redis's appendfsync. Only `always` (the default): every reply waits for the
+    /// fsync of what it depends on, with one fsync per batch of writes (group commit).
+    #[arg(long, default_value = "always", value_parser = parse_appendfsync, env = "REDLOCKD_APPENDFSYNC")]
+    appendfsync: String,
+    /// Redis's appenddirname: the log's directory inside --dir.
+    #[arg(long, default_value = "appendonlydir", env = "REDLOCKD_APPENDDIRNAME")]
+    appenddirname: String,
+    /// Redis's appendfilename: the prefix of the log's files.
+    #[arg(
+        long,
+        default_value = "appendonly.aof",
+        env = "REDLOCKD_APPENDFILENAME"
+    )]
+    appendfilename: String,
+    /// Redis's aof-load-truncated: yes cuts a torn last command off the log at boot;
+    /// no refuses to start.
+    #[arg(long, default_value = "yes", value_parser = parse_yes_no, action = clap::ArgAction::Set, env = "REDLOCKD_AOF_LOAD_TRUNCATED")]
+    aof_load_truncated: bool,
+    /// Redis's auto-aof-rewrite-percentage: rewrite the log once it has grown this many
+    /// percent over its size after the last rewrite; 0: only BGREWRITEAOF.
+    #[arg(
+        long,
+        default_value = "100",
+        env = "REDLOCKD_AUTO_AOF_REWRITE_PERCENTAGE"
+    )]
+    auto_aof_rewrite_percentage: u64,
+    /// Redis's auto-aof-rewrite-min-size: no automatic rewrite below this size.
+    #[arg(long, default_value = "64mb", value_parser = parse_memory, env = "REDLOCKD_AUTO_AOF_REWRITE_MIN_SIZE")]
+    auto_aof_rewrite_min_size: u64,
+    /// A key whose TTL is at most this at the end of the command that wrote it is
+    /// memory-only: never logged, forgotten by a crash, covered by the restart fence
+    /// (which then lasts at most this + lock-delay + 1 s). Longer-lived keys are durable.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "REDLOCKD_MEMORY_ONLY_TTL")]
+    memory_only_ttl: Duration,
     /// Password for the default user (AUTH / HELLO AUTH).
     #[arg(long, env = "REDLOCKD_REQUIREPASS", hide_env_values = true)]
     requirepass: Option<String>,
@@ -345,6 +384,15 @@ impl ServerArgs {
             maxmemory: self.maxmemory,
             notify_keyspace_events: self.notify_keyspace_events.clone(),
             lock_introspection: self.lock_introspection,
+            aof: redlockd::config::AofConfig {
+                appendonly: self.appendonly,
+                dirname: self.appenddirname.clone(),
+                filename: self.appendfilename.clone(),
+                load_truncated: self.aof_load_truncated,
+                rewrite_percentage: self.auto_aof_rewrite_percentage,
+                rewrite_min_size: self.auto_aof_rewrite_min_size,
+                memory_only_ttl: self.memory_only_ttl,
+            },
             cluster: redlockd::config::ClusterConfig {
                 mode: match self.cluster_mode {
                     ClusterModeArg::Off => redlockd::config::ClusterMode::Off,
@@ -399,6 +447,16 @@ fn parse_metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
 }
 
 /// `yes` or `no`, as Redis's boolean settings.
+/// `appendfsync`: only `always` (replies wait for the fsync; see --appendonly).
+fn parse_appendfsync(s: &str) -> Result<String, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "always" => Ok("always".into()),
+        other => Err(format!(
+            "appendfsync {other} is not offered: redlockd fsyncs before every reply that depends on a write (always), with group commit"
+        )),
+    }
+}
+
 fn parse_yes_no(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {
         "yes" => Ok(true),

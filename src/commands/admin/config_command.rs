@@ -178,15 +178,12 @@ const APPLIED: &[Applied] = &[
                 .then_some("redlockd never evicts a lock: noeviction is the only policy")
         },
     },
+    // The append-only log's settings are chosen at start (their flags).
     Applied {
         name: "appendonly",
-        get: |_| "no".to_string(),
-        set: Some(|_, _| {}),
-        refuse: |v| {
-            (v == "yes").then_some(
-                "redlockd has no AOF: the clean-shutdown snapshot in --dir is what a restart keeps",
-            )
-        },
+        get: |s| yes_no(s.aof.enabled()),
+        set: None,
+        refuse: takes_all,
     },
     live(
         "stream-node-max-entries",

@@ -141,8 +141,8 @@ fn total_system_memory() -> usize {
         .map_or(0, |kb| kb * 1024)
 }
 
-fn info_persistence(_ctx: &Ctx, out: &mut String) {
-    out.push_str("loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n");
+fn info_persistence(ctx: &Ctx, out: &mut String) {
+    ctx.shared.aof.info(out);
 }
 
 fn info_stats(ctx: &Ctx, out: &mut String) {

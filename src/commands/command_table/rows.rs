@@ -52,6 +52,7 @@ pub(super) const ROWS: &[Row] = &[
     Row { name: "acl", arity: -2, flags: 0, cats: 0, keys: NO_KEYS },
     Row { name: "debug", arity: -2, flags: ADMIN | NOSCRIPT | EXCLUSIVE, cats: 0, keys: NO_KEYS },
     Row { name: "monitor", arity: 1, flags: ADMIN | NOSCRIPT, cats: 0, keys: NO_KEYS },
+    Row { name: "bgrewriteaof", arity: 1, flags: ADMIN | NOSCRIPT | EXCLUSIVE, cats: 0, keys: NO_KEYS },
     // strings
     Row { name: "get", arity: 2, flags: READONLY | FAST, cats: C_STRING, keys: &[ks(K_RO | K_ACCESS, at(1), range(0, 1, 0))] },
     Row { name: "set", arity: -3, flags: WRITE | FENCED | DENYOOM, cats: C_STRING, keys: &[ks(K_RW | K_ACCESS | K_UPDATE | K_VARIABLE_FLAGS, at(1), range(0, 1, 0))] },

@@ -283,6 +283,10 @@ impl Blocking {
             // a group read assigned stay pending for its consumer, as after a reply
             // that reached a client which then died.
             let _ = tx.send(reply);
+            if read.group.is_some() {
+                // The group's delivery, in the append-only log.
+                crate::durability::aof::propagate::log_key_states(shared, db_index, &[key]);
+            }
         }
     }
 
@@ -347,6 +351,13 @@ impl Blocking {
                 if let Pop::Move { dst, .. } = &waiter.pop {
                     // The moved element may be what a waiter on `dst` waits for.
                     self.signal(db_index, dst);
+                    crate::durability::aof::propagate::log_key_states(
+                        shared,
+                        db_index,
+                        &[key, dst],
+                    );
+                } else {
+                    crate::durability::aof::propagate::log_key_states(shared, db_index, &[key]);
                 }
                 notify_served(shared, db_index, key, &waiter.pop, now);
             }

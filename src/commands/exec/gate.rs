@@ -308,6 +308,14 @@ pub async fn serve_blocked(shared: &Shared) {
     }
 }
 
+/// Runs `f` holding the gate exclusively, once no command runs (the append-only log's
+/// automatic rewrite, started by the connection that finds it due). `None`: a script
+/// held the gate past its limit.
+pub async fn with_exclusive<R>(shared: &Shared, f: impl FnOnce() -> R) -> Option<R> {
+    let _exclusive = Box::pin(shared.gate.exclusive(shared)).await.ok()?;
+    Some(f())
+}
+
 /// `serve_blocked` for a caller that cannot wait (the in-memory session, alone on its
 /// server, always finds the gate free).
 pub fn try_serve_blocked(shared: &Shared) {
