@@ -183,13 +183,13 @@ def test_seeded_probability_repeats(redlockd_server):
     assert 5 <= runs[0].count("x") <= 25
 
 
-def test_history_records_requests_replies_and_faults(redlockd_cluster):
-    node = redlockd_cluster.node(1)
+def test_history_records_requests_replies_and_faults(redlockd_group):
+    node = redlockd_group.node(1)
     node.record(capacity=100)
     f = node.fault("drop_reply", command="set", key="lock")
     r = plain(node, "me")
     assert r.get("x") is None
-    redlockd_cluster.advance(100)
+    redlockd_group.advance(100)
     with pytest.raises(redis.exceptions.ConnectionError):
         r.set("lock", "me", nx=True)
     h = [e for e in node.history() if e["client"]["name"] == "me"]
@@ -199,5 +199,5 @@ def test_history_records_requests_replies_and_faults(redlockd_cluster):
         (["SET", "lock", "me", "NX"], "OK", "reply_dropped", f.id),
     ]
     assert h[-1]["mono_ms"] == h[-2]["mono_ms"] + 100
-    assert all(e["node"] == 1 for e in redlockd_cluster.history())
+    assert all(e["node"] == 1 for e in redlockd_group.history())
     assert node.history(take=True) and node.history() == []

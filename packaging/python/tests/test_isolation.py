@@ -52,7 +52,7 @@ def test_a_killed_test_process_leaves_no_redlockd_behind(tmp_path):
     script = textwrap.dedent(
         """
         import sys, time, redlockd
-        c = redlockd.Cluster(3)
+        c = redlockd.Group(3)
         print(c.pid, *[n.dir for n in c.nodes], flush=True)
         time.sleep(60)
         """
@@ -74,7 +74,8 @@ def test_a_killed_test_process_leaves_no_redlockd_behind(tmp_path):
 
 
 def test_close_stops_the_process_and_removes_its_directories():
-    c = redlockd.Cluster(2)
+    c = redlockd.Cluster(2)  # the old name of Group still works
+    assert isinstance(c, redlockd.Group)
     dirs = [n.dir for n in c.nodes]
     c.close()
     c.close()  # twice is fine

@@ -35,7 +35,7 @@ export interface HarnessOptions {
   extraArgs?: string[];
 }
 
-export interface ClusterOptions extends HarnessOptions {
+export interface GroupOptions extends HarnessOptions {
   /** How many nodes (default 5). */
   nodes?: number;
 }
@@ -148,7 +148,7 @@ export declare class Node {
   history(options?: { take?: boolean }): Promise<Exchange[]>;
 }
 
-export declare class Cluster {
+export declare class Group {
   readonly pid: number;
   readonly version: string;
   readonly binary: string;
@@ -168,7 +168,7 @@ export declare class Cluster {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-export declare class Server extends Cluster {
+export declare class Server extends Group {
   readonly url: string;
   readonly host: string;
   readonly port: number;
@@ -184,6 +184,13 @@ export declare class Server extends Cluster {
 }
 
 export declare function startServer(options?: HarnessOptions): Promise<Server>;
-export declare function startCluster(options?: ClusterOptions): Promise<Cluster>;
+export declare function startGroup(options?: GroupOptions): Promise<Group>;
 export declare function resolveBinary(explicit?: string): string;
 export declare const VERSION: string;
+
+/** The old name of `Group` (before "cluster" was kept for Redis Cluster); still works. */
+export declare const Cluster: typeof Group;
+/** The old name of `GroupOptions`. */
+export type ClusterOptions = GroupOptions;
+/** The old name of `startGroup`; still works. */
+export declare function startCluster(options?: GroupOptions): Promise<Group>;

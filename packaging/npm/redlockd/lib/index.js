@@ -231,7 +231,7 @@ class Node {
 }
 
 /** N nodes on one manual clock, in one `redlockd harness` process. */
-class Cluster {
+class Group {
   constructor(child, ready, binary) {
     this._child = child;
     this._pending = new Map();
@@ -342,15 +342,15 @@ class Cluster {
   }
 }
 
-// `await using c = await startCluster()` where the runtime has explicit resource management.
+// `await using c = await startGroup()` where the runtime has explicit resource management.
 if (typeof Symbol.asyncDispose === "symbol") {
-  Cluster.prototype[Symbol.asyncDispose] = function dispose() {
+  Group.prototype[Symbol.asyncDispose] = function dispose() {
     return this.close();
   };
 }
 
 /** One node; its address and faults are on the object itself. */
-class Server extends Cluster {
+class Server extends Group {
   get url() {
     return this.nodes[0].url;
   }
@@ -471,8 +471,24 @@ function startServer(options = {}) {
 }
 
 /** `options.nodes` nodes (default 5) on one manual clock. */
-function startCluster(options = {}) {
-  return start(Cluster, options.nodes ?? 5, options);
+function startGroup(options = {}) {
+  return start(Group, options.nodes ?? 5, options);
 }
 
-module.exports = { startServer, startCluster, resolveBinary, RedlockdError, Cluster, Server, Node, Fault, VERSION };
+// The old names (before "cluster" was kept for Redis Cluster); they still work.
+const Cluster = Group;
+const startCluster = startGroup;
+
+module.exports = {
+  startServer,
+  startGroup,
+  startCluster,
+  resolveBinary,
+  RedlockdError,
+  Group,
+  Cluster,
+  Server,
+  Node,
+  Fault,
+  VERSION,
+};

@@ -1,5 +1,5 @@
 import redlockd from "./index.js";
 
-export const { startServer, startCluster, resolveBinary, RedlockdError, Cluster, Server, Node, Fault, VERSION } =
+export const { startServer, startGroup, startCluster, resolveBinary, RedlockdError, Group, Cluster, Server, Node, Fault, VERSION } =
   redlockd;
 export default redlockd;

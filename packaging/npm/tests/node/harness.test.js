@@ -6,7 +6,7 @@ const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const { spawn } = require("node:child_process");
 const Redis = require("ioredis");
-const { startServer, startCluster, RedlockdError } = require("redlockd");
+const { startServer, startGroup, startCluster, Cluster, Group, RedlockdError } = require("redlockd");
 
 test("a 10 s lock expires after advance(10_001), without sleeping", async () => {
   const srv = await startServer();
@@ -46,7 +46,7 @@ test("kill, restart with the fence, clean restart", async () => {
 });
 
 test("bad requests get clear errors and the harness keeps serving", async () => {
-  const c = await startCluster({ nodes: 2 });
+  const c = await startGroup({ nodes: 2 });
   try {
     await assert.rejects(c.request("frobnicate"), (e) => e instanceof RedlockdError && /unknown op/.test(e.message));
     await assert.rejects(c.request("kill", { node: 2 }), /node 2 is out of range: this harness has 2 nodes/);
@@ -58,8 +58,8 @@ test("bad requests get clear errors and the harness keeps serving", async () => 
   }
 });
 
-test("two clusters at once share no port, key or clock", async () => {
-  const [a, b] = await Promise.all([startCluster({ nodes: 3 }), startCluster({ nodes: 3 })]);
+test("two groups at once share no port, key or clock", async () => {
+  const [a, b] = await Promise.all([startGroup({ nodes: 3 }), startGroup({ nodes: 3 })]);
   const ra = new Redis(a.urls[0]);
   const rb = new Redis(b.urls[0]);
   try {
@@ -88,8 +88,8 @@ function gone(pid) {
 
 test("a killed test process leaves no redlockd behind", async () => {
   const script =
-    'const { startCluster } = require("redlockd");' +
-    "startCluster({ nodes: 3 }).then((c) => {" +
+    'const { startGroup } = require("redlockd");' +
+    "startGroup({ nodes: 3 }).then((c) => {" +
     '  console.log(JSON.stringify({ pid: c.pid, dirs: c.nodes.map((n) => n.dir) }));' +
     "  setInterval(() => {}, 1000);" +
     "});";
@@ -109,4 +109,9 @@ test("a killed test process leaves no redlockd behind", async () => {
   while (!gone(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
   assert.ok(gone(pid), `redlockd harness ${pid} outlived its parent`);
   for (const d of dirs) assert.ok(!fs.existsSync(d), `${d} left behind`);
+});
+
+test("the old names Cluster and startCluster still work", () => {
+  assert.equal(startCluster, startGroup);
+  assert.equal(Cluster, Group);
 });

@@ -1,7 +1,7 @@
 // The package under Vitest, through its ES module entry.
 import { afterAll, beforeAll, expect, test } from "vitest";
 import Redis from "ioredis";
-import { startCluster, startServer } from "redlockd";
+import { startGroup, startServer } from "redlockd";
 
 let srv;
 beforeAll(async () => {
@@ -22,8 +22,8 @@ test("a lock expires when the server's clock passes its TTL", async () => {
   r.disconnect();
 });
 
-test("a cluster's nodes move together", async () => {
-  const c = await startCluster({ nodes: 3 });
+test("a group's nodes move together", async () => {
+  const c = await startGroup({ nodes: 3 });
   const rs = c.urls.map((u) => new Redis(u));
   for (const r of rs) await r.set("k", "v", "PX", 100);
   await c.advance(100);

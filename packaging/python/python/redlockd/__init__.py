@@ -1,6 +1,7 @@
 """redlockd for tests: a Redis-compatible lock server on a manual clock, with node
-faults, started from Python (`Server`, `Cluster`) or from pytest fixtures
-(`redlockd_server`, `redlockd_cluster`, `redlockd_factory`; docs/testing.md)."""
+faults, started from Python (`Server`, `Group`) or from pytest fixtures
+(`redlockd_server`, `redlockd_group`, `redlockd_factory`; docs/testing.md). `Cluster` and
+`redlockd_cluster` are the old names of `Group` and `redlockd_group`, and still work."""
 
 from ._find import RedlockdNotFound, find_redlockd_bin
 from ._harness import (
@@ -9,6 +10,7 @@ from ._harness import (
     ClockReading,
     Cluster,
     Fault,
+    Group,
     Node,
     RedlockdError,
     RedlockdStartError,
@@ -28,6 +30,7 @@ __all__ = [
     "ClockReading",
     "Cluster",
     "Fault",
+    "Group",
     "Node",
     "RedlockdError",
     "RedlockdNotFound",

@@ -213,7 +213,7 @@ def _fault_fields(
 class Node:
     """One node of a harness: its address and its faults."""
 
-    def __init__(self, harness: "Cluster", info: dict[str, Any]) -> None:
+    def __init__(self, harness: "Group", info: dict[str, Any]) -> None:
         self._harness = harness
         self.index: int = info["index"]
         self.host: str = info["host"]
@@ -346,7 +346,7 @@ class Node:
         return f"<redlockd node {self.index} {self.url}>"
 
 
-class Cluster:
+class Group:
     """N nodes on one manual clock, in one `redlockd harness` process.
 
     Started when made; `close()` (or leaving a `with` block) stops it, and so does the
@@ -444,7 +444,7 @@ class Cluster:
             raise RedlockdError(reply["error"])
         return reply["ok"]
 
-    # -- the cluster --------------------------------------------------------------
+    # -- the group ----------------------------------------------------------------
 
     def node(self, i: int) -> Node:
         return self.nodes[i]
@@ -512,7 +512,7 @@ class Cluster:
         self._finalizer()
         self._out.close()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> "Group":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -522,7 +522,11 @@ class Cluster:
         return f"<redlockd harness pid {self.pid}: {', '.join(self.urls)}>"
 
 
-class Server(Cluster):
+#: The old name of `Group` (before "cluster" was kept for Redis Cluster); still works.
+Cluster = Group
+
+
+class Server(Group):
     """One node on a manual clock; its address and faults are on the object itself."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -607,20 +611,20 @@ class AsyncNodeControls:
 class AsyncControls:
     """A harness's controls as coroutines."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        self._cluster = cluster
+    def __init__(self, group: Group) -> None:
+        self._group = group
 
     def node(self, i: int) -> AsyncNodeControls:
-        return AsyncNodeControls(self._cluster.node(i))
+        return AsyncNodeControls(self._group.node(i))
 
     async def advance(self, ms: Millis) -> ClockReading:
-        return await asyncio.to_thread(self._cluster.advance, ms)
+        return await asyncio.to_thread(self._group.advance, ms)
 
     async def jump_wall(self, ms: Millis) -> ClockReading:
-        return await asyncio.to_thread(self._cluster.jump_wall, ms)
+        return await asyncio.to_thread(self._group.jump_wall, ms)
 
     async def set_wall(self, when: int | _dt.datetime) -> ClockReading:
-        return await asyncio.to_thread(self._cluster.set_wall, when)
+        return await asyncio.to_thread(self._group.set_wall, when)
 
     async def request(self, op: str, **fields: Any) -> Any:
-        return await asyncio.to_thread(self._cluster.request, op, **fields)
+        return await asyncio.to_thread(self._group.request, op, **fields)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from ._harness import Cluster, Server
+from ._harness import Group, Server
 
 MARKER = "redlockd"
 
@@ -51,18 +51,18 @@ def _marker_options(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @pytest.fixture
-def redlockd_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Cluster]]:
+def redlockd_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Group]]:
     """Starts harnesses: `redlockd_factory(max_ttl="10s")` -> Server (one node),
-    `redlockd_factory(nodes=3, ...)` -> Cluster. All stop at the end of the test."""
-    started: list[Cluster] = []
+    `redlockd_factory(nodes=3, ...)` -> Group. All stop at the end of the test."""
+    started: list[Group] = []
     config = request.config
 
-    def start(nodes: int | None = None, **options: Any) -> Cluster:
+    def start(nodes: int | None = None, **options: Any) -> Group:
         options.setdefault("binary", _binary(config))
         log = config.getoption("--redlockd-log")
         if log:
             options.setdefault("log", log)
-        harness: Cluster = Server(**options) if nodes is None else Cluster(nodes, **options)
+        harness: Group = Server(**options) if nodes is None else Group(nodes, **options)
         started.append(harness)
         return harness
 
@@ -74,7 +74,7 @@ def redlockd_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., C
 
 
 @pytest.fixture
-def redlockd_server(request: pytest.FixtureRequest, redlockd_factory: Callable[..., Cluster]) -> Server:
+def redlockd_server(request: pytest.FixtureRequest, redlockd_factory: Callable[..., Group]) -> Server:
     """One redlockd node on its own manual clock (options: @pytest.mark.redlockd)."""
     options = _marker_options(request)
     options.pop("nodes", None)
@@ -84,7 +84,13 @@ def redlockd_server(request: pytest.FixtureRequest, redlockd_factory: Callable[.
 
 
 @pytest.fixture
-def redlockd_cluster(request: pytest.FixtureRequest, redlockd_factory: Callable[..., Cluster]) -> Cluster:
+def redlockd_group(request: pytest.FixtureRequest, redlockd_factory: Callable[..., Group]) -> Group:
     """N redlockd nodes (default 5) on one manual clock (options: @pytest.mark.redlockd)."""
     options = _marker_options(request)
     return redlockd_factory(options.pop("nodes", 5), **options)
+
+
+@pytest.fixture
+def redlockd_cluster(redlockd_group: Group) -> Group:
+    """The old name of `redlockd_group` (before "cluster" was kept for Redis Cluster)."""
+    return redlockd_group
