@@ -565,7 +565,10 @@ fn with_config_file(mut args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         return Ok(args);
     };
     if first.starts_with('-')
-        || ["group", "cluster", "lock", "harness", "init", "status", "help"].contains(&first)
+        || [
+            "group", "cluster", "lock", "harness", "init", "status", "help",
+        ]
+        .contains(&first)
     {
         return Ok(args);
     }

@@ -8,11 +8,16 @@
 //! on (`lock-introspection`, on by default; CONFIG SET it). Keys that are not locks have
 //! no entry and cost nothing; while it is off, every hook is one atomic load.
 //!
-//! An entry (`Holder`) is the token (a reference-counted copy of the value), the
-//! holder's `ClientInfo` (shared with the client registry: name, address and user are
-//! read when listed), the grant's wall time, the deadline, and two counters; with the
-//! table's key (a copy of the key) and hashbrown's slot it takes ~130 bytes plus the
-//! key's and token's lengths (docs/operations.md, "Seeing the locks").
+//! The table is `SHARDS` hashbrown tables, each behind its own mutex, picked by the
+//! key's hash (SipHash-1-3 with a random key, as the keyspace's shard tables hash:
+//! `store/siphash.rs`), so a grant on one thread seldom waits for another, and a
+//! table's growth moves a 64th of the records. An entry (`Holder`, 56 bytes in its
+//! slot) is one heap block of the database's number, the key and the token, the
+//! holder's `ClientInfo` (shared with the client registry: name, address and user
+//! are read when listed, and stay readable after the client left), the grant's wall
+//! time, the deadline, and two counters: ~130 bytes plus the key's and token's lengths
+//! per lock (docs/operations.md, "Seeing the locks"). Lookups hash the key where it
+//! is: nothing is allocated but the record of a new grant.
 //!
 //! Counted here (INFO `locks`, the metrics): locks released by a command (DEL, UNLINK,
 //! DELIFEQ, DELEX, a release script's DEL), extensions (a lock's TTL set again: SET
@@ -26,28 +31,68 @@ use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx, Spec};
 use crate::glob;
 use crate::node::{ClientInfo, Shared};
 use crate::protocol::{errors, Reply};
+use crate::store::siphash::siphash;
 use bytes::Bytes;
-use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use hashbrown::hash_table::{Entry, HashTable};
+use parking_lot::{Mutex, MutexGuard};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// How many expired locks' tokens are kept to recognise a late release.
 const RECENT: usize = 1024;
 
-/// The side table's key: the database's number (4 bytes), then the key's bytes.
-type LockKey = Box<[u8]>;
+/// How many tables the side table is cut into (a power of two).
+const SHARDS: usize = 64;
 
-fn lock_key(db: usize, key: &[u8]) -> LockKey {
-    let mut k = Vec::with_capacity(key.len() + 4);
-    k.extend_from_slice(&(db as u32).to_le_bytes());
-    k.extend_from_slice(key);
-    k.into_boxed_slice()
+/// A lock's bytes in one heap block: the database's number (4 bytes, little-endian),
+/// the key, then the token.
+struct LockBytes {
+    bytes: Box<[u8]>,
+    /// Where the token starts in `bytes`.
+    token_at: u32,
+}
+
+impl LockBytes {
+    fn new(db: usize, key: &[u8], token: &[u8]) -> LockBytes {
+        let mut b = Vec::with_capacity(4 + key.len() + token.len());
+        b.extend_from_slice(&(db as u32).to_le_bytes());
+        b.extend_from_slice(key);
+        b.extend_from_slice(token);
+        LockBytes {
+            bytes: b.into_boxed_slice(),
+            token_at: (4 + key.len()) as u32,
+        }
+    }
+
+    fn db(&self) -> usize {
+        u32::from_le_bytes(self.bytes[..4].try_into().expect("4 bytes")) as usize
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.bytes[4..self.token_at as usize]
+    }
+
+    fn token(&self) -> &[u8] {
+        &self.bytes[self.token_at as usize..]
+    }
+
+    /// Whether this is the lock at `key` of database `db`.
+    fn is(&self, db: usize, key: &[u8]) -> bool {
+        self.db() == db && self.key() == key
+    }
+
+    /// Gives the lock a new token (a block of the new length).
+    fn set_token(&mut self, token: &[u8]) {
+        if self.token() != token {
+            *self = LockBytes::new(self.db(), self.key(), token);
+        }
+    }
 }
 
 /// One held lock's record.
 struct Holder {
-    token: Box<[u8]>,
+    lock: LockBytes,
     client: Arc<ClientInfo>,
     /// Unix ms of the grant.
     granted_unix_ms: i64,
@@ -57,12 +102,93 @@ struct Holder {
     refused: u32,
 }
 
+/// One shard of the side table, on a cache line of its own.
+#[repr(align(64))]
+#[derive(Default)]
+struct Shard(Mutex<HashTable<Holder>>);
+
+/// The held locks' records: `SHARDS` tables, each behind its own mutex.
+struct Held {
+    /// The SipHash key (random).
+    k0: u64,
+    k1: u64,
+    shards: Box<[Shard]>,
+}
+
+impl Held {
+    fn new() -> Held {
+        Held {
+            k0: rand::random(),
+            k1: rand::random(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+        }
+    }
+
+    fn hash(&self, db: usize, key: &[u8]) -> u64 {
+        siphash::<1, 3>(self.k0 ^ db as u64, self.k1, key)
+    }
+
+    /// A rehash's hasher.
+    fn hasher(&self) -> impl Fn(&Holder) -> u64 + '_ {
+        |h| self.hash(h.lock.db(), h.lock.key())
+    }
+
+    /// The table that holds the record of the lock with this hash, locked. The hash's
+    /// bits 32.. pick it: hashbrown uses the low bits (the bucket) and the top 7
+    /// (the control byte).
+    fn shard(&self, hash: u64) -> MutexGuard<'_, HashTable<Holder>> {
+        self.shards[(hash >> 32) as usize % SHARDS].0.lock()
+    }
+
+    /// Calls `f` with the record of the lock at `key` of `db`, if there is one.
+    fn with<R>(&self, db: usize, key: &[u8], f: impl FnOnce(&mut Holder) -> R) -> Option<R> {
+        let hash = self.hash(db, key);
+        self.shard(hash)
+            .find_mut(hash, |h| h.lock.is(db, key))
+            .map(f)
+    }
+
+    /// Removes the record of the lock at `key` of `db` if `cond` holds for it.
+    fn remove_if(
+        &self,
+        db: usize,
+        key: &[u8],
+        cond: impl FnOnce(&Holder) -> bool,
+    ) -> Option<Holder> {
+        let hash = self.hash(db, key);
+        let mut table = self.shard(hash);
+        let found = table.find_entry(hash, |h| h.lock.is(db, key)).ok()?;
+        if !cond(found.get()) {
+            return None;
+        }
+        let (h, _) = found.remove();
+        // A table emptied by releases and expiries gives its memory back (a quarter
+        // full: halved).
+        let len = table.len();
+        if table.capacity() > 64 && len < table.capacity() / 4 {
+            table.shrink_to(len * 2, self.hasher());
+        }
+        Some(h)
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.0.lock().len()).sum()
+    }
+
+    /// Forgets every record, and the tables' memory.
+    fn clear(&self) {
+        for s in self.shards.iter() {
+            *s.0.lock() = HashTable::new();
+        }
+    }
+}
+
 /// The side table and the lock counters of a node.
 pub struct Locks {
     on: AtomicBool,
-    held: Mutex<HashMap<LockKey, Holder>>,
-    /// Locks that expired while held, newest last: (db and key, token).
-    expired: Mutex<VecDeque<(LockKey, Box<[u8]>)>>,
+    held: Held,
+    /// Locks that expired while held, newest last: their database, key and token.
+    expired: Mutex<VecDeque<LockBytes>>,
     any_expired: AtomicBool,
     /// Locks released by a command.
     pub released: AtomicU64,
@@ -78,7 +204,7 @@ impl Locks {
     pub fn new(on: bool) -> Locks {
         Locks {
             on: AtomicBool::new(on),
-            held: Mutex::default(),
+            held: Held::new(),
             expired: Mutex::default(),
             any_expired: AtomicBool::new(false),
             released: AtomicU64::new(0),
@@ -96,7 +222,7 @@ impl Locks {
 
     /// Locks in the side table (INFO's `locks_held`).
     pub fn held(&self) -> usize {
-        self.held.lock().len()
+        self.held.len()
     }
 }
 
@@ -105,7 +231,7 @@ impl Locks {
 pub fn set_on(shared: &Shared, on: bool) {
     shared.locks.on.store(on, Relaxed);
     if !on {
-        shared.locks.held.lock().clear();
+        shared.locks.held.clear();
     }
     crate::commands::notify::want_store_events(shared);
 }
@@ -124,30 +250,30 @@ fn record_grant(ctx: &Ctx, key: &[u8], token: &[u8], deadline: u64, extension: b
     // A lock that expired at this key just now is settled first.
     crate::commands::notify::flush(ctx.shared);
     let locks = &ctx.shared.locks;
-    let mut held = locks.held.lock();
-    let k = lock_key(ctx.client.db, key);
-    if extension {
-        if let Some(h) = held.get_mut(&k) {
+    let db = ctx.client.db;
+    let hash = locks.held.hash(db, key);
+    let mut table = locks.held.shard(hash);
+    let holder = || Holder {
+        lock: LockBytes::new(db, key, token),
+        client: ctx.client.info.clone(),
+        granted_unix_ms: ctx.shared.clock.mono_to_wall(ctx.now_ms),
+        deadline,
+        extensions: 0,
+        refused: 0,
+    };
+    match table.entry(hash, |h| h.lock.is(db, key), locks.held.hasher()) {
+        Entry::Occupied(e) if extension => {
+            let h = e.into_mut();
             h.deadline = deadline;
             h.extensions += 1;
-            if *h.token != *token {
-                h.token = token.into();
-            }
+            h.lock.set_token(token);
             locks.extensions.fetch_add(1, Relaxed);
-            return;
+        }
+        Entry::Occupied(e) => *e.into_mut() = holder(),
+        Entry::Vacant(e) => {
+            e.insert(holder());
         }
     }
-    held.insert(
-        k,
-        Holder {
-            token: token.into(),
-            client: ctx.client.info.clone(),
-            granted_unix_ms: ctx.shared.clock.mono_to_wall(ctx.now_ms),
-            deadline,
-            extensions: 0,
-            refused: 0,
-        },
-    );
 }
 
 /// A request for the lock at `key` refused because it is held.
@@ -160,10 +286,10 @@ pub fn refused(ctx: &Ctx, key: &[u8]) {
 
 #[cold]
 fn count_refusal(ctx: &Ctx, key: &[u8]) {
-    let mut held = ctx.shared.locks.held.lock();
-    if let Some(h) = held.get_mut(&lock_key(ctx.client.db, key)) {
-        h.refused += 1;
-    }
+    ctx.shared
+        .locks
+        .held
+        .with(ctx.client.db, key, |h| h.refused += 1);
 }
 
 /// `key` was removed by a command: a lock there is released.
@@ -186,7 +312,7 @@ pub fn unmarked(ctx: &Ctx, key: &[u8]) {
 #[cold]
 fn forget(ctx: &Ctx, key: &[u8], release: bool) {
     let locks = &ctx.shared.locks;
-    let gone = locks.held.lock().remove(&lock_key(ctx.client.db, key));
+    let gone = locks.held.remove_if(ctx.client.db, key, |_| true);
     if gone.is_some() && release {
         locks.released.fetch_add(1, Relaxed);
     }
@@ -196,22 +322,16 @@ fn forget(ctx: &Ctx, key: &[u8], release: bool) {
 pub fn expired(shared: &Shared, db: usize, key: Bytes) {
     let locks = &shared.locks;
     let now = shared.clock.now_ms();
-    let mut held = locks.held.lock();
-    let k = lock_key(db, &key);
-    // A new holder's entry stays (it was granted after the expiry).
-    if held.get(&k).is_none_or(|h| h.deadline > now) {
-        return;
-    }
-    let Some(h) = held.remove(&k) else {
+    // A new holder's record stays (it was granted after the expiry).
+    let Some(h) = locks.held.remove_if(db, &key, |h| h.deadline <= now) else {
         return;
     };
-    drop(held);
     locks.expired_held.fetch_add(1, Relaxed);
     let mut expired = locks.expired.lock();
     if expired.len() == RECENT {
         expired.pop_front();
     }
-    expired.push_back((k, h.token));
+    expired.push_back(h.lock);
     locks.any_expired.store(true, Relaxed);
 }
 
@@ -228,10 +348,9 @@ pub fn late_release(ctx: &Ctx, key: &[u8], tokens: &[Bytes]) {
 fn check_overrun(shared: &Shared, db: usize, key: &[u8], tokens: &[Bytes]) {
     let locks = &shared.locks;
     let mut expired = locks.expired.lock();
-    let k = lock_key(db, key);
     let found = expired
         .iter()
-        .position(|(lk, t)| *lk == k && tokens.iter().any(|tok| **tok == **t));
+        .position(|l| l.is(db, key) && tokens.iter().any(|t| **t == *l.token()));
     if let Some(i) = found {
         expired.remove(i);
         locks.overruns.fetch_add(1, Relaxed);
@@ -258,12 +377,25 @@ pub fn script_ran(ctx: &Ctx, spec: &Spec, args: &[Bytes]) {
     }
 }
 
+/// A copy of a record's fields LOCKS shows, read under its shard's lock.
+struct Seen {
+    client: Arc<ClientInfo>,
+    granted_unix_ms: i64,
+    extensions: u32,
+    refused: u32,
+}
+
 /// What LOCKS shows of one lock: the keyspace's (value, TTL) and the side table's.
 fn describe(ctx: &Ctx, key: &Bytes, value: Bytes, deadline: Option<u64>) -> Reply {
     let now = ctx.now_ms;
     let ttl = deadline.map_or(-1, |d| d.saturating_sub(now) as i64);
-    let held = ctx.shared.locks.held.lock();
-    let h = held.get(&lock_key(ctx.client.db, key));
+    let h = ctx.shared.locks.held.with(ctx.client.db, key, |h| Seen {
+        client: h.client.clone(),
+        granted_unix_ms: h.granted_unix_ms,
+        extensions: h.extensions,
+        refused: h.refused,
+    });
+    let h = h.as_ref();
     let text = |b: Option<Bytes>| b.map_or(Reply::Null, Reply::Bulk);
     let int = |n: Option<i64>| n.map_or(Reply::Null, Reply::Integer);
     let fields = vec![
