@@ -140,6 +140,37 @@ impl Held {
         self.shards[(hash >> 32) as usize % SHARDS].0.lock()
     }
 
+    /// Records a grant at `key` of `db`: an extension (`Some` of the new token and
+    /// deadline) of a recorded lock updates its record and returns true; anything
+    /// else puts a `new` record in place of any there.
+    fn grant(
+        &self,
+        db: usize,
+        key: &[u8],
+        extension: Option<(&[u8], u64)>,
+        new: impl FnOnce() -> Holder,
+    ) -> bool {
+        let hash = self.hash(db, key);
+        let mut table = self.shard(hash);
+        match (
+            table.entry(hash, |h| h.lock.is(db, key), self.hasher()),
+            extension,
+        ) {
+            (Entry::Occupied(e), Some((token, deadline))) => {
+                let h = e.into_mut();
+                h.deadline = deadline;
+                h.extensions += 1;
+                h.lock.set_token(token);
+                return true;
+            }
+            (Entry::Occupied(e), None) => *e.into_mut() = new(),
+            (Entry::Vacant(e), _) => {
+                e.insert(new());
+            }
+        }
+        false
+    }
+
     /// Calls `f` with the record of the lock at `key` of `db`, if there is one.
     fn with<R>(&self, db: usize, key: &[u8], f: impl FnOnce(&mut Holder) -> R) -> Option<R> {
         let hash = self.hash(db, key);
@@ -251,9 +282,7 @@ fn record_grant(ctx: &Ctx, key: &[u8], token: &[u8], deadline: u64, extension: b
     crate::commands::notify::flush(ctx.shared);
     let locks = &ctx.shared.locks;
     let db = ctx.client.db;
-    let hash = locks.held.hash(db, key);
-    let mut table = locks.held.shard(hash);
-    let holder = || Holder {
+    let new = || Holder {
         lock: LockBytes::new(db, key, token),
         client: ctx.client.info.clone(),
         granted_unix_ms: ctx.shared.clock.mono_to_wall(ctx.now_ms),
@@ -261,18 +290,11 @@ fn record_grant(ctx: &Ctx, key: &[u8], token: &[u8], deadline: u64, extension: b
         extensions: 0,
         refused: 0,
     };
-    match table.entry(hash, |h| h.lock.is(db, key), locks.held.hasher()) {
-        Entry::Occupied(e) if extension => {
-            let h = e.into_mut();
-            h.deadline = deadline;
-            h.extensions += 1;
-            h.lock.set_token(token);
-            locks.extensions.fetch_add(1, Relaxed);
-        }
-        Entry::Occupied(e) => *e.into_mut() = holder(),
-        Entry::Vacant(e) => {
-            e.insert(holder());
-        }
+    let extended = locks
+        .held
+        .grant(db, key, extension.then_some((token, deadline)), new);
+    if extended {
+        locks.extensions.fetch_add(1, Relaxed);
     }
 }
 
@@ -534,4 +556,109 @@ pub fn info_section(shared: &Shared, out: &mut String) {
         l.expired_held.load(Relaxed),
         l.overruns.load(Relaxed),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(db: usize, key: &[u8], token: &[u8], client: &Arc<ClientInfo>) -> Holder {
+        Holder {
+            lock: LockBytes::new(db, key, token),
+            client: client.clone(),
+            granted_unix_ms: 7,
+            deadline: 1000,
+            extensions: 0,
+            refused: 0,
+        }
+    }
+
+    fn token_of(held: &Held, db: usize, key: &[u8]) -> Option<Vec<u8>> {
+        held.with(db, key, |h| h.lock.token().to_vec())
+    }
+
+    /// The same key in two databases is two locks; every record is found by its
+    /// database and key across the shards, before and after tables shrink.
+    #[test]
+    fn records_are_found_by_database_and_key() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let client = Arc::new(ClientInfo::new(5, addr, addr, 0));
+        let held = Held::new();
+        let n = 20_000;
+        for i in 0..n {
+            for db in [0, 1] {
+                let key = format!("lock:{i}");
+                let token = format!("{db}-{i}");
+                let new = || holder(db, key.as_bytes(), token.as_bytes(), &client);
+                assert!(!held.grant(db, key.as_bytes(), None, new));
+            }
+        }
+        assert_eq!(held.len(), 2 * n);
+        let capacity =
+            |held: &Held| -> usize { held.shards.iter().map(|s| s.0.lock().capacity()).sum() };
+        let full = capacity(&held);
+        // Database 0's locks go, and half of database 1's (odd keys).
+        for i in 0..n {
+            let key = format!("lock:{i}");
+            assert!(held.remove_if(0, key.as_bytes(), |_| true).is_some());
+            if i % 2 == 1 {
+                let gone = held.remove_if(1, key.as_bytes(), |h| h.deadline <= 1000);
+                assert_eq!(gone.unwrap().lock.token(), format!("1-{i}").as_bytes());
+            }
+        }
+        assert_eq!(held.len(), n / 2);
+        // Without the shrink, the capacity stays `full`.
+        assert!(capacity(&held) < full * 3 / 4, "{} of {full}", capacity(&held));
+        for i in 0..n {
+            let key = format!("lock:{i}");
+            assert_eq!(token_of(&held, 0, key.as_bytes()), None);
+            let want = (i % 2 == 0).then(|| format!("1-{i}").into_bytes());
+            assert_eq!(token_of(&held, 1, key.as_bytes()), want, "{key}");
+        }
+        // A condition that does not hold leaves the record.
+        assert!(held
+            .remove_if(1, b"lock:0", |h| h.deadline <= 999)
+            .is_none());
+        assert_eq!(token_of(&held, 1, b"lock:0"), Some(b"1-0".to_vec()));
+        held.clear();
+        assert_eq!((held.len(), capacity(&held)), (0, 0));
+    }
+
+    /// An extension keeps the record (grant time, refusals) and takes the new token
+    /// and deadline; a new grant over a record replaces it.
+    #[test]
+    fn extensions_update_and_grants_replace() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let client = Arc::new(ClientInfo::new(5, addr, addr, 0));
+        let held = Held::new();
+        let new = |token: &'static [u8]| {
+            let client = &client;
+            move || holder(3, b"k", token, client)
+        };
+        assert!(!held.grant(3, b"k", Some((b"t1", 2000)), new(b"t1")));
+        held.with(3, b"k", |h| h.refused += 2);
+        assert!(held.grant(3, b"k", Some((b"longer-token", 5000)), new(b"x")));
+        let seen = held.with(3, b"k", |h| {
+            (
+                h.lock.db(),
+                h.lock.key().to_vec(),
+                h.lock.token().to_vec(),
+                h.deadline,
+            )
+        });
+        assert_eq!(
+            seen,
+            Some((3, b"k".to_vec(), b"longer-token".to_vec(), 5000))
+        );
+        assert_eq!(
+            held.with(3, b"k", |h| (h.extensions, h.refused)),
+            Some((1, 2))
+        );
+        assert!(!held.grant(3, b"k", None, new(b"t2")));
+        let seen = held.with(3, b"k", |h| {
+            (h.lock.token().to_vec(), h.extensions, h.refused)
+        });
+        assert_eq!(seen, Some((b"t2".to_vec(), 0, 0)));
+        assert_eq!(held.len(), 1);
+    }
 }
