@@ -608,7 +608,11 @@ mod tests {
         }
         assert_eq!(held.len(), n / 2);
         // Without the shrink, the capacity stays `full`.
-        assert!(capacity(&held) < full * 3 / 4, "{} of {full}", capacity(&held));
+        assert!(
+            capacity(&held) < full * 3 / 4,
+            "{} of {full}",
+            capacity(&held)
+        );
         for i in 0..n {
             let key = format!("lock:{i}");
             assert_eq!(token_of(&held, 0, key.as_bytes()), None);
