@@ -9,7 +9,7 @@ mod packed;
 pub mod rdb;
 mod set;
 mod shard_table;
-mod siphash;
+pub(crate) mod siphash;
 mod slab;
 pub mod stream;
 mod tracking;

@@ -1,4 +1,5 @@
-//! SipHash over a key's bytes in one pass: the shard tables' hash.
+//! SipHash over a key's bytes in one pass: the shard tables' hash (and lock
+//! introspection's, `commands::families::locks`).
 //!
 //! A keyed hash, because keys come from clients: with a secret key, nobody can craft
 //! keys that all land in one bucket (Redis hashes its keys with SipHash-1-2 for the
@@ -9,7 +10,7 @@
 
 /// SipHash with `C` compression and `D` finalization rounds (the paper's SipHash-c-d),
 /// keyed by `k0`, `k1`.
-pub(super) fn siphash<const C: usize, const D: usize>(k0: u64, k1: u64, data: &[u8]) -> u64 {
+pub(crate) fn siphash<const C: usize, const D: usize>(k0: u64, k1: u64, data: &[u8]) -> u64 {
     let mut v = [
         k0 ^ 0x736f_6d65_7073_6575,
         k1 ^ 0x646f_7261_6e64_6f6d,

@@ -8,11 +8,16 @@
 //! on (`lock-introspection`, on by default; CONFIG SET it). Keys that are not locks have
 //! no entry and cost nothing; while it is off, every hook is one atomic load.
 //!
-//! An entry (`Holder`) is the token (a reference-counted copy of the value), the
-//! holder's `ClientInfo` (shared with the client registry: name, address and user are
-//! read when listed), the grant's wall time, the deadline, and two counters; with the
-//! table's key (a copy of the key) and hashbrown's slot it takes ~130 bytes plus the
-//! key's and token's lengths (docs/operations.md, "Seeing the locks").
+//! The table is `SHARDS` hashbrown tables, each behind its own mutex, picked by the
+//! key's hash (SipHash-1-3 with a random key, as the keyspace's shard tables hash:
+//! `store/siphash.rs`), so a grant on one thread seldom waits for another, and a
+//! table's growth moves a 64th of the records. An entry (`Holder`, 56 bytes in its
+//! slot) is one heap block of the database's number, the key and the token, the
+//! holder's `ClientInfo` (shared with the client registry: name, address and user
+//! are read when listed, and stay readable after the client left), the grant's wall
+//! time, the deadline, and two counters: ~130 bytes plus the key's and token's lengths
+//! per lock (docs/operations.md, "Seeing the locks"). Lookups hash the key where it
+//! is: nothing is allocated but the record of a new grant.
 //!
 //! Counted here (INFO `locks`, the metrics): locks released by a command (DEL, UNLINK,
 //! DELIFEQ, DELEX, a release script's DEL), extensions (a lock's TTL set again: SET
@@ -26,28 +31,68 @@ use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx, Spec};
 use crate::glob;
 use crate::node::{ClientInfo, Shared};
 use crate::protocol::{errors, Reply};
+use crate::store::siphash::siphash;
 use bytes::Bytes;
-use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use hashbrown::hash_table::{Entry, HashTable};
+use parking_lot::{Mutex, MutexGuard};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// How many expired locks' tokens are kept to recognise a late release.
 const RECENT: usize = 1024;
 
-/// The side table's key: the database's number (4 bytes), then the key's bytes.
-type LockKey = Box<[u8]>;
+/// How many tables the side table is cut into (a power of two).
+const SHARDS: usize = 64;
 
-fn lock_key(db: usize, key: &[u8]) -> LockKey {
-    let mut k = Vec::with_capacity(key.len() + 4);
-    k.extend_from_slice(&(db as u32).to_le_bytes());
-    k.extend_from_slice(key);
-    k.into_boxed_slice()
+/// A lock's bytes in one heap block: the database's number (4 bytes, little-endian),
+/// the key, then the token.
+struct LockBytes {
+    bytes: Box<[u8]>,
+    /// Where the token starts in `bytes`.
+    token_at: u32,
+}
+
+impl LockBytes {
+    fn new(db: usize, key: &[u8], token: &[u8]) -> LockBytes {
+        let mut b = Vec::with_capacity(4 + key.len() + token.len());
+        b.extend_from_slice(&(db as u32).to_le_bytes());
+        b.extend_from_slice(key);
+        b.extend_from_slice(token);
+        LockBytes {
+            bytes: b.into_boxed_slice(),
+            token_at: (4 + key.len()) as u32,
+        }
+    }
+
+    fn db(&self) -> usize {
+        u32::from_le_bytes(self.bytes[..4].try_into().expect("4 bytes")) as usize
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.bytes[4..self.token_at as usize]
+    }
+
+    fn token(&self) -> &[u8] {
+        &self.bytes[self.token_at as usize..]
+    }
+
+    /// Whether this is the lock at `key` of database `db`.
+    fn is(&self, db: usize, key: &[u8]) -> bool {
+        self.db() == db && self.key() == key
+    }
+
+    /// Gives the lock a new token (a block of the new length).
+    fn set_token(&mut self, token: &[u8]) {
+        if self.token() != token {
+            *self = LockBytes::new(self.db(), self.key(), token);
+        }
+    }
 }
 
 /// One held lock's record.
 struct Holder {
-    token: Box<[u8]>,
+    lock: LockBytes,
     client: Arc<ClientInfo>,
     /// Unix ms of the grant.
     granted_unix_ms: i64,
@@ -57,12 +102,124 @@ struct Holder {
     refused: u32,
 }
 
+/// One shard of the side table, on a cache line of its own.
+#[repr(align(64))]
+#[derive(Default)]
+struct Shard(Mutex<HashTable<Holder>>);
+
+/// The held locks' records: `SHARDS` tables, each behind its own mutex.
+struct Held {
+    /// The SipHash key (random).
+    k0: u64,
+    k1: u64,
+    shards: Box<[Shard]>,
+}
+
+impl Held {
+    fn new() -> Held {
+        Held {
+            k0: rand::random(),
+            k1: rand::random(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+        }
+    }
+
+    fn hash(&self, db: usize, key: &[u8]) -> u64 {
+        siphash::<1, 3>(self.k0 ^ db as u64, self.k1, key)
+    }
+
+    /// A rehash's hasher.
+    fn hasher(&self) -> impl Fn(&Holder) -> u64 + '_ {
+        |h| self.hash(h.lock.db(), h.lock.key())
+    }
+
+    /// The table that holds the record of the lock with this hash, locked. The hash's
+    /// bits 32.. pick it: hashbrown uses the low bits (the bucket) and the top 7
+    /// (the control byte).
+    fn shard(&self, hash: u64) -> MutexGuard<'_, HashTable<Holder>> {
+        self.shards[(hash >> 32) as usize % SHARDS].0.lock()
+    }
+
+    /// Records a grant at `key` of `db`: an extension (`Some` of the new token and
+    /// deadline) of a recorded lock updates its record and returns true; anything
+    /// else puts a `new` record in place of any there.
+    fn grant(
+        &self,
+        db: usize,
+        key: &[u8],
+        extension: Option<(&[u8], u64)>,
+        new: impl FnOnce() -> Holder,
+    ) -> bool {
+        let hash = self.hash(db, key);
+        let mut table = self.shard(hash);
+        match (
+            table.entry(hash, |h| h.lock.is(db, key), self.hasher()),
+            extension,
+        ) {
+            (Entry::Occupied(e), Some((token, deadline))) => {
+                let h = e.into_mut();
+                h.deadline = deadline;
+                h.extensions += 1;
+                h.lock.set_token(token);
+                return true;
+            }
+            (Entry::Occupied(e), None) => *e.into_mut() = new(),
+            (Entry::Vacant(e), _) => {
+                e.insert(new());
+            }
+        }
+        false
+    }
+
+    /// Calls `f` with the record of the lock at `key` of `db`, if there is one.
+    fn with<R>(&self, db: usize, key: &[u8], f: impl FnOnce(&mut Holder) -> R) -> Option<R> {
+        let hash = self.hash(db, key);
+        self.shard(hash)
+            .find_mut(hash, |h| h.lock.is(db, key))
+            .map(f)
+    }
+
+    /// Removes the record of the lock at `key` of `db` if `cond` holds for it.
+    fn remove_if(
+        &self,
+        db: usize,
+        key: &[u8],
+        cond: impl FnOnce(&Holder) -> bool,
+    ) -> Option<Holder> {
+        let hash = self.hash(db, key);
+        let mut table = self.shard(hash);
+        let found = table.find_entry(hash, |h| h.lock.is(db, key)).ok()?;
+        if !cond(found.get()) {
+            return None;
+        }
+        let (h, _) = found.remove();
+        // A table emptied by releases and expiries gives its memory back (a quarter
+        // full: halved).
+        let len = table.len();
+        if table.capacity() > 64 && len < table.capacity() / 4 {
+            table.shrink_to(len * 2, self.hasher());
+        }
+        Some(h)
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.0.lock().len()).sum()
+    }
+
+    /// Forgets every record, and the tables' memory.
+    fn clear(&self) {
+        for s in self.shards.iter() {
+            *s.0.lock() = HashTable::new();
+        }
+    }
+}
+
 /// The side table and the lock counters of a node.
 pub struct Locks {
     on: AtomicBool,
-    held: Mutex<HashMap<LockKey, Holder>>,
-    /// Locks that expired while held, newest last: (db and key, token).
-    expired: Mutex<VecDeque<(LockKey, Box<[u8]>)>>,
+    held: Held,
+    /// Locks that expired while held, newest last: their database, key and token.
+    expired: Mutex<VecDeque<LockBytes>>,
     any_expired: AtomicBool,
     /// Locks released by a command.
     pub released: AtomicU64,
@@ -78,7 +235,7 @@ impl Locks {
     pub fn new(on: bool) -> Locks {
         Locks {
             on: AtomicBool::new(on),
-            held: Mutex::default(),
+            held: Held::new(),
             expired: Mutex::default(),
             any_expired: AtomicBool::new(false),
             released: AtomicU64::new(0),
@@ -96,7 +253,7 @@ impl Locks {
 
     /// Locks in the side table (INFO's `locks_held`).
     pub fn held(&self) -> usize {
-        self.held.lock().len()
+        self.held.len()
     }
 }
 
@@ -105,7 +262,7 @@ impl Locks {
 pub fn set_on(shared: &Shared, on: bool) {
     shared.locks.on.store(on, Relaxed);
     if !on {
-        shared.locks.held.lock().clear();
+        shared.locks.held.clear();
     }
     crate::commands::notify::want_store_events(shared);
 }
@@ -124,30 +281,21 @@ fn record_grant(ctx: &Ctx, key: &[u8], token: &[u8], deadline: u64, extension: b
     // A lock that expired at this key just now is settled first.
     crate::commands::notify::flush(ctx.shared);
     let locks = &ctx.shared.locks;
-    let mut held = locks.held.lock();
-    let k = lock_key(ctx.client.db, key);
-    if extension {
-        if let Some(h) = held.get_mut(&k) {
-            h.deadline = deadline;
-            h.extensions += 1;
-            if *h.token != *token {
-                h.token = token.into();
-            }
-            locks.extensions.fetch_add(1, Relaxed);
-            return;
-        }
+    let db = ctx.client.db;
+    let new = || Holder {
+        lock: LockBytes::new(db, key, token),
+        client: ctx.client.info.clone(),
+        granted_unix_ms: ctx.shared.clock.mono_to_wall(ctx.now_ms),
+        deadline,
+        extensions: 0,
+        refused: 0,
+    };
+    let extended = locks
+        .held
+        .grant(db, key, extension.then_some((token, deadline)), new);
+    if extended {
+        locks.extensions.fetch_add(1, Relaxed);
     }
-    held.insert(
-        k,
-        Holder {
-            token: token.into(),
-            client: ctx.client.info.clone(),
-            granted_unix_ms: ctx.shared.clock.mono_to_wall(ctx.now_ms),
-            deadline,
-            extensions: 0,
-            refused: 0,
-        },
-    );
 }
 
 /// A request for the lock at `key` refused because it is held.
@@ -160,10 +308,10 @@ pub fn refused(ctx: &Ctx, key: &[u8]) {
 
 #[cold]
 fn count_refusal(ctx: &Ctx, key: &[u8]) {
-    let mut held = ctx.shared.locks.held.lock();
-    if let Some(h) = held.get_mut(&lock_key(ctx.client.db, key)) {
-        h.refused += 1;
-    }
+    ctx.shared
+        .locks
+        .held
+        .with(ctx.client.db, key, |h| h.refused += 1);
 }
 
 /// `key` was removed by a command: a lock there is released.
@@ -186,7 +334,7 @@ pub fn unmarked(ctx: &Ctx, key: &[u8]) {
 #[cold]
 fn forget(ctx: &Ctx, key: &[u8], release: bool) {
     let locks = &ctx.shared.locks;
-    let gone = locks.held.lock().remove(&lock_key(ctx.client.db, key));
+    let gone = locks.held.remove_if(ctx.client.db, key, |_| true);
     if gone.is_some() && release {
         locks.released.fetch_add(1, Relaxed);
     }
@@ -196,22 +344,16 @@ fn forget(ctx: &Ctx, key: &[u8], release: bool) {
 pub fn expired(shared: &Shared, db: usize, key: Bytes) {
     let locks = &shared.locks;
     let now = shared.clock.now_ms();
-    let mut held = locks.held.lock();
-    let k = lock_key(db, &key);
-    // A new holder's entry stays (it was granted after the expiry).
-    if held.get(&k).is_none_or(|h| h.deadline > now) {
-        return;
-    }
-    let Some(h) = held.remove(&k) else {
+    // A new holder's record stays (it was granted after the expiry).
+    let Some(h) = locks.held.remove_if(db, &key, |h| h.deadline <= now) else {
         return;
     };
-    drop(held);
     locks.expired_held.fetch_add(1, Relaxed);
     let mut expired = locks.expired.lock();
     if expired.len() == RECENT {
         expired.pop_front();
     }
-    expired.push_back((k, h.token));
+    expired.push_back(h.lock);
     locks.any_expired.store(true, Relaxed);
 }
 
@@ -228,10 +370,9 @@ pub fn late_release(ctx: &Ctx, key: &[u8], tokens: &[Bytes]) {
 fn check_overrun(shared: &Shared, db: usize, key: &[u8], tokens: &[Bytes]) {
     let locks = &shared.locks;
     let mut expired = locks.expired.lock();
-    let k = lock_key(db, key);
     let found = expired
         .iter()
-        .position(|(lk, t)| *lk == k && tokens.iter().any(|tok| **tok == **t));
+        .position(|l| l.is(db, key) && tokens.iter().any(|t| **t == *l.token()));
     if let Some(i) = found {
         expired.remove(i);
         locks.overruns.fetch_add(1, Relaxed);
@@ -258,12 +399,25 @@ pub fn script_ran(ctx: &Ctx, spec: &Spec, args: &[Bytes]) {
     }
 }
 
+/// A copy of a record's fields LOCKS shows, read under its shard's lock.
+struct Seen {
+    client: Arc<ClientInfo>,
+    granted_unix_ms: i64,
+    extensions: u32,
+    refused: u32,
+}
+
 /// What LOCKS shows of one lock: the keyspace's (value, TTL) and the side table's.
 fn describe(ctx: &Ctx, key: &Bytes, value: Bytes, deadline: Option<u64>) -> Reply {
     let now = ctx.now_ms;
     let ttl = deadline.map_or(-1, |d| d.saturating_sub(now) as i64);
-    let held = ctx.shared.locks.held.lock();
-    let h = held.get(&lock_key(ctx.client.db, key));
+    let h = ctx.shared.locks.held.with(ctx.client.db, key, |h| Seen {
+        client: h.client.clone(),
+        granted_unix_ms: h.granted_unix_ms,
+        extensions: h.extensions,
+        refused: h.refused,
+    });
+    let h = h.as_ref();
     let text = |b: Option<Bytes>| b.map_or(Reply::Null, Reply::Bulk);
     let int = |n: Option<i64>| n.map_or(Reply::Null, Reply::Integer);
     let fields = vec![
@@ -402,4 +556,113 @@ pub fn info_section(shared: &Shared, out: &mut String) {
         l.expired_held.load(Relaxed),
         l.overruns.load(Relaxed),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(db: usize, key: &[u8], token: &[u8], client: &Arc<ClientInfo>) -> Holder {
+        Holder {
+            lock: LockBytes::new(db, key, token),
+            client: client.clone(),
+            granted_unix_ms: 7,
+            deadline: 1000,
+            extensions: 0,
+            refused: 0,
+        }
+    }
+
+    fn token_of(held: &Held, db: usize, key: &[u8]) -> Option<Vec<u8>> {
+        held.with(db, key, |h| h.lock.token().to_vec())
+    }
+
+    /// The same key in two databases is two locks; every record is found by its
+    /// database and key across the shards, before and after tables shrink.
+    #[test]
+    fn records_are_found_by_database_and_key() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let client = Arc::new(ClientInfo::new(5, addr, addr, 0));
+        let held = Held::new();
+        let n = 20_000;
+        for i in 0..n {
+            for db in [0, 1] {
+                let key = format!("lock:{i}");
+                let token = format!("{db}-{i}");
+                let new = || holder(db, key.as_bytes(), token.as_bytes(), &client);
+                assert!(!held.grant(db, key.as_bytes(), None, new));
+            }
+        }
+        assert_eq!(held.len(), 2 * n);
+        let capacity =
+            |held: &Held| -> usize { held.shards.iter().map(|s| s.0.lock().capacity()).sum() };
+        let full = capacity(&held);
+        // Database 0's locks go, and half of database 1's (odd keys).
+        for i in 0..n {
+            let key = format!("lock:{i}");
+            assert!(held.remove_if(0, key.as_bytes(), |_| true).is_some());
+            if i % 2 == 1 {
+                let gone = held.remove_if(1, key.as_bytes(), |h| h.deadline <= 1000);
+                assert_eq!(gone.unwrap().lock.token(), format!("1-{i}").as_bytes());
+            }
+        }
+        assert_eq!(held.len(), n / 2);
+        // Without the shrink, the capacity stays `full`.
+        assert!(
+            capacity(&held) < full * 3 / 4,
+            "{} of {full}",
+            capacity(&held)
+        );
+        for i in 0..n {
+            let key = format!("lock:{i}");
+            assert_eq!(token_of(&held, 0, key.as_bytes()), None);
+            let want = (i % 2 == 0).then(|| format!("1-{i}").into_bytes());
+            assert_eq!(token_of(&held, 1, key.as_bytes()), want, "{key}");
+        }
+        // A condition that does not hold leaves the record.
+        assert!(held
+            .remove_if(1, b"lock:0", |h| h.deadline <= 999)
+            .is_none());
+        assert_eq!(token_of(&held, 1, b"lock:0"), Some(b"1-0".to_vec()));
+        held.clear();
+        assert_eq!((held.len(), capacity(&held)), (0, 0));
+    }
+
+    /// An extension keeps the record (grant time, refusals) and takes the new token
+    /// and deadline; a new grant over a record replaces it.
+    #[test]
+    fn extensions_update_and_grants_replace() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let client = Arc::new(ClientInfo::new(5, addr, addr, 0));
+        let held = Held::new();
+        let new = |token: &'static [u8]| {
+            let client = &client;
+            move || holder(3, b"k", token, client)
+        };
+        assert!(!held.grant(3, b"k", Some((b"t1", 2000)), new(b"t1")));
+        held.with(3, b"k", |h| h.refused += 2);
+        assert!(held.grant(3, b"k", Some((b"longer-token", 5000)), new(b"x")));
+        let seen = held.with(3, b"k", |h| {
+            (
+                h.lock.db(),
+                h.lock.key().to_vec(),
+                h.lock.token().to_vec(),
+                h.deadline,
+            )
+        });
+        assert_eq!(
+            seen,
+            Some((3, b"k".to_vec(), b"longer-token".to_vec(), 5000))
+        );
+        assert_eq!(
+            held.with(3, b"k", |h| (h.extensions, h.refused)),
+            Some((1, 2))
+        );
+        assert!(!held.grant(3, b"k", None, new(b"t2")));
+        let seen = held.with(3, b"k", |h| {
+            (h.lock.token().to_vec(), h.extensions, h.refused)
+        });
+        assert_eq!(seen, Some((b"t2".to_vec(), 0, 0)));
+        assert_eq!(held.len(), 1);
+    }
 }
