@@ -168,7 +168,7 @@ impl Default for Config {
             seed: None,
             pubsub_output_limit: 32 * 1024 * 1024,
             notify_keyspace_events: String::new(),
-            lock_introspection: true,
+            lock_introspection: false,
             metrics_addr: None,
             metrics_auth: None,
             dir: None,

@@ -159,7 +159,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         group = subprocess.Popen(
             [args.bin, "group", "--nodes", "3", "--base-port", str(args.base_port),
-             "--restart-delay", "0", "--dir", work],
+             "--restart-delay", "0", "--lock-introspection", "yes", "--dir", work],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
             env=dict(os.environ, NO_COLOR="1"), text=True)
         try:

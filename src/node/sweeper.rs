@@ -57,6 +57,8 @@ fn sweep(shared: &Shared) -> usize {
             crate::commands::notify::flush(shared);
             // Client-side caching: readers of the expired keys are told.
             crate::commands::admin::tracking::deliver(shared, None, true);
+            // Lock introspection: records of locks that went another way.
+            crate::commands::families::locks::prune_now_and_then(shared);
             drop(gate);
             total += n;
             shared

@@ -36,7 +36,7 @@ async fn counter(c: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
 /// no lock and is not listed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_is_listed_with_its_holder() {
-    let h = start().await;
+    let h = start_on().await;
     let mut holder = conn(&h).await;
     let mut other = conn(&h).await;
     let _: () = q(&mut holder, &["CLIENT", "SETNAME", "worker-1"])
@@ -96,7 +96,7 @@ async fn a_lock_is_listed_with_its_holder() {
 /// renewal count as extensions of the same holder's lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_count_as_extensions() {
-    let h = start().await;
+    let h = start_on().await;
     let mut c = conn(&h).await;
     let script = "redis.call('hincrby', KEYS[1], ARGV[2], 1); return redis.call('pexpire', KEYS[1], ARGV[1])";
     for _ in 0..3 {
@@ -126,7 +126,11 @@ async fn renewals_count_as_extensions() {
 /// send, is an overrun. A release in time is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_releases_are_overruns() {
-    let h = start_with(|c| c.metrics_addr = Some("127.0.0.1:0".parse().unwrap())).await;
+    let h = start_with(|c| {
+        c.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
+        c.lock_introspection = true;
+    })
+    .await;
     let mut c = conn(&h).await;
     let release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
     for key in ["lock:x", "lock:y", "lock:z"] {
@@ -184,7 +188,7 @@ async fn late_releases_are_overruns() {
 /// holder fields, and nothing is counted; a plain SET over a lock drops its record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn introspection_can_be_turned_off() {
-    let h = start().await;
+    let h = start_on().await;
     let mut c = conn(&h).await;
     let _: () = q(&mut c, &["SET", "lock:a", "t", "NX", "PX", "1000"])
         .await
@@ -215,7 +219,7 @@ async fn introspection_can_be_turned_off() {
 /// is a key (COMMAND GETKEYS).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_redis_style_errors() {
-    let h = start().await;
+    let h = start_on().await;
     let mut r = Raw::to(&h).await;
     assert_eq!(
         r.cmd(&["LOCKS", "NOPE"]).await,
@@ -244,7 +248,7 @@ async fn bad_input_gets_redis_style_errors() {
 /// lists its locks with their holders; a holder whose connection closed shows as gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reports_nodes_and_their_locks() {
-    let h = start().await;
+    let h = start_on().await;
     {
         let mut holder = Raw::to(&h).await;
         assert_eq!(holder.cmd(&["CLIENT", "SETNAME", "worker-9"]).await, OK);
@@ -286,4 +290,48 @@ async fn status_reports_nodes_and_their_locks() {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     panic!("the holder never showed as disconnected");
+}
+
+/// A node with lock introspection on (it is off by default).
+async fn start_on() -> redlockd::testing::TestServer {
+    start_with(|c| c.lock_introspection = true).await
+}
+
+#[tokio::test]
+async fn introspection_is_off_by_default_and_locks_are_listed_without_holders() {
+    let h = start().await;
+    let mut c = conn(&h).await;
+    let on: Vec<String> = q(&mut c, &["CONFIG", "GET", "lock-introspection"])
+        .await
+        .unwrap();
+    assert_eq!(on, ["lock-introspection", "no"]);
+    let _: () = q(&mut c, &["SET", "job", "t1", "NX", "PX", "10000"])
+        .await
+        .unwrap();
+    let info: String = q(&mut c, &["INFO", "locks"]).await.unwrap();
+    assert!(info.contains("lock_introspection:0\r\n"), "{info}");
+    assert!(info.contains("locks_held:0\r\n"), "{info}");
+    let one: redis::Value = q(&mut c, &["LOCKS", "INFO", "job"]).await.unwrap();
+    assert_ne!(one, redis::Value::Nil, "the keyspace still knows the lock");
+}
+
+#[tokio::test]
+async fn records_of_locks_that_left_another_way_are_dropped() {
+    let h = start_on().await;
+    let mut c = conn(&h).await;
+    for k in ["a", "b", "c", "d"] {
+        let _: () = q(&mut c, &["SET", k, "t", "NX", "PX", "10000"])
+            .await
+            .unwrap();
+    }
+    let _: () = q(&mut c, &["RENAME", "a", "a2"]).await.unwrap();
+    let _: String = q(&mut c, &["GETDEL", "b"]).await.unwrap();
+    let _: () = q(&mut c, &["MSET", "c", "plain"]).await.unwrap();
+    let info: String = q(&mut c, &["INFO", "locks"]).await.unwrap();
+    // a2 is still a lock (RENAME keeps the key's entry): its record went with the
+    // old name, d's stays.
+    assert!(info.contains("locks_held:1\r\n"), "{info}");
+    let _: () = q(&mut c, &["FLUSHALL"]).await.unwrap();
+    let info: String = q(&mut c, &["INFO", "locks"]).await.unwrap();
+    assert!(info.contains("locks_held:0\r\n"), "{info}");
 }

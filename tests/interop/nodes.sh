@@ -59,7 +59,7 @@ start_nodes() { # count [redlockd flag ...]
   for port in "${new[@]}"; do
     if [[ "$KIND" == redlockd ]]; then
       NO_COLOR=1 "$BIN" --bind 127.0.0.1 --port "$port" --max-ttl 30s --restart-delay 0 \
-        --clock manual --enable-debug-command --dir "$WORK/node-$port" "$@" \
+        --clock manual --enable-debug-command --lock-introspection yes --dir "$WORK/node-$port" "$@" \
         >"$WORK/node-$port.log" 2>&1 </dev/null &
     else
       "$BIN" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \

@@ -5,7 +5,8 @@
 //! script). LOCKS LIST and INFO read the keyspace for those; what the keyspace does not
 //! keep (who took the lock, when, how often it was extended, how many were refused it)
 //! is in `Locks`, a side table with one entry per lock granted while introspection is
-//! on (`lock-introspection`, on by default; CONFIG SET it). Keys that are not locks have
+//! on (`lock-introspection`, off by default: it costs ~130 bytes per lock and a third of
+//! a pipelined SET NX PX's CPU; CONFIG SET it live). Keys that are not locks have
 //! no entry and cost nothing; while it is off, every hook is one atomic load.
 //!
 //! The table is `SHARDS` hashbrown tables, each behind its own mutex, picked by the
@@ -206,6 +207,13 @@ impl Held {
         self.shards.iter().map(|s| s.0.lock().len()).sum()
     }
 
+    /// Keeps only the records `keep` says yes to, shard by shard.
+    fn retain(&self, mut keep: impl FnMut(&Holder) -> bool) {
+        for s in self.shards.iter() {
+            s.0.lock().retain(|h| keep(h));
+        }
+    }
+
     /// Forgets every record, and the tables' memory.
     fn clear(&self) {
         for s in self.shards.iter() {
@@ -229,6 +237,8 @@ pub struct Locks {
     pub expired_held: AtomicU64,
     /// Releases of a lock that had already expired.
     pub overruns: AtomicU64,
+    /// When `prune` last ran (monotonic ms).
+    last_prune_ms: AtomicU64,
 }
 
 impl Locks {
@@ -242,6 +252,7 @@ impl Locks {
             extensions: AtomicU64::new(0),
             expired_held: AtomicU64::new(0),
             overruns: AtomicU64::new(0),
+            last_prune_ms: AtomicU64::new(0),
         }
     }
 
@@ -254,6 +265,42 @@ impl Locks {
     /// Locks in the side table (INFO's `locks_held`).
     pub fn held(&self) -> usize {
         self.held.len()
+    }
+}
+
+/// How often the sweeper drops records whose lock went another way (`prune`).
+const PRUNE_EVERY_MS: u64 = 2_000;
+
+/// Drops the records of locks that left the keyspace without a hook seeing them go:
+/// FLUSHALL / FLUSHDB, SWAPDB, RENAME or MOVE away, GETDEL, RESTORE ... REPLACE, MSET
+/// over the key. A record stays while its key is a lock, expired or not (an expired
+/// one is settled by the `expired` event, which counts it and keeps its token).
+/// Called by INFO (so `locks_held` is exact) and by the sweeper every
+/// `PRUNE_EVERY_MS`; one keyspace lookup per record.
+pub fn prune(shared: &Shared) {
+    let locks = &shared.locks;
+    if locks.held.len() == 0 {
+        return;
+    }
+    let now = shared.clock.now_ms();
+    locks.last_prune_ms.store(now, Relaxed);
+    let keyspace = &shared.keyspace;
+    locks.held.retain(|h| {
+        let db = h.lock.db();
+        // 0: present even if its deadline passed (not yet swept).
+        db < keyspace.dbs().len()
+            && keyspace
+                .db(db)
+                .peek(h.lock.key(), 0)
+                .is_some_and(|e| e.is_lock())
+    });
+}
+
+/// `prune`, if `PRUNE_EVERY_MS` passed since the last one (the sweeper's pass).
+pub fn prune_now_and_then(shared: &Shared) {
+    let last = shared.locks.last_prune_ms.load(Relaxed);
+    if shared.clock.now_ms().saturating_sub(last) >= PRUNE_EVERY_MS {
+        prune(shared);
     }
 }
 
@@ -542,6 +589,7 @@ pub fn locks(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// INFO's `locks` section.
 pub fn info_section(shared: &Shared, out: &mut String) {
     use std::fmt::Write;
+    prune(shared);
     let l = &shared.locks;
     let s = &shared.stats.locks;
     let _ = write!(
