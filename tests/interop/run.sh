@@ -180,7 +180,7 @@ print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "clu
   SEEDS="${CLUSTERS%%;*}"
   echo "cluster seeds: $CLUSTERS"
   set +e
-  (cd "$HERE/python_cluster" && INTEROP_CLUSTER_SEEDS="$SEEDS" timeout -k 10 120 \
+  (cd "$HERE/python_cluster" && INTEROP_CLUSTER_SEEDS="$SEEDS" INTEROP_REDLOCKD="$BIN" timeout -k 10 120 \
     "$VENV/bin/python" -m pytest -p no:cacheprovider -c "$HERE/python/pytest.ini" -v --tb=short .)
   rc=$?
   set -e
