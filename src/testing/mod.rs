@@ -331,6 +331,13 @@ impl TestServer {
         self.set_reachable(true).await;
     }
 
+    /// Holds the node's keyspace gate exclusively until the guard is dropped, as a
+    /// script, a transaction or a live slot move (CLUSTER SETMAP) does: commands that
+    /// arrive meanwhile pass their checks and wait for the gate.
+    pub fn hold_gate(&self) -> impl Drop + '_ {
+        crate::commands::exec::gate::hold_exclusive_for_test_control(self.shared())
+    }
+
     /// Puts the node on or off the network and waits (bounded) until its listener is
     /// bound or closed accordingly.
     async fn set_reachable(&self, up: bool) {

@@ -512,3 +512,31 @@ async fn a_live_move_from_a_fenced_node_carries_its_fence() {
         .await;
     group.shutdown().await;
 }
+
+/// Found by benches/cluster_move.sh (CONTENDED=1: releases that found no lock after a
+/// move): a SET that passed the routing check while a live move held the gate ran
+/// after the map flipped, on the old owner, which then held a lock in a slot it no
+/// longer serves. The check runs again under the gate: the SET gets MOVED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_waited_out_a_move_is_redirected() {
+    let (group, op) = cluster(Off::Nothing).await;
+    let a = group.node(0);
+    let mut c = Raw::to(a).await;
+    let gate = a.hold_gate();
+    c.send_cmd(&["SET", KEY, "X", "NX", "PX", "10000"]).await;
+    // Time for the SET to be read and checked; then it waits for the gate. (Were it
+    // later, it would be routed with the new map: the test could only pass.)
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let v2 = map_json(2, &op.ports, 1);
+    a.handle().set_cluster_map(&v2, false).expect("v2 installs");
+    drop(gate);
+    let port = op.ports[1];
+    assert_eq!(
+        c.reply().await,
+        format!("-MOVED {SLOT} 127.0.0.1:{port}\r\n")
+    );
+    c.check(&["DBSIZE"], ":0\r\n").await;
+    group.shutdown().await;
+}
