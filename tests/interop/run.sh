@@ -186,12 +186,12 @@ print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "clu
   set -e
   record "python cluster (RedisCluster)" "$rc"
   set +e
-  (cd "$HERE" && INTEROP_CLUSTER_SEEDS="$SEEDS" INTEROP_CLUSTERS="$CLUSTERS" \
+  (cd "$HERE" && INTEROP_CLUSTER_SEEDS="$SEEDS" INTEROP_CLUSTERS="$CLUSTERS" INTEROP_REDLOCKD="$BIN" \
     INTEROP_CLUSTER_DOWN_PID="$DOWN_PID" timeout -k 10 120 node --test --test-concurrency=1 \
     --test-timeout=60000 --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$WORK/node-cluster.tap" node_cluster/)
   rc=$?
-  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-cluster.tap" 4; rc=$?; }
+  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-cluster.tap" 5; rc=$?; }
   set -e
   record "node cluster (ioredis Cluster, node-redis createCluster, node-redlock over 3 clusters)" "$rc"
 else
