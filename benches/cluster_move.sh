@@ -7,6 +7,11 @@
 #
 #   benches/cluster_move.sh [N...]       (default: 1000 100000)
 #   REDLOCKD=target/release/redlockd benches/cluster_move.sh 1000
+#
+# CONTENDED=1: instead, lock cycles/s of one contended lock ("job", slot 2906, on A)
+# taken by CLIENTS (8) redis-py RedisCluster processes for SECONDS (10), once without a
+# move and once with `redlockd slots move` of its slot to B half-way
+# (benches/cluster_move_contended.py; PYTHON defaults to tests/interop/.venv's).
 set -uo pipefail
 B=${REDLOCKD:-target/debug/redlockd}
 PA=${PORT_A:-23661}
@@ -14,20 +19,35 @@ PB=${PORT_B:-23662}
 idof() { printf '%040x' "$1"; }
 trap 'kill "${pids[@]}" 2>/dev/null' EXIT
 pids=()
+start_nodes() { # $1: dir; writes v1.json, starts A and B, waits for both
+  echo "{\"version\":1,\"nodes\":[{\"id\":\"$(idof $PA)\",\"host\":\"127.0.0.1\",\"port\":$PA,\"slots\":[[0,8191]]},{\"id\":\"$(idof $PB)\",\"host\":\"127.0.0.1\",\"port\":$PB,\"slots\":[[8192,16383]]}]}" >"$1/v1.json"
+  pids=()
+  for p in $PA $PB; do
+    $B init --dir "$1/$p" >/dev/null
+    $B --port $p --dir "$1/$p" --cluster-mode map --cluster-node-id "$(idof $p)" \
+      --max-ttl 120s --cluster-map "$1/v1.json" >"$1/$p.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in $PA $PB; do
+    for _ in $(seq 100); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.05; done
+  done
+}
+if [ -n "${CONTENDED:-}" ]; then
+  PY=${PYTHON:-tests/interop/.venv/bin/python}
+  for mode in still move; do
+    D=$(mktemp -d /tmp/redlockd-bench-move-XXXX)
+    start_nodes "$D"
+    "$PY" benches/cluster_move_contended.py "$B" 127.0.0.1:$PA 127.0.0.1:$PB \
+      "${CLIENTS:-8}" "${SECONDS_RUN:-10}" $mode
+    kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true
+    rm -rf "$D"
+  done
+  exit 0
+fi
 for n in "${@:-1000 100000}"; do
   for N in $n; do
     D=$(mktemp -d /tmp/redlockd-bench-move-XXXX)
-    echo "{\"version\":1,\"nodes\":[{\"id\":\"$(idof $PA)\",\"host\":\"127.0.0.1\",\"port\":$PA,\"slots\":[[0,8191]]},{\"id\":\"$(idof $PB)\",\"host\":\"127.0.0.1\",\"port\":$PB,\"slots\":[[8192,16383]]}]}" >"$D/v1.json"
-    pids=()
-    for p in $PA $PB; do
-      $B init --dir "$D/$p" >/dev/null
-      $B --port $p --dir "$D/$p" --cluster-mode map --cluster-node-id "$(idof $p)" \
-        --max-ttl 120s --cluster-map "$D/v1.json" >"$D/$p.log" 2>&1 &
-      pids+=($!)
-    done
-    for p in $PA $PB; do
-      for _ in $(seq 100); do redis-cli -p $p ping >/dev/null 2>&1 && break; sleep 0.05; done
-    done
+    start_nodes "$D"
     seq 1 "$N" | awk '{printf "SET {b}lock:%d owner NX PX 60000\n", $1}' | redis-cli -p $PA --pipe >/dev/null
     echo "N=$N keys in slot 3300 on A: $(redis-cli -p $PA CLUSTER COUNTKEYSINSLOT 3300)"
     $B slots move --slots 3300 --to 127.0.0.1:$PB --seed 127.0.0.1:$PA

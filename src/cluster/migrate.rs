@@ -5,12 +5,16 @@
 //!
 //! 1. every key of the moving slots (every type) is sent to the new owner with
 //!    `CLUSTER IMPORT`: its DUMP payload (`store::rdb`), its remaining TTL in ms
-//!    (so a clock difference or the transfer's time can only lengthen a lock), and
-//!    this node's fencing-token mark (the receiver raises its own past it, durably);
+//!    (so a clock difference or the transfer's time can only lengthen a lock),
+//!    this node's fencing-token mark (the receiver raises its own past it, durably),
+//!    and how long this node is still fenced for the slots (its restart fence, or a
+//!    slot's own move fence: locks it may have granted and lost), which the receiver
+//!    keeps for as long;
 //! 2. this node installs the map (it answers MOVED for the slots from now on), then
 //!    drops the keys it sent;
 //! 3. it pushes the map to the new owner, which serves the slots at once: it has every
-//!    key, so it fences nothing (`Cluster::install` skips imported slots).
+//!    key, so it fences them only for what was left of this node's fence
+//!    (`Cluster::install`).
 //!
 //! A failure before step 2 refuses the map: this node keeps serving the slots, with
 //! every key. The receiver keeps keys of a slot it does not own unserved.
@@ -118,6 +122,7 @@ pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<
     peer.set_timeout(IMPORT_TIMEOUT);
     let mark = ctx.shared.tokens.get().to_string();
     let max_ttl = cluster.max_ttl_ms().to_string();
+    let fence = fence_left(ctx, slots).to_string();
     let version = version.to_string();
     let ranges = ranges_text(slots);
     let mut bytes = 0;
@@ -129,7 +134,7 @@ pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<
         import(
             &mut peer,
             cluster.my_id(),
-            [&version, &mark, &max_ttl, &ranges],
+            [&version, &mark, &max_ttl, &fence, &ranges],
             &empty,
         )?;
     }
@@ -137,7 +142,7 @@ pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<
         bytes += import(
             &mut peer,
             cluster.my_id(),
-            [&version, &mark, &max_ttl, &ranges],
+            [&version, &mark, &max_ttl, &fence, &ranges],
             chunk,
         )?;
     }
@@ -148,12 +153,27 @@ pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<
     })
 }
 
-/// One `CLUSTER IMPORT` call: `head` is the map version, the mark, the max-ttl and
-/// the slot ranges.
+/// How long this node is still fenced for any of `slots`, in ms: the restart fence
+/// (it may have granted locks before it restarted, and lost them), or a slot's move
+/// fence (its previous owner may still hold locks in it). The keys it sends do not
+/// carry those locks: the receiver must refuse grants as long.
+fn fence_left(ctx: &Ctx, slots: &[bool]) -> u64 {
+    let now = ctx.now_ms;
+    let view = ctx.shared.cluster.view();
+    let slot_fence = (0..SLOTS)
+        .filter(|&s| slots[s])
+        .map(|s| view.fenced_until[s].saturating_sub(now))
+        .max()
+        .unwrap_or(0);
+    ctx.shared.fence.remaining_ms(now).max(slot_fence)
+}
+
+/// One `CLUSTER IMPORT` call: `head` is the map version, the mark, the max-ttl, how
+/// long the slots are still fenced, and the slot ranges.
 fn import(
     peer: &mut Peer,
     my_id: &str,
-    head: [&str; 4],
+    head: [&str; 5],
     keys: &[(Bytes, i64, Vec<u8>)],
 ) -> Result<usize, String> {
     let ttls: Vec<String> = keys.iter().map(|(_, t, _)| t.to_string()).collect();

@@ -158,9 +158,11 @@ pub struct Cluster {
     /// What other nodes published (max-ttl, token bound), by id, as last heard.
     facts: Mutex<HashMap<String, Facts>>,
     /// Per slot: the map version whose move sent this node the slot's keys
-    /// (`CLUSTER IMPORT`, `migrate`); 0: none. A slot gained at that version has
-    /// every key and is not fenced.
-    imported: Mutex<Box<[u64]>>,
+    /// (`CLUSTER IMPORT`, `migrate`), 0: none; and until when (this node's clock, ms)
+    /// the sender was still fenced for it (its restart fence, or the slot's own move
+    /// fence): the locks it may have granted and lost. A slot gained at that version
+    /// has every key and is fenced only that long.
+    imported: Mutex<Box<[(u64, u64)]>>,
     /// Slots this node served under its previous mode and no longer serves (a mode
     /// change is a move: `load`), until when (Unix ms): published in PEERSTATE, so
     /// the nodes that now serve them fence them that long.
@@ -316,7 +318,7 @@ impl Cluster {
             unconfirmed_why: Mutex::new(String::new()),
             heard: Mutex::new(HashSet::new()),
             facts: Mutex::new(HashMap::new()),
-            imported: Mutex::new(vec![0; SLOTS].into_boxed_slice()),
+            imported: Mutex::new(vec![(0, 0); SLOTS].into_boxed_slice()),
             last_move: Mutex::new((0, 0, 0)),
             released: Mutex::new((Vec::new(), 0)),
             clock,
@@ -479,7 +481,7 @@ impl Cluster {
         let mut gained_from: Vec<u16> = Vec::new();
         let imported = self.imported.lock().clone();
         let version = next.map.version;
-        let with_keys = |s: usize| imported[s] == version;
+        let with_keys = |s: usize| imported[s].0 == version;
         if let Some(me) = next.me {
             for s in 0..SLOTS {
                 if next.map.owner[s] == me && !old.owns(s as u16) && !with_keys(s) {
@@ -549,6 +551,11 @@ impl Cluster {
                 match fence_of.get(&old.map.owner[s]) {
                     Some(&ms) if !old.owns(s as u16) && !with_keys(s) => {
                         next.fenced_until[s] = now_ms + ms;
+                        fenced += 1;
+                    }
+                    // Moved here with its keys while the sender was still fenced.
+                    _ if with_keys(s) && !fence_off && imported[s].1 > now_ms => {
+                        next.fenced_until[s] = imported[s].1.max(carried);
                         fenced += 1;
                     }
                     _ if carried > now_ms => next.fenced_until[s] = carried,
@@ -797,13 +804,16 @@ impl Cluster {
     }
 
     /// `CLUSTER IMPORT`'s bookkeeping: `slots` arrive with their keys for the map of
-    /// `version` (which must be newer than ours: an older move is stale).
+    /// `version` (which must be newer than ours: an older move is stale); the sender
+    /// is still fenced for them until `fence_until_ms` (this node's clock), and so
+    /// will this node be once it serves them.
     pub fn note_import(
         &self,
         from: &str,
         max_ttl_ms: u64,
         slots: &[bool],
         version: u64,
+        fence_until_ms: u64,
     ) -> Result<(), String> {
         let mut facts = self.facts.lock();
         let f = facts.entry(from.to_string()).or_default();
@@ -821,7 +831,11 @@ impl Cluster {
         let mut imported = self.imported.lock();
         for (s, &on) in slots.iter().enumerate() {
             if on {
-                imported[s] = version;
+                let until = match imported[s] {
+                    (v, until) if v == version => until.max(fence_until_ms),
+                    _ => fence_until_ms,
+                };
+                imported[s] = (version, until);
             }
         }
         Ok(())

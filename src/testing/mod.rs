@@ -301,6 +301,43 @@ impl TestServer {
         self.set_reachable(true).await;
     }
 
+    /// The process boots again on the same port as a new map-mode process does:
+    /// empty keyspace, restart fence up, and the slot map saved in its data directory
+    /// (with its fenced slots) loaded again. With `confirm_map` it serves no slot until
+    /// the other nodes of the map confirm that map or hand it a newer one (what
+    /// `Server::start` does); without, it serves the saved map at once, as a node did
+    /// before maps were confirmed (a test hook: the checkers show what that costs).
+    /// The port accepts connections when this returns.
+    pub async fn start_again_with_saved_map(&self, confirm_map: bool) {
+        let shared = self.shared();
+        shared.boot();
+        let dir = shared.node_dir.as_ref().map(|d| d.path());
+        let now = shared.clock.now_ms();
+        if confirm_map {
+            let loaded =
+                crate::cluster::blocking(|| shared.cluster.load(dir, None, now, &shared.tokens));
+            if let Err(e) = loaded {
+                tracing::error!("test start_again_with_saved_map: {e}");
+            }
+        } else if let Some(dir) = dir {
+            match std::fs::read(dir.join(crate::cluster::MAP_FILE)) {
+                Ok(bytes) => match crate::cluster::parse_persisted(&bytes) {
+                    Ok((map, fenced)) => shared.cluster.restore(map, &fenced, now),
+                    Err(e) => tracing::error!("test start_again_with_saved_map: {e}"),
+                },
+                Err(e) => tracing::error!("test start_again_with_saved_map: {e}"),
+            }
+        }
+        self.set_reachable(true).await;
+    }
+
+    /// Holds the node's keyspace gate exclusively until the guard is dropped, as a
+    /// script, a transaction or a live slot move (CLUSTER SETMAP) does: commands that
+    /// arrive meanwhile pass their checks and wait for the gate.
+    pub fn hold_gate(&self) -> impl Drop + '_ {
+        crate::commands::exec::gate::hold_exclusive_for_test_control(self.shared())
+    }
+
     /// Puts the node on or off the network and waits (bounded) until its listener is
     /// bound or closed accordingly.
     async fn set_reachable(&self, up: bool) {

@@ -17,6 +17,7 @@ mod cas;
 mod cli;
 mod client_tracking;
 mod cluster;
+mod cluster_checker;
 mod cluster_moves;
 mod cluster_redis_rs;
 mod command_keys;

@@ -180,18 +180,18 @@ print(",".join(n["addr"] for n in json.load(sys.stdin)["nodes"]))')" || die "clu
   SEEDS="${CLUSTERS%%;*}"
   echo "cluster seeds: $CLUSTERS"
   set +e
-  (cd "$HERE/python_cluster" && INTEROP_CLUSTER_SEEDS="$SEEDS" timeout -k 10 120 \
+  (cd "$HERE/python_cluster" && INTEROP_CLUSTER_SEEDS="$SEEDS" INTEROP_REDLOCKD="$BIN" timeout -k 10 120 \
     "$VENV/bin/python" -m pytest -p no:cacheprovider -c "$HERE/python/pytest.ini" -v --tb=short .)
   rc=$?
   set -e
   record "python cluster (RedisCluster)" "$rc"
   set +e
-  (cd "$HERE" && INTEROP_CLUSTER_SEEDS="$SEEDS" INTEROP_CLUSTERS="$CLUSTERS" \
+  (cd "$HERE" && INTEROP_CLUSTER_SEEDS="$SEEDS" INTEROP_CLUSTERS="$CLUSTERS" INTEROP_REDLOCKD="$BIN" \
     INTEROP_CLUSTER_DOWN_PID="$DOWN_PID" timeout -k 10 120 node --test --test-concurrency=1 \
     --test-timeout=60000 --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$WORK/node-cluster.tap" node_cluster/)
   rc=$?
-  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-cluster.tap" 4; rc=$?; }
+  [[ $rc -eq 0 ]] && { "$HERE/check_ran.sh" "$WORK/node-cluster.tap" 5; rc=$?; }
   set -e
   record "node cluster (ioredis Cluster, node-redis createCluster, node-redlock over 3 clusters)" "$rc"
 else

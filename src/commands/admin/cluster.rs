@@ -260,13 +260,16 @@ fn map_version(text: &[u8]) -> u64 {
         .unwrap_or(0)
 }
 
-/// `CLUSTER IMPORT <from-id> <map-version> <token-mark> <max-ttl-ms> <slot ranges>
-/// [key ttl-ms payload]...`: keys of slots a node moves to this one (`cluster::migrate`), for a
-/// map newer than ours. The mark is raised past the sender's (durably) first; each
+/// `CLUSTER IMPORT <from-id> <map-version> <token-mark> <max-ttl-ms> <fence-ms>
+/// <slot ranges> [key ttl-ms payload]...`: keys of slots a node moves to this one
+/// (`cluster::migrate`), for a map newer than ours; the sender is still fenced for
+/// them `fence-ms` (it restarted, or took them over, not long ago), and this node
+/// fences them that long once it serves them. The mark is raised past the sender's
+/// (durably) first; each
 /// key is restored with its remaining TTL (-1: none), covered by the restart fence's
 /// horizon, replacing what was there. The slots stay unserved until the map comes.
 fn import(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    if !(args.len() - 7).is_multiple_of(3) {
+    if args.len() < 8 || !(args.len() - 8).is_multiple_of(3) {
         return Err(errors::wrong_arity("cluster|import"));
     }
     let shared = ctx.shared;
@@ -280,18 +283,27 @@ fn import(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let max_ttl = parse_i64(&args[5])
         .filter(|&v| v >= 0)
         .ok_or_else(|| bad("bad max-ttl"))?;
-    let slots = migrate::parse_ranges(&args[6]).ok_or_else(|| bad("bad slot ranges"))?;
+    let fence_ms = parse_i64(&args[6])
+        .filter(|&v| v >= 0)
+        .ok_or_else(|| bad("bad fence"))?;
+    let slots = migrate::parse_ranges(&args[7]).ok_or_else(|| bad("bad slot ranges"))?;
     let from = String::from_utf8_lossy(&args[2]);
     shared
         .cluster
-        .note_import(&from, max_ttl as u64, &slots, version as u64)
+        .note_import(
+            &from,
+            max_ttl as u64,
+            &slots,
+            version as u64,
+            ctx.now_ms.saturating_add(fence_ms as u64),
+        )
         .map_err(|e| bad(&e))?;
     shared
         .tokens
         .raise(mark as u64)
         .map_err(|e| bad(&format!("cannot raise the token mark durably: {e}")))?;
     let db = shared.keyspace.db(0);
-    for triple in args[7..].chunks(3) {
+    for triple in args[8..].chunks(3) {
         let (key, ttl, payload) = (&triple[0], &triple[1], &triple[2]);
         if !slots[usize::from(key_slot(key))] {
             return Err(bad("a key outside the slots moved"));
@@ -478,7 +490,7 @@ const HELP: &[&str] = &[
     "    Replace the slot map with a newer version (redlockd; FORCE accepts unassigned slots).",
     "GETMAP",
     "    Return the slot map as JSON (redlockd).",
-    "IMPORT <node-id> <map-version> <token-mark> <max-ttl-ms> <slot-ranges> [<key> <ttl-ms> <payload> ...]",
+    "IMPORT <node-id> <map-version> <token-mark> <max-ttl-ms> <fence-ms> <slot-ranges> [<key> <ttl-ms> <payload> ...]",
     "    Keys of slots another node moves to this one (redlockd, node to node).",
     "PEERSTATE <node-id> <map-version>",
     "    This node's map, max-ttl and token mark as JSON, for the other nodes (redlockd).",

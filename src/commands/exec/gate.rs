@@ -261,13 +261,40 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
     let gate = &shared.gate;
     if spec.flags_of(args) & flags::EXCLUSIVE != 0 {
         let _exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
+        if let Some(moved) = route_again(ctx, spec, args) {
+            return Ok(moved);
+        }
         // Inline, with no thread hand-off: a script that runs long gives the runtime
         // back from its instruction hook (scripting/long_run.rs explains how and why).
         Ok(run_spec(ctx, spec, args))
     } else {
         let _shared = held(ctx, gate.try_shared(), || gate.shared(shared)).await?;
+        if let Some(moved) = route_again(ctx, spec, args) {
+            return Ok(moved);
+        }
         Ok(run_spec(ctx, spec, args))
     }
+}
+
+/// The cluster routing check again, now that the gate is held: a map that gives the
+/// slot away is installed under the exclusive gate (CLUSTER SETMAP, a live move), and
+/// may have been between `commands::check` and this hold (a command that waited while
+/// its slot moved). Run anyway, it would write a key this node no longer serves, and
+/// grant a lock the new owner knows nothing of. `None`: the command runs.
+fn route_again(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Option<Reply> {
+    let cluster = &ctx.shared.cluster;
+    if !cluster.enabled() {
+        return None;
+    }
+    if spec.name == "exec" {
+        let refused = cluster.route(ctx.client.multi.as_ref()?.keys()).err()?;
+        super::multi::discard_now(ctx);
+        return Some(refused.reply());
+    }
+    cluster
+        .route(spec.keys(args).map(|k| &k[..]))
+        .err()
+        .map(|r| r.reply())
 }
 
 /// The gate's hold: `now` if it was free, else what `wait` gets. Uncontended (the

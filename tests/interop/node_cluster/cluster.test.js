@@ -37,6 +37,51 @@ test('node-redis createCluster: keys over every node, multi, CROSSSLOT', async (
   }
 });
 
+// A lock held across a live move of its slot (`redlockd slots move`, the binary named
+// by INTEROP_REDLOCKD), taken by node-redlock over one ioredis Cluster with their
+// defaults: the holder extends and releases on the new owner, a rival's acquire fails
+// until then, and a stream and a list of the slot arrive intact. Before the test that
+// kills a cluster.
+test('node-redlock over an ioredis Cluster: a lock held across a live slot move', async () => {
+  const { default: Redlock, ExecutionError } = require('redlock');
+  const { execFileSync } = require('node:child_process');
+  const keySlot = require('cluster-key-slot');
+  const redlockd = process.env.INTEROP_REDLOCKD;
+  assert.ok(redlockd, 'INTEROP_REDLOCKD names the redlockd binary (run through run.sh)');
+  const mine = new Redis.Cluster([{ host: HOST, port: +PORT }]);
+  const theirs = new Redis.Cluster([{ host: HOST, port: +PORT }]);
+  let direct;
+  try {
+    const a = new Redlock([mine]);
+    const b = new Redlock([theirs], { retryCount: 0 });
+    const lock = await a.acquire(['nr:moving'], 20000);
+    assert.strictEqual(await mine.xadd('{nr:moving}:events', '1-1', 'e', 'started'), '1-1');
+    assert.strictEqual(await mine.rpush('{nr:moving}:items', 'a', 'b'), 2);
+    const slot = keySlot('nr:moving');
+    const old = mine.slots[slot][0];
+    const to = SEEDS.find((s) => s !== old);
+    const out = execFileSync(redlockd, ['slots', 'move', '--slots', `${slot}`, '--to', to, '--seed', old], { encoding: 'utf8', timeout: 60000 });
+    assert.match(out, new RegExp(`moved slots ${slot} from ${old} to ${to} .*: 3 keys`));
+    const [host, port] = to.split(':');
+    direct = new Redis({ host, port: +port });
+    assert.strictEqual(await direct.get('nr:moving'), lock.value);
+    const extended = await lock.extend(20000);
+    assert.ok((await direct.pttl('nr:moving')) > 15000);
+    await assert.rejects(b.acquire(['nr:moving'], 10000), ExecutionError);
+    await extended.release();
+    assert.strictEqual(await direct.exists('nr:moving'), 0);
+    assert.deepStrictEqual(await mine.xrange('{nr:moving}:events', '-', '+'), [['1-1', ['e', 'started']]]);
+    assert.deepStrictEqual(await mine.lrange('{nr:moving}:items', 0, -1), ['a', 'b']);
+    const again = await b.acquire(['nr:moving'], 10000);
+    await again.release();
+    await mine.del('{nr:moving}:events', '{nr:moving}:items');
+  } finally {
+    mine.disconnect();
+    theirs.disconnect();
+    if (direct) direct.disconnect();
+  }
+});
+
 // node-redlock over 3 ioredis Clusters (one cluster = one vote), run.sh's three
 // clusters: a single resource and a hash-tagged multi-resource lock hold on every
 // cluster; the third cluster's process is then killed, and locks still hold on 2 of 3.
