@@ -7,8 +7,10 @@
 //!
 //! A surprise worth knowing (README, "Clients"): redis-lock 0.5 passes the expiration in
 //! milliseconds to a script that sets it with `EX` (seconds), so its default expiration of
-//! one hour asks for `EX 3600000`, 41 days. redlockd's max-ttl refuses that; run such nodes
-//! with a `--max-ttl` of at least the expiration in milliseconds, read as seconds.
+//! one hour asks for `EX 3600000`, 41 days (1000 h). On a node with default flags such a
+//! key is durable (docs/operations.md "Durable keys: the append-only log"): granted
+//! whatever the max-ttl, kept across a crash. Only a node with the log off
+//! (`appendonly no`) bounds it by `--max-ttl`.
 
 use crate::support;
 
@@ -123,10 +125,67 @@ async fn multi_resource_lock_expires_on_the_monotonic_clock() {
     node.shutdown().await;
 }
 
-/// With the default max-ttl (30 s) the crate's default expiration is refused by the
-/// script's SET, and FCALL answers the error: nothing is locked half-way.
+/// A node with redlockd's default flags (max-ttl 5 min, the append-only log on, its
+/// data directory declared new as `redlockd init` does), on a manual clock.
+async fn node_with_default_flags() -> TestServer {
+    TestServer::start_with(Config {
+        port: 0,
+        clock: Some(Clock::manual()),
+        fence_at_boot: false,
+        ..Config::default()
+    })
+    .await
+}
+
+/// The crate's defaults on a node with default flags: the 1000 h locks are granted,
+/// survive a `kill -9` (they are in the log, with their deadlines) and still exclude
+/// an overlapping set, and the holder releases them after the restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_resource_lock_default_expiration_is_above_a_default_max_ttl() {
+async fn multi_resource_lock_default_expiration_on_default_flags_survives_a_crash() {
+    let node = node_with_default_flags().await;
+    let client = redis::Client::open(node.url()).unwrap();
+    redis_lock::setup(&client).await.unwrap();
+    let mut lock = redis_lock::MultiResourceLock::new(client.clone()).unwrap();
+    let ab = lock
+        .try_acquire_default(&strings(&["a", "b"]))
+        .await
+        .unwrap()
+        .expect("the default expiration is granted on default flags");
+    assert_eq!(pttl(&node, 0, "lock:a").await, 3_600_000_000);
+
+    node.crash_restart();
+    // The fence after a crash covers only memory-only keys (at most 61 s).
+    node.advance(Duration::from_secs(62));
+    let held: serde_like::Held = serde_like::parse(&get(&node, 0, "lock:b").await.unwrap());
+    assert_eq!(held.holder, ab);
+    let left = pttl(&node, 0, "lock:a").await;
+    assert!(
+        (3_600_000_000 - 62_000..=3_600_000_000).contains(&left),
+        "{left}"
+    );
+    // The function library came back too: the crate's FCALLs work on the restarted
+    // node without a new setup.
+    let mut lock = redis_lock::MultiResourceLock::new(client).unwrap();
+    assert_eq!(
+        lock.try_acquire_default(&strings(&["b", "c"]))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(lock.release(&ab).await.unwrap(), 2);
+    assert!(lock
+        .try_acquire_default(&strings(&["b", "c"]))
+        .await
+        .unwrap()
+        .is_some());
+    node.shutdown().await;
+}
+
+/// With the log off (`appendonly no`) and a max-ttl of 30 s the crate's default
+/// expiration is refused by the script's SET, and FCALL answers the error: nothing is
+/// locked half-way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_resource_lock_default_expiration_is_above_max_ttl_without_the_log() {
     let node = TestServer::start().await;
     let client = redis::Client::open(node.url()).unwrap();
     redis_lock::setup(&client).await.unwrap();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Java and Go batteries: Redisson, Jedis, Lettuce (Maven, JUnit 5) and redsync,
-# bsm/redislock, rueidis + rueidislock, go-redis (go test), with their default
+# bsm/redislock, rueidis + rueidislock, go-redis, asynq (go test), with their default
 # settings, against 5 independent nodes.
 #
 #   tests/interop/jvm_go.sh path/to/redlockd
@@ -77,7 +77,7 @@ if [[ "$ONLY" != java ]]; then
   (cd "$HERE/go" && timeout -k 10 "$GO_TIMEOUT" go mod download && timeout -k 10 "$GO_TIMEOUT" go test -count=1 -run '^$' .) \
     || die "go build of the Go battery failed"
   (cd "$HERE/go" && go list -m -f '  {{.Path}} {{.Version}}' github.com/go-redsync/redsync/v4 \
-    github.com/bsm/redislock github.com/redis/rueidis github.com/redis/go-redis/v9)
+    github.com/bsm/redislock github.com/redis/rueidis github.com/redis/go-redis/v9 github.com/hibiken/asynq)
 fi
 
 # --- Servers ---------------------------------------------------------------------
@@ -106,13 +106,13 @@ if [[ "$ONLY" != go ]]; then
 fi
 
 if [[ "$ONLY" != java ]]; then
-  say "go: go test (redsync, bsm/redislock, rueidislock, go-redis)"
+  say "go: go test (redsync, bsm/redislock, rueidislock, go-redis, asynq)"
   t0=$SECONDS
   set +e
   (cd "$HERE/go" && timeout -k 10 "$GO_TIMEOUT" go test -count=1 -p 1 -timeout "$((GO_TIMEOUT - 20))s" ${INTEROP_GO_RUN:+-run "$INTEROP_GO_RUN"} -v .)
   rc=$?
   set -e
-  record "go (go test: redsync, redislock, rueidislock, go-redis, ClusterClient)" "$rc" "$((SECONDS - t0))"
+  record "go (go test: redsync, redislock, rueidislock, go-redis, ClusterClient, asynq)" "$rc" "$((SECONDS - t0))"
 fi
 
 # --- The lock-delay pass -----------------------------------------------------------

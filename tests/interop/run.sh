@@ -135,7 +135,7 @@ set -e
 [[ $rc -eq 5 ]] && echo "interop: pytest collected no tests" >&2
 record "python (pytest)" "$rc"
 
-say "node: node --test (ioredis + redlock, node-redis, redis-semaphore)"
+say "node: node --test (ioredis + redlock, node-redis, redis-semaphore, BullMQ; kill -9 keeps durable keys)"
 set +e
 # The spec report to the log, a TAP report to a file: node --test exits 0 when it finds
 # no test file, so check_ran.sh fails the run unless every file's tests ran.

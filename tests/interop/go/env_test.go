@@ -170,22 +170,30 @@ func startNode(t *testing.T, manualClock bool) *node {
 // startNodeOn starts a node on port with extra flags after the usual ones.
 func startNodeOn(t *testing.T, port int, manualClock bool, extra ...string) *node {
 	t.Helper()
-	if bin == "" {
-		t.Fatal("INTEROP_SERVER_BIN is not set (run through jvm_go.sh)")
-	}
 	ps := strconv.Itoa(port)
 	var args []string
 	if isRedlockd() {
-		args = []string{"--bind", "127.0.0.1", "--port", ps, "--max-ttl", "30s", "--restart-delay", "0",
-			"--dir", filepath.Join(logDir, "go-dir-"+ps)}
+		args = []string{"--max-ttl", "30s", "--restart-delay", "0", "--dir", filepath.Join(logDir, "go-dir-"+ps)}
 		if manualClock {
 			args = append(args, "--clock", "manual", "--enable-debug-command")
 		}
 	} else {
-		args = []string{"--bind", "127.0.0.1", "--port", ps, "--save", "", "--appendonly", "no", "--daemonize", "no"}
+		args = []string{"--save", "", "--appendonly", "no", "--daemonize", "no"}
 	}
 	args = append(args, extra...)
-	log, err := os.Create(filepath.Join(logDir, "go-node-"+ps+".log"))
+	return launch(t, port, args)
+}
+
+// launch starts the server under test on port with exactly args (after --bind and
+// --port), waits for its PING and stops it when the case ends.
+func launch(t *testing.T, port int, args []string) *node {
+	t.Helper()
+	if bin == "" {
+		t.Fatal("INTEROP_SERVER_BIN is not set (run through jvm_go.sh)")
+	}
+	ps := strconv.Itoa(port)
+	args = append([]string{"--bind", "127.0.0.1", "--port", ps}, args...)
+	log, err := os.OpenFile(filepath.Join(logDir, "go-node-"+ps+".log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,21 +210,51 @@ final class Env {
 
         /** A node on port, with extra flags after the usual ones (a cluster node's). */
         Node(int port, List<String> extra) throws IOException, InterruptedException {
+            this(port, usualFlags(port, extra).toArray(new String[0]));
+        }
+
+        private static List<String> usualFlags(int port, List<String> extra) {
+            List<String> flags = new ArrayList<>();
+            if (redlockd()) {
+                flags.addAll(List.of("--max-ttl", "30s", "--restart-delay", "0", "--clock", "manual",
+                        "--enable-debug-command", "--dir", LOG_DIR + "/java-dir-" + port));
+            } else {
+                flags.addAll(List.of("--save", "", "--appendonly", "no", "--daemonize", "no"));
+            }
+            flags.addAll(extra);
+            return flags;
+        }
+
+        /**
+         * A node whose acknowledged writes survive a crash, on port with its data in dir
+         * (started again on the same port and dir after kill()). redlockd: its default
+         * flags and nothing else (the caller declares a fresh dir with `redlockd init`);
+         * redis-server: appendonly yes, appendfsync always.
+         */
+        static Node durable(int port, String dir) throws IOException, InterruptedException {
+            if (redlockd()) return new Node(port, new String[] {"--dir", dir});
+            return new Node(port, new String[] {"--dir", dir, "--save", "", "--appendonly", "yes",
+                "--appendfsync", "always", "--daemonize", "no"});
+        }
+
+        /** A free port on 127.0.0.1. */
+        static int freePort() throws IOException {
+            try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getByName("127.0.0.1"))) {
+                return s.getLocalPort();
+            }
+        }
+
+        /** A node on port with exactly these flags. */
+        private Node(int port, String[] flags) throws IOException, InterruptedException {
             if (BIN.isEmpty()) throw new IllegalStateException("INTEROP_SERVER_BIN is not set (run through jvm_go.sh)");
             this.port = port;
             addr = "127.0.0.1:" + port;
             List<String> cmd = new ArrayList<>(List.of(BIN, "--bind", "127.0.0.1", "--port", Integer.toString(port)));
-            if (redlockd()) {
-                cmd.addAll(List.of("--max-ttl", "30s", "--restart-delay", "0", "--clock", "manual",
-                        "--enable-debug-command", "--dir", LOG_DIR + "/java-dir-" + port));
-            } else {
-                cmd.addAll(List.of("--save", "", "--appendonly", "no", "--daemonize", "no"));
-            }
-            cmd.addAll(extra);
+            cmd.addAll(List.of(flags));
             ProcessBuilder pb = new ProcessBuilder(cmd);
             pb.environment().put("NO_COLOR", "1");
             pb.redirectErrorStream(true);
-            pb.redirectOutput(new File(LOG_DIR, "java-node-" + port + ".log"));
+            pb.redirectOutput(ProcessBuilder.Redirect.appendTo(new File(LOG_DIR, "java-node-" + port + ".log")));
             pb.redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
             proc = pb.start();
             try (FileWriter w = new FileWriter(new File(LOG_DIR, "extra-pids"), true)) {
@@ -239,12 +269,6 @@ final class Env {
                     if (System.nanoTime() > end) throw new IOException("server on " + port + " did not answer PING", e);
                 }
                 Thread.sleep(5);
-            }
-        }
-
-        private static int freePort() throws IOException {
-            try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getByName("127.0.0.1"))) {
-                return s.getLocalPort();
             }
         }
 
