@@ -101,6 +101,16 @@ const SEQUENCE: &[&str] = &[
     "COPY k3 k4",
     "MOVE k4 1",
     "DEL k3 nosuch c",
+    // onto an existing key: Redis deletes it, then adds (`new` again)
+    "SET rn1 a",
+    "SET rn2 b",
+    "RENAME rn1 rn2",
+    "SET cp1 a",
+    "COPY cp1 rn2 REPLACE",
+    "COPY cp1 rn2",
+    "SET rx v PX 1",
+    "sleep",
+    "RENAME rn2 rx",
     "UNLINK d",
     // lazy expiry
     "SET e v PX 1",
