@@ -194,6 +194,17 @@ const SEQUENCE: &[&str] = &[
     "XGROUP DELCONSUMER x g1 nosuch",
     "XGROUP DESTROY x g1",
     "XGROUP DESTROY x g1",
+    // consumers created by reads and claims (not by a claim of nothing)
+    "XADD xc 1-1 f v",
+    "XADD xc 2-1 f v",
+    "XGROUP CREATE xc g 0",
+    "XREADGROUP GROUP g c1 COUNT 1 STREAMS xc >",
+    "XREADGROUP GROUP g c1 COUNT 1 STREAMS xc >",
+    "XREADGROUP GROUP g c2 STREAMS xc 0",
+    "XCLAIM xc g c3 0 9-9",
+    "XCLAIM xc g c3 0 1-1 JUSTID",
+    "XAUTOCLAIM xc g c4 0 0 COUNT 1 JUSTID",
+    "XAUTOCLAIM xc g c4 0 0 COUNT 1 JUSTID",
     // bitmaps, HyperLogLog, geo, sort
     "SETBIT bt 7 1",
     "BITOP NOT bn bt",

@@ -6,6 +6,7 @@ use crate::commands::exec::blocking::{Pop, StreamRead};
 use crate::commands::families::streams::{
     entries_reply, entry_reply, id_reply, ll_arg, modify, parse_strict_id, read, unix_ms,
 };
+use crate::commands::notify as nt;
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::stream::Group;
@@ -50,7 +51,7 @@ pub(crate) fn resp3(ctx: &Ctx) -> bool {
 
 /// What a group read delivers: new entries after `start` (updating the group and,
 /// unless `noack`, the PEL), or (`history`) the consumer's own pending entries from
-/// `start` on.
+/// `start` on; and whether the read created the consumer (`xgroup-createconsumer`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn group_read(
     s: &mut Stream,
@@ -61,12 +62,13 @@ pub(crate) fn group_read(
     noack: bool,
     history: bool,
     now: i64,
-) -> Reply {
+) -> (Reply, bool) {
     let mut group = s
         .groups
         .remove(group_name)
         .expect("the caller found the group");
-    if !group.consumers.contains_key(consumer) {
+    let created = !group.consumers.contains_key(consumer);
+    if created {
         group.create_consumer(consumer, now);
     }
     let name = group.consumer_key(consumer).expect("created above");
@@ -86,7 +88,7 @@ pub(crate) fn group_read(
         entries_reply(&entries)
     };
     s.groups.insert(Bytes::copy_from_slice(group_name), group);
-    reply
+    (reply, created)
 }
 
 fn history_read(
@@ -250,7 +252,13 @@ fn read_command(ctx: &mut Ctx, args: &[Bytes], xreadgroup: bool) -> CmdResult {
                 };
                 Some(group_read(s, g, c, start, count, noack, history, now))
             })?
-            .flatten(),
+            .flatten()
+            .map(|(reply, created)| {
+                if created {
+                    nt::notify(ctx, nt::STREAM, "xgroup-createconsumer", key);
+                }
+                reply
+            }),
         };
         if let Some(r) = reply {
             served.push((key.clone(), r));
@@ -335,7 +343,8 @@ pub(crate) fn serve_blocked(
     }
     let start = after.next()?;
     let entries = match &wait.group {
-        Some((g, c, noack)) => group_read(s, g, c, start, wait.count, *noack, false, unix),
+        // A consumer created here sends no `xgroup-createconsumer` yet (Redis does).
+        Some((g, c, noack)) => group_read(s, g, c, start, wait.count, *noack, false, unix).0,
         None => entries_reply(&s.range(start, StreamId::MAX, wait.count, false)),
     };
     Some(keyed_reply(vec![(key.clone(), entries)], wait.resp3))
