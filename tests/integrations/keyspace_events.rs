@@ -290,31 +290,61 @@ async fn new_keys_and_class_filters_match_redis() {
     }
 }
 
-/// Class `m`: a read of a missing key sends `keymiss`, as Redis's read lookups do.
+/// Class `m`: a read of a missing key sends `keymiss`, as Redis's read lookups do,
+/// also the reads of write commands (SET ... GET, GETEX, GETDEL, COPY, the STORE
+/// forms' sources, PFMERGE, SORT, GEORADIUS), before their own events.
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_misses_match_redis() {
-    let (_redis, ours, mut r, mut o) = both("KEm").await;
-    for line in [
-        "SET here v",
-        "GET nosuch",
-        "GET here",
-        "EXISTS nosuch here nosuch2",
-        "MGET a here b",
-        "HGET h f",
-        "LRANGE l 0 -1",
-        "TTL gone",
-        "SMEMBERS s",
-        "ZSCORE z m",
-    ] {
-        let args = words_of(line);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_eq!(r.cmd.cmd(&args).await, o.cmd.cmd(&args).await, "{line}");
+    // With `A` too, each `keymiss` comes where Redis sends it among the write events.
+    for flags in ["KEm", "KEAm"] {
+        let (_redis, ours, mut r, mut o) = both(flags).await;
+        for line in [
+            "SET here v",
+            "GET nosuch",
+            "GET here",
+            "EXISTS nosuch here nosuch2",
+            "MGET a here b",
+            "HGET h f",
+            "LRANGE l 0 -1",
+            "TTL gone",
+            "SMEMBERS s",
+            "ZSCORE z m",
+            // reads inside write commands (a key that exists, or of another type, is no miss)
+            "SET sg v GET",
+            "SET here w GET",
+            "SET sx v XX GET",
+            "GETSET gs v",
+            "GETEX gx",
+            "GETEX gx EX 10",
+            "GETEX here PERSIST",
+            "GETDEL gd",
+            "COPY cs cd",
+            "SADD st x",
+            "SINTERSTORE d st m1 m2",
+            "SUNIONSTORE d m1 here m2",
+            "SDIFFSTORE d m1 m2",
+            "ZUNIONSTORE d 2 m1 m2",
+            "ZINTERSTORE d 2 m1 here m2",
+            "ZDIFFSTORE d 2 m1 m2 WEIGHTS 1",
+            "ZRANGESTORE d m1 0 -1",
+            "BITOP AND d m1 here m2",
+            "PFMERGE pd m1",
+            "SORT m1",
+            "SORT m1 STORE d",
+            "GEOSEARCHSTORE d m1 FROMLONLAT 0 0 BYRADIUS 1 km",
+            "GEORADIUS m1 0 0 1 km",
+            "GEORADIUSBYMEMBER m1 m 1 km STORE d",
+        ] {
+            let args = words_of(line);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            assert_eq!(r.cmd.cmd(&args).await, o.cmd.cmd(&args).await, "{line}");
+        }
+        let (theirs, mine) = (r.messages().await, o.messages().await);
+        assert!(theirs.len() >= 10, "{theirs:?}");
+        assert_eq!(mine, theirs, "{flags}");
+        ours.shutdown().await;
     }
-    let (theirs, mine) = (r.messages().await, o.messages().await);
-    assert!(theirs.len() >= 10, "{theirs:?}");
-    assert_eq!(mine, theirs);
-    ours.shutdown().await;
 }
 
 /// CONFIG SET / GET notify-keyspace-events: Redis's printing of every flag string and

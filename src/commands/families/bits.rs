@@ -280,7 +280,11 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let mut sources: Vec<Option<Bytes>> = Vec::with_capacity(args.len() - 3);
     for key in &args[3..] {
-        sources.push(read_str(ctx, key, Bytes::copy_from_slice)?);
+        let source = read_str(ctx, key, Bytes::copy_from_slice)?;
+        if source.is_none() {
+            nt::key_miss(ctx, key);
+        }
+        sources.push(source);
     }
     let maxlen = sources.iter().flatten().map(Bytes::len).max().unwrap_or(0);
     let dest = &args[2];

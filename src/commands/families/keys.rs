@@ -202,6 +202,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         value: e.value().to_value(),
         deadline_ms: e.deadline_ms(),
     }) else {
+        nt::key_miss(ctx, &args[1]);
         return Ok(Reply::Integer(0));
     };
     let dst = ctx.shared.keyspace.db(target);
