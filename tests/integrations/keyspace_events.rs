@@ -290,6 +290,44 @@ async fn new_keys_and_class_filters_match_redis() {
     }
 }
 
+/// A blocked XREADGROUP served by a later XADD creates its consumer then, with
+/// `xgroup-createconsumer` after the `xadd`, as in Redis.
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_group_read_creates_its_consumer_as_redis() {
+    let (redis, ours, mut r, mut o) = both("KEA").await;
+    let mut readers = [Raw::to(&redis).await, Raw::to(&ours).await];
+    for (side, reader) in [&mut r, &mut o].into_iter().zip(&mut readers) {
+        let create = ["XGROUP", "CREATE", "xb", "g", "$", "MKSTREAM"];
+        assert_eq!(side.cmd.cmd(&create).await, OK);
+        let read = [
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "cb",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "xb",
+            ">",
+        ];
+        reader.send_cmd(&read).await;
+        // Blocked or not yet read: either way the consumer is made by this read.
+        assert_eq!(
+            side.cmd.cmd(&["XADD", "xb", "1-1", "f", "v"]).await,
+            "$3\r\n1-1\r\n"
+        );
+        assert!(reader.reply().await.contains("1-1"));
+    }
+    let (theirs, mine) = (r.messages().await, o.messages().await);
+    assert!(
+        theirs.iter().any(|m| m.ends_with("xgroup-createconsumer")),
+        "{theirs:?}"
+    );
+    assert_eq!(mine, theirs);
+    ours.shutdown().await;
+}
+
 /// Class `m`: a read of a missing key sends `keymiss`, as Redis's read lookups do,
 /// also the reads of write commands (SET ... GET, GETEX, GETDEL, COPY, the STORE
 /// forms' sources, PFMERGE, SORT, GEORADIUS), before their own events.

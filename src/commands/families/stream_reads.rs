@@ -298,8 +298,12 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     read_command(ctx, args, true)
 }
 
+const GROUP_GONE: &str = "NOGROUP the consumer group this client was blocked on no longer exists";
+
 /// Serves a client blocked in XREAD / XREADGROUP on `key` (index `at` of its keys),
-/// as Redis's serveClientsBlockedOnStreamKey: `None` while it keeps waiting.
+/// as Redis's serveClientsBlockedOnStreamKey: `None` while it keeps waiting; and
+/// whether the read created the group's consumer (the caller sends
+/// `xgroup-createconsumer`).
 pub(crate) fn serve_blocked(
     db: &Db,
     key: &Bytes,
@@ -307,29 +311,29 @@ pub(crate) fn serve_blocked(
     at: usize,
     now_ms: u64,
     unix: i64,
-) -> Option<Reply> {
+) -> Option<(Reply, bool)> {
     let mut entry = match db.entry(key, now_ms) {
         crate::store::Slot::Occupied(e) => e,
         crate::store::Slot::Vacant(_) => {
-            return wait
-                .group
-                .as_ref()
-                .map(|_| Reply::error("UNBLOCKED the stream key no longer exists"));
+            return wait.group.as_ref().map(|_| {
+                (
+                    Reply::error("UNBLOCKED the stream key no longer exists"),
+                    false,
+                )
+            });
         }
     };
     let ValueMut::Stream(s) = entry.value_mut() else {
-        return wait
-            .group
-            .as_ref()
-            .map(|_| Reply::error("UNBLOCKED the stream key no longer exists"));
+        return wait.group.as_ref().map(|_| {
+            (
+                Reply::error("UNBLOCKED the stream key no longer exists"),
+                false,
+            )
+        });
     };
     let after = match (&wait.group, wait.from[at]) {
         (Some((g, _, _)), _) => match s.groups.get(&g[..]) {
-            None => {
-                return Some(Reply::error(
-                    "NOGROUP the consumer group this client was blocked on no longer exists",
-                ))
-            }
+            None => return Some((Reply::error(GROUP_GONE), false)),
             Some(group) => group.last_id,
         },
         (None, ReadFrom::After(id)) => id,
@@ -342,10 +346,15 @@ pub(crate) fn serve_blocked(
         return None;
     }
     let start = after.next()?;
-    let entries = match &wait.group {
-        // A consumer created here sends no `xgroup-createconsumer` yet (Redis does).
-        Some((g, c, noack)) => group_read(s, g, c, start, wait.count, *noack, false, unix).0,
-        None => entries_reply(&s.range(start, StreamId::MAX, wait.count, false)),
+    let (entries, created) = match &wait.group {
+        Some((g, c, noack)) => group_read(s, g, c, start, wait.count, *noack, false, unix),
+        None => (
+            entries_reply(&s.range(start, StreamId::MAX, wait.count, false)),
+            false,
+        ),
     };
-    Some(keyed_reply(vec![(key.clone(), entries)], wait.resp3))
+    Some((
+        keyed_reply(vec![(key.clone(), entries)], wait.resp3),
+        created,
+    ))
 }
