@@ -373,6 +373,12 @@ async fn key_misses_match_redis() {
             "GEOSEARCHSTORE d m1 FROMLONLAT 0 0 BYRADIUS 1 km",
             "GEORADIUS m1 0 0 1 km",
             "GEORADIUSBYMEMBER m1 m 1 km STORE d",
+            "XREADGROUP GROUP g c STREAMS m1 >",
+            "XCLAIM m1 g c 0 1-1",
+            "XAUTOCLAIM m1 g c 0 0",
+            "XACK m1 g 1-1",
+            "BITFIELD m1 GET u8 0",
+            "BITFIELD m2 SET u8 0 1",
         ] {
             let args = words_of(line);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -193,6 +193,10 @@ fn read_command(ctx: &mut Ctx, args: &[Bytes], xreadgroup: bool) -> CmdResult {
             )
         })?;
         if let Some((g, _)) = &group {
+            // XREADGROUP is a write command: its read sends `keymiss` itself.
+            if last.is_none() {
+                nt::key_miss(ctx, key);
+            }
             if !matches!(last, Some((_, Some(true)))) {
                 return Err(Reply::error(format!(
                     "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",

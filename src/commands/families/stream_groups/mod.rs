@@ -232,6 +232,9 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// XACK key group id [id ...]
 pub fn xack(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let has_group = read(ctx, &args[1], |s| s.groups.contains_key(&args[2][..]))?;
+    if has_group.is_none() {
+        nt::key_miss(ctx, &args[1]);
+    }
     if has_group != Some(true) {
         return Ok(Reply::Integer(0));
     }
@@ -353,6 +356,9 @@ fn touch_consumer(g: &mut Group, name: &[u8], now: i64) -> (Bytes, bool) {
 /// [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]
 pub fn xclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let has_group = read(ctx, &args[1], |s| s.groups.contains_key(&args[2][..]))?;
+    if has_group.is_none() {
+        nt::key_miss(ctx, &args[1]);
+    }
     if has_group != Some(true) {
         return Err(nogroup(&args[1], &args[2]));
     }
@@ -485,6 +491,9 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         j += 1;
     }
     let has_group = read(ctx, &args[1], |s| s.groups.contains_key(&args[2][..]))?;
+    if has_group.is_none() {
+        nt::key_miss(ctx, &args[1]);
+    }
     if has_group != Some(true) {
         return Err(nogroup(&args[1], &args[2]));
     }
