@@ -10,7 +10,9 @@
 //! caused them and at the latest after it (`flush`) or after the sweep. `evicted`
 //! never happens: nothing is evicted. `keymiss` (class `m`) is sent after a read-only
 //! command for each of its keys that is absent (Redis sends it from every read lookup
-//! that misses, which for a read-only command names the same keys).
+//! that misses, which for a read-only command names the same keys); a write command
+//! that reads a key first (SET ... GET, GETDEL, the STORE forms' sources) sends it
+//! itself as it reads, before its own events (`key_miss`).
 //!
 //! Subscribing to these channels passes the ACL channel check like any SUBSCRIBE;
 //! delivery, as in Redis, is to whoever holds the subscription. In cluster mode each
@@ -199,6 +201,13 @@ pub fn key_misses<'a>(ctx: &Ctx, keys: impl Iterator<Item = &'a Bytes>) {
             notify(ctx, KEY_MISS, "keymiss", key);
         }
     }
+}
+
+/// `keymiss` for `key`, which a write command read and found absent (SET ... GET,
+/// GETEX, GETDEL, COPY's source), where Redis's lookupKeyRead sends it.
+#[inline]
+pub fn key_miss(ctx: &Ctx, key: &[u8]) {
+    notify(ctx, KEY_MISS, "keymiss", key);
 }
 
 /// The two messages of one event, as notify.c sends them: keyspace first.

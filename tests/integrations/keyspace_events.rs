@@ -101,6 +101,16 @@ const SEQUENCE: &[&str] = &[
     "COPY k3 k4",
     "MOVE k4 1",
     "DEL k3 nosuch c",
+    // onto an existing key: Redis deletes it, then adds (`new` again)
+    "SET rn1 a",
+    "SET rn2 b",
+    "RENAME rn1 rn2",
+    "SET cp1 a",
+    "COPY cp1 rn2 REPLACE",
+    "COPY cp1 rn2",
+    "SET rx v PX 1",
+    "sleep",
+    "RENAME rn2 rx",
     "UNLINK d",
     // lazy expiry
     "SET e v PX 1",
@@ -184,6 +194,17 @@ const SEQUENCE: &[&str] = &[
     "XGROUP DELCONSUMER x g1 nosuch",
     "XGROUP DESTROY x g1",
     "XGROUP DESTROY x g1",
+    // consumers created by reads and claims (not by a claim of nothing)
+    "XADD xc 1-1 f v",
+    "XADD xc 2-1 f v",
+    "XGROUP CREATE xc g 0",
+    "XREADGROUP GROUP g c1 COUNT 1 STREAMS xc >",
+    "XREADGROUP GROUP g c1 COUNT 1 STREAMS xc >",
+    "XREADGROUP GROUP g c2 STREAMS xc 0",
+    "XCLAIM xc g c3 0 9-9",
+    "XCLAIM xc g c3 0 1-1 JUSTID",
+    "XAUTOCLAIM xc g c4 0 0 COUNT 1 JUSTID",
+    "XAUTOCLAIM xc g c4 0 0 COUNT 1 JUSTID",
     // bitmaps, HyperLogLog, geo, sort
     "SETBIT bt 7 1",
     "BITOP NOT bn bt",
@@ -269,31 +290,105 @@ async fn new_keys_and_class_filters_match_redis() {
     }
 }
 
-/// Class `m`: a read of a missing key sends `keymiss`, as Redis's read lookups do.
+/// A blocked XREADGROUP served by a later XADD creates its consumer then, with
+/// `xgroup-createconsumer` after the `xadd`, as in Redis.
+#[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_group_read_creates_its_consumer_as_redis() {
+    let (redis, ours, mut r, mut o) = both("KEA").await;
+    let mut readers = [Raw::to(&redis).await, Raw::to(&ours).await];
+    for (side, reader) in [&mut r, &mut o].into_iter().zip(&mut readers) {
+        let create = ["XGROUP", "CREATE", "xb", "g", "$", "MKSTREAM"];
+        assert_eq!(side.cmd.cmd(&create).await, OK);
+        let read = [
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "cb",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "xb",
+            ">",
+        ];
+        reader.send_cmd(&read).await;
+        // Blocked or not yet read: either way the consumer is made by this read.
+        assert_eq!(
+            side.cmd.cmd(&["XADD", "xb", "1-1", "f", "v"]).await,
+            "$3\r\n1-1\r\n"
+        );
+        assert!(reader.reply().await.contains("1-1"));
+    }
+    let (theirs, mine) = (r.messages().await, o.messages().await);
+    assert!(
+        theirs.iter().any(|m| m.ends_with("xgroup-createconsumer")),
+        "{theirs:?}"
+    );
+    assert_eq!(mine, theirs);
+    ours.shutdown().await;
+}
+
+/// Class `m`: a read of a missing key sends `keymiss`, as Redis's read lookups do,
+/// also the reads of write commands (SET ... GET, GETEX, GETDEL, COPY, the STORE
+/// forms' sources, PFMERGE, SORT, GEORADIUS), before their own events.
 #[cfg_attr(not(have_redis_server), ignore = "needs redis-server on PATH")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_misses_match_redis() {
-    let (_redis, ours, mut r, mut o) = both("KEm").await;
-    for line in [
-        "SET here v",
-        "GET nosuch",
-        "GET here",
-        "EXISTS nosuch here nosuch2",
-        "MGET a here b",
-        "HGET h f",
-        "LRANGE l 0 -1",
-        "TTL gone",
-        "SMEMBERS s",
-        "ZSCORE z m",
-    ] {
-        let args = words_of(line);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_eq!(r.cmd.cmd(&args).await, o.cmd.cmd(&args).await, "{line}");
+    // With `A` too, each `keymiss` comes where Redis sends it among the write events.
+    for flags in ["KEm", "KEAm"] {
+        let (_redis, ours, mut r, mut o) = both(flags).await;
+        for line in [
+            "SET here v",
+            "GET nosuch",
+            "GET here",
+            "EXISTS nosuch here nosuch2",
+            "MGET a here b",
+            "HGET h f",
+            "LRANGE l 0 -1",
+            "TTL gone",
+            "SMEMBERS s",
+            "ZSCORE z m",
+            // reads inside write commands (a key that exists, or of another type, is no miss)
+            "SET sg v GET",
+            "SET here w GET",
+            "SET sx v XX GET",
+            "GETSET gs v",
+            "GETEX gx",
+            "GETEX gx EX 10",
+            "GETEX here PERSIST",
+            "GETDEL gd",
+            "COPY cs cd",
+            "SADD st x",
+            "SINTERSTORE d st m1 m2",
+            "SUNIONSTORE d m1 here m2",
+            "SDIFFSTORE d m1 m2",
+            "ZUNIONSTORE d 2 m1 m2",
+            "ZINTERSTORE d 2 m1 here m2",
+            "ZDIFFSTORE d 2 m1 m2 WEIGHTS 1",
+            "ZRANGESTORE d m1 0 -1",
+            "BITOP AND d m1 here m2",
+            "PFMERGE pd m1",
+            "SORT m1",
+            "SORT m1 STORE d",
+            "GEOSEARCHSTORE d m1 FROMLONLAT 0 0 BYRADIUS 1 km",
+            "GEORADIUS m1 0 0 1 km",
+            "GEORADIUSBYMEMBER m1 m 1 km STORE d",
+            "XREADGROUP GROUP g c STREAMS m1 >",
+            "XCLAIM m1 g c 0 1-1",
+            "XAUTOCLAIM m1 g c 0 0",
+            "XACK m1 g 1-1",
+            "BITFIELD m1 GET u8 0",
+            "BITFIELD m2 SET u8 0 1",
+        ] {
+            let args = words_of(line);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            assert_eq!(r.cmd.cmd(&args).await, o.cmd.cmd(&args).await, "{line}");
+        }
+        let (theirs, mine) = (r.messages().await, o.messages().await);
+        assert!(theirs.len() >= 10, "{theirs:?}");
+        assert_eq!(mine, theirs, "{flags}");
+        ours.shutdown().await;
     }
-    let (theirs, mine) = (r.messages().await, o.messages().await);
-    assert!(theirs.len() >= 10, "{theirs:?}");
-    assert_eq!(mine, theirs);
-    ours.shutdown().await;
 }
 
 /// CONFIG SET / GET notify-keyspace-events: Redis's printing of every flag string and

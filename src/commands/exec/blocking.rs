@@ -15,6 +15,7 @@
 //! the registry. `signal` runs after the writing command has released the key's shard
 //! lock.
 
+use crate::commands::notify;
 use crate::commands::{CmdResult, Ctx};
 
 use crate::commands::families::typed::{self, Collection};
@@ -274,9 +275,14 @@ impl Blocking {
             if tx.is_none() {
                 continue;
             }
-            let Some(reply) = stream_reads::serve_blocked(db, key, read, at, now, unix) else {
+            let Some((reply, created)) = stream_reads::serve_blocked(db, key, read, at, now, unix)
+            else {
                 continue;
             };
+            if created {
+                let event = "xgroup-createconsumer";
+                notify::notify_db(shared, db_index, notify::STREAM, event, key);
+            }
             let tx = tx.take().expect("checked above");
             self.forget(&waiter);
             // A reader whose connection went away has nothing to give back: entries

@@ -280,7 +280,11 @@ pub fn bitop(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let mut sources: Vec<Option<Bytes>> = Vec::with_capacity(args.len() - 3);
     for key in &args[3..] {
-        sources.push(read_str(ctx, key, Bytes::copy_from_slice)?);
+        let source = read_str(ctx, key, Bytes::copy_from_slice)?;
+        if source.is_none() {
+            nt::key_miss(ctx, key);
+        }
+        sources.push(source);
     }
     let maxlen = sources.iter().flatten().map(Bytes::len).max().unwrap_or(0);
     let dest = &args[2];
@@ -551,6 +555,11 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Bytes], read_only: bool) -> CmdResult
         let replies = read_str(ctx, &args[1], |s| {
             fields.iter().map(|f| read_field(s, f)).collect::<Vec<_>>()
         })?;
+        // BITFIELD is a write command: its read sends `keymiss` itself (BITFIELD_RO's
+        // is sent after it, as for every read-only command).
+        if replies.is_none() && !read_only {
+            nt::key_miss(ctx, &args[1]);
+        }
         return Ok(Reply::Array(replies.unwrap_or_else(|| {
             fields.iter().map(|f| read_field(&[], f)).collect()
         })));

@@ -507,9 +507,12 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let mut max = vec![0u8; REGISTERS];
     let mut dense = false;
     for key in &args[1..] {
-        if let Some(s) = read_hll(ctx, key)? {
-            dense |= s[4] == DENSE;
-            merge_into(&mut max, &s)?;
+        match read_hll(ctx, key)? {
+            Some(s) => {
+                dense |= s[4] == DENSE;
+                merge_into(&mut max, &s)?;
+            }
+            None => nt::key_miss(ctx, key),
         }
     }
     update(ctx, &args[1], true, |s, changed| {

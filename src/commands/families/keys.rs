@@ -140,6 +140,9 @@ fn rename_generic(ctx: &mut Ctx, args: &[Bytes], nx: bool) -> CmdResult {
     let entry = db
         .take(&args[1], now)
         .ok_or_else(|| Reply::error(errors::NO_SUCH_KEY))?;
+    // Redis deletes an existing destination, then adds the key: `new` either way (and
+    // `expired` first for an expired destination).
+    db.remove(&args[2], now);
     db.insert(&args[2], entry);
     // A list or sorted set moved into place serves a BLPOP / BZPOPMIN waiting on it,
     // as in Redis (each key a command creates is signalled).
@@ -199,10 +202,14 @@ pub fn copy(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         value: e.value().to_value(),
         deadline_ms: e.deadline_ms(),
     }) else {
+        nt::key_miss(ctx, &args[1]);
         return Ok(Reply::Integer(0));
     };
     let dst = ctx.shared.keyspace.db(target);
-    if !replace && dst.contains(&args[2], now) {
+    // With REPLACE, Redis deletes the destination, then adds the copy: `new` either way.
+    if replace {
+        dst.remove(&args[2], now);
+    } else if dst.contains(&args[2], now) {
         return Ok(Reply::Integer(0));
     }
     dst.insert(&args[2], entry);

@@ -187,11 +187,16 @@ enum Op {
 }
 
 /// The result of `op` over the sets at `keys` (a missing key is an empty set; every
-/// key is type-checked first, as Redis does).
-fn combine(ctx: &Ctx, keys: &[Bytes], op: Op) -> Result<Vec<Bytes>, Reply> {
+/// key is type-checked first, as Redis does). With `misses` (the STORE forms, write
+/// commands), each missing key read sends `keymiss` as it is read.
+fn combine(ctx: &Ctx, keys: &[Bytes], op: Op, misses: bool) -> Result<Vec<Bytes>, Reply> {
     let mut sets = Vec::with_capacity(keys.len());
     for k in keys {
-        sets.push(read(ctx, k, |s| s.clone())?);
+        let set = read(ctx, k, |s| s.clone())?;
+        if misses && set.is_none() {
+            nt::key_miss(ctx, k);
+        }
+        sets.push(set);
     }
     let out: Vec<Bytes> = match op {
         Op::Inter => {
@@ -237,13 +242,13 @@ fn combine(ctx: &Ctx, keys: &[Bytes], op: Op) -> Result<Vec<Bytes>, Reply> {
 }
 
 fn combine_reply(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
-    Ok(set_reply(combine(ctx, &args[1..], op)?))
+    Ok(set_reply(combine(ctx, &args[1..], op, false)?))
 }
 
 /// The STORE forms: the result replaces `destination` whatever it held; an empty
 /// result deletes it. Run holding the gate exclusively (table flag).
 fn combine_store(ctx: &mut Ctx, args: &[Bytes], op: Op) -> CmdResult {
-    let members = combine(ctx, &args[2..], op)?;
+    let members = combine(ctx, &args[2..], op, true)?;
     let dst = &args[1];
     if members.is_empty() {
         if ctx.db().remove(dst, ctx.now_ms) {
@@ -297,7 +302,9 @@ pub fn sintercard(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             return Err(errors::syntax());
         }
     }
-    let n = combine(ctx, &args[2..end], Op::Inter)?.len().min(limit);
+    let n = combine(ctx, &args[2..end], Op::Inter, false)?
+        .len()
+        .min(limit);
     Ok(Reply::Integer(n as i64))
 }
 

@@ -116,6 +116,11 @@ fn parse_options<'a>(
 fn sort_generic(ctx: &mut Ctx, args: &[Bytes], readonly: bool) -> CmdResult {
     let mut o = parse_options(ctx, args, readonly)?;
     let (kind, elements) = elements_of(ctx, &args[1])?;
+    // SORT is a write command (STORE): its read sends `keymiss` itself (SORT_RO's is
+    // sent after it, as for every read-only command).
+    if !readonly && !ctx.db().contains(&args[1], ctx.now_ms) {
+        nt::key_miss(ctx, &args[1]);
+    }
     // A set has no order of its own: when it would be stored or seen by a script
     // unsorted, it is sorted ALPHA so the result is the same everywhere.
     if o.dontsort && kind == Kind::Set && (o.store.is_some() || ctx.in_script) {

@@ -6,6 +6,7 @@ use crate::commands::exec::blocking::{Pop, StreamRead};
 use crate::commands::families::streams::{
     entries_reply, entry_reply, id_reply, ll_arg, modify, parse_strict_id, read, unix_ms,
 };
+use crate::commands::notify as nt;
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::stream::Group;
@@ -50,7 +51,7 @@ pub(crate) fn resp3(ctx: &Ctx) -> bool {
 
 /// What a group read delivers: new entries after `start` (updating the group and,
 /// unless `noack`, the PEL), or (`history`) the consumer's own pending entries from
-/// `start` on.
+/// `start` on; and whether the read created the consumer (`xgroup-createconsumer`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn group_read(
     s: &mut Stream,
@@ -61,12 +62,13 @@ pub(crate) fn group_read(
     noack: bool,
     history: bool,
     now: i64,
-) -> Reply {
+) -> (Reply, bool) {
     let mut group = s
         .groups
         .remove(group_name)
         .expect("the caller found the group");
-    if !group.consumers.contains_key(consumer) {
+    let created = !group.consumers.contains_key(consumer);
+    if created {
         group.create_consumer(consumer, now);
     }
     let name = group.consumer_key(consumer).expect("created above");
@@ -86,7 +88,7 @@ pub(crate) fn group_read(
         entries_reply(&entries)
     };
     s.groups.insert(Bytes::copy_from_slice(group_name), group);
-    reply
+    (reply, created)
 }
 
 fn history_read(
@@ -191,6 +193,10 @@ fn read_command(ctx: &mut Ctx, args: &[Bytes], xreadgroup: bool) -> CmdResult {
             )
         })?;
         if let Some((g, _)) = &group {
+            // XREADGROUP is a write command: its read sends `keymiss` itself.
+            if last.is_none() {
+                nt::key_miss(ctx, key);
+            }
             if !matches!(last, Some((_, Some(true)))) {
                 return Err(Reply::error(format!(
                     "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
@@ -250,7 +256,13 @@ fn read_command(ctx: &mut Ctx, args: &[Bytes], xreadgroup: bool) -> CmdResult {
                 };
                 Some(group_read(s, g, c, start, count, noack, history, now))
             })?
-            .flatten(),
+            .flatten()
+            .map(|(reply, created)| {
+                if created {
+                    nt::notify(ctx, nt::STREAM, "xgroup-createconsumer", key);
+                }
+                reply
+            }),
         };
         if let Some(r) = reply {
             served.push((key.clone(), r));
@@ -290,8 +302,12 @@ pub fn xreadgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     read_command(ctx, args, true)
 }
 
+const GROUP_GONE: &str = "NOGROUP the consumer group this client was blocked on no longer exists";
+
 /// Serves a client blocked in XREAD / XREADGROUP on `key` (index `at` of its keys),
-/// as Redis's serveClientsBlockedOnStreamKey: `None` while it keeps waiting.
+/// as Redis's serveClientsBlockedOnStreamKey: `None` while it keeps waiting; and
+/// whether the read created the group's consumer (the caller sends
+/// `xgroup-createconsumer`).
 pub(crate) fn serve_blocked(
     db: &Db,
     key: &Bytes,
@@ -299,29 +315,29 @@ pub(crate) fn serve_blocked(
     at: usize,
     now_ms: u64,
     unix: i64,
-) -> Option<Reply> {
+) -> Option<(Reply, bool)> {
     let mut entry = match db.entry(key, now_ms) {
         crate::store::Slot::Occupied(e) => e,
         crate::store::Slot::Vacant(_) => {
-            return wait
-                .group
-                .as_ref()
-                .map(|_| Reply::error("UNBLOCKED the stream key no longer exists"));
+            return wait.group.as_ref().map(|_| {
+                (
+                    Reply::error("UNBLOCKED the stream key no longer exists"),
+                    false,
+                )
+            });
         }
     };
     let ValueMut::Stream(s) = entry.value_mut() else {
-        return wait
-            .group
-            .as_ref()
-            .map(|_| Reply::error("UNBLOCKED the stream key no longer exists"));
+        return wait.group.as_ref().map(|_| {
+            (
+                Reply::error("UNBLOCKED the stream key no longer exists"),
+                false,
+            )
+        });
     };
     let after = match (&wait.group, wait.from[at]) {
         (Some((g, _, _)), _) => match s.groups.get(&g[..]) {
-            None => {
-                return Some(Reply::error(
-                    "NOGROUP the consumer group this client was blocked on no longer exists",
-                ))
-            }
+            None => return Some((Reply::error(GROUP_GONE), false)),
             Some(group) => group.last_id,
         },
         (None, ReadFrom::After(id)) => id,
@@ -334,9 +350,15 @@ pub(crate) fn serve_blocked(
         return None;
     }
     let start = after.next()?;
-    let entries = match &wait.group {
+    let (entries, created) = match &wait.group {
         Some((g, c, noack)) => group_read(s, g, c, start, wait.count, *noack, false, unix),
-        None => entries_reply(&s.range(start, StreamId::MAX, wait.count, false)),
+        None => (
+            entries_reply(&s.range(start, StreamId::MAX, wait.count, false)),
+            false,
+        ),
     };
-    Some(keyed_reply(vec![(key.clone(), entries)], wait.resp3))
+    Some((
+        keyed_reply(vec![(key.clone(), entries)], wait.resp3),
+        created,
+    ))
 }

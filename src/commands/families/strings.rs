@@ -244,10 +244,17 @@ fn set_generic(
             Reply::Null
         }
     };
+    // SET ... GET reads the key first: `keymiss` when absent, sent once the slot is
+    // let go, before any other event.
+    let missed = o.get && !exists;
     if (o.nx && exists) || (o.xx && !exists) || cond_fails {
         if o.nx && exists {
             ctx.shared.stats.locks.held.fetch_add(1, Relaxed);
             locks::refused(ctx, key);
+        }
+        drop(slot);
+        if missed {
+            nt::key_miss(ctx, key);
         }
         return Ok(reply_skipped());
     }
@@ -289,6 +296,9 @@ fn set_generic(
                 v.insert_marked(entry, lock && deadline.is_some());
             }
         }
+    }
+    if missed {
+        nt::key_miss(ctx, key);
     }
     // Lock introspection: a grant, the holder's extension, or a lock rewritten
     // into a plain key.
@@ -354,8 +364,13 @@ pub fn getset(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 
 /// GETDEL key: the value, and the key removed.
 pub fn getdel(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    match ctx.db().entry(&args[1], ctx.now_ms) {
-        Slot::Vacant(_) => Ok(Reply::Null),
+    let slot = ctx.db().entry(&args[1], ctx.now_ms);
+    match slot {
+        Slot::Vacant(v) => {
+            drop(v);
+            nt::key_miss(ctx, &args[1]);
+            Ok(Reply::Null)
+        }
         Slot::Occupied(e) => match e.value() {
             ValueRef::Str(s) => {
                 let s = Bytes::copy_from_slice(s);
@@ -389,6 +404,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     }
     let now = ctx.now_ms;
     let Some(mut e) = ctx.db().get_mut(&args[1], now) else {
+        nt::key_miss(ctx, &args[1]);
         return Ok(Reply::Null);
     };
     let ValueRef::Str(s) = e.value() else {

@@ -7,6 +7,7 @@
 //! and runs holding the keyspace gate exclusively (table flag).
 
 use crate::commands::families::zsets::{members_reply, store_members};
+use crate::commands::notify as nt;
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{Set, ValueRef, ZSet};
@@ -110,8 +111,13 @@ fn parse(
     let numkeys = numkeys as usize;
     let mut inputs = Vec::with_capacity(numkeys);
     for key in &args[first..first + numkeys] {
+        let source = read_source(ctx, key)?;
+        // The STORE forms are write commands: their reads send `keymiss` here.
+        if output == Output::Store && matches!(source, Source::Missing) {
+            nt::key_miss(ctx, key);
+        }
         inputs.push(Input {
-            source: read_source(ctx, key)?,
+            source,
             weight: 1.0,
         });
     }

@@ -7,6 +7,7 @@
 
 use crate::commands::families::typed::index_range;
 use crate::commands::families::zsets::{members_reply, modify_notify, read, store_members, strtod};
+use crate::commands::notify as nt;
 use crate::commands::{eq_ignore_case, int_arg, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
 use crate::store::{LexBound, ScoreBound, ZSet};
@@ -198,9 +199,12 @@ fn range_generic(
             lex_range(min, max)?;
         }
     }
-    let picked = read(ctx, &args[1], |z| select(z, &r, min, max))?
-        .transpose()?
-        .unwrap_or_default();
+    let picked = read(ctx, &args[1], |z| select(z, &r, min, max))?.transpose()?;
+    // ZRANGESTORE is a write command: its read sends `keymiss` itself.
+    if store.is_some() && picked.is_none() {
+        nt::key_miss(ctx, &args[1]);
+    }
+    let picked = picked.unwrap_or_default();
     match store {
         Some(dst) => store_members(ctx, dst, picked, "zrangestore"),
         None => Ok(members_reply(ctx, picked, r.with_scores)),

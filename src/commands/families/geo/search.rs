@@ -215,6 +215,15 @@ fn parse<'a>(
 fn search(ctx: &mut Ctx, args: &[Bytes], kind: Form) -> CmdResult {
     let src = if kind == Form::GeoSearchStore { 2 } else { 1 };
     let exists = read(ctx, &args[src], |_| ())?.is_some();
+    // GEORADIUS[BYMEMBER] and GEOSEARCHSTORE are write commands: their read sends
+    // `keymiss` itself, before the options are parsed, as in Redis.
+    let writes = matches!(
+        kind,
+        Form::Radius { store: true } | Form::ByMember { store: true } | Form::GeoSearchStore
+    );
+    if writes && !exists {
+        nt::key_miss(ctx, &args[src]);
+    }
     let mut s = parse(ctx, args, kind, src, exists)?;
     if let Some(dest) = s.store {
         if !exists {

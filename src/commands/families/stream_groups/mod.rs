@@ -232,6 +232,9 @@ pub fn xgroup(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// XACK key group id [id ...]
 pub fn xack(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let has_group = read(ctx, &args[1], |s| s.groups.contains_key(&args[2][..]))?;
+    if has_group.is_none() {
+        nt::key_miss(ctx, &args[1]);
+    }
     if has_group != Some(true) {
         return Ok(Reply::Integer(0));
     }
@@ -337,20 +340,25 @@ fn pending_summary(g: &Group) -> Reply {
     ])
 }
 
-/// Makes sure the consumer exists and refreshes its seen time; its stored name.
-fn touch_consumer(g: &mut Group, name: &[u8], now: i64) -> Bytes {
-    if !g.create_consumer(name, now) {
+/// Makes sure the consumer exists and refreshes its seen time; its stored name, and
+/// whether it was created (XCLAIM and XAUTOCLAIM then send `xgroup-createconsumer`).
+fn touch_consumer(g: &mut Group, name: &[u8], now: i64) -> (Bytes, bool) {
+    let created = g.create_consumer(name, now);
+    if !created {
         if let Some(c) = g.consumers.get_mut(name) {
             c.seen_time = now;
         }
     }
-    g.consumer_key(name).expect("exists now")
+    (g.consumer_key(name).expect("exists now"), created)
 }
 
 /// XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-ms]
 /// [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]
 pub fn xclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let has_group = read(ctx, &args[1], |s| s.groups.contains_key(&args[2][..]))?;
+    if has_group.is_none() {
+        nt::key_miss(ctx, &args[1]);
+    }
     if has_group != Some(true) {
         return Err(nogroup(&args[1], &args[2]));
     }
@@ -432,7 +440,7 @@ pub fn xclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
                 None if force => 1,
                 None => continue,
             };
-            let owner = name.get_or_insert_with(|| touch_consumer(&mut g, &args[3], now));
+            let (owner, _) = name.get_or_insert_with(|| touch_consumer(&mut g, &args[3], now));
             let count = match retry {
                 Some(r) if r >= 0 => r as u64,
                 _ if !justid => old_count + 1,
@@ -447,9 +455,15 @@ pub fn xclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
         }
         s.groups.insert(args[2].clone(), g);
-        Reply::Array(out)
+        (Reply::Array(out), name.is_some_and(|(_, created)| created))
     })?;
-    Ok(reply.unwrap_or(Reply::Array(Vec::new())))
+    let Some((reply, created)) = reply else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    if created {
+        nt::notify(ctx, nt::STREAM, "xgroup-createconsumer", &args[1]);
+    }
+    Ok(reply)
 }
 
 /// XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID]
@@ -477,6 +491,9 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         j += 1;
     }
     let has_group = read(ctx, &args[1], |s| s.groups.contains_key(&args[2][..]))?;
+    if has_group.is_none() {
+        nt::key_miss(ctx, &args[1]);
+    }
     if has_group != Some(true) {
         return Err(nogroup(&args[1], &args[2]));
     }
@@ -521,7 +538,7 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             if min_idle > 0 && now - time < min_idle {
                 continue;
             }
-            let owner = name.get_or_insert_with(|| touch_consumer(&mut g, &args[3], now));
+            let (owner, _) = name.get_or_insert_with(|| touch_consumer(&mut g, &args[3], now));
             let count = if justid { delivered } else { delivered + 1 };
             g.assign(id, owner, now, count);
             if justid {
@@ -536,11 +553,16 @@ pub fn xautoclaim(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             }
         }
         s.groups.insert(args[2].clone(), g);
-        Reply::Array(vec![
+        let reply = Reply::Array(vec![
             id_reply(next),
             Reply::Array(claimed),
             Reply::Array(deleted),
-        ])
+        ]);
+        (reply, name.is_some_and(|(_, created)| created))
     })?;
-    Ok(reply.expect("the key exists"))
+    let (reply, created) = reply.expect("the key exists");
+    if created {
+        nt::notify(ctx, nt::STREAM, "xgroup-createconsumer", &args[1]);
+    }
+    Ok(reply)
 }
