@@ -546,7 +546,24 @@ async fn a_power_cut_under_load_keeps_every_acknowledged_write() {
                 (incr, pairs, key)
             }));
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The cut falls once the clients have written a little (bounded).
+        let mut probe = Raw::connect(addr).await;
+        let before = acked_incr;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let r = probe
+                .try_cmd(Duration::from_secs(5), &["GET", "counter"])
+                .await;
+            let n: i64 = r
+                .as_deref()
+                .and_then(|r| r.lines().nth(1))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if n >= before + 20 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         h.crash_restart_power_cut();
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         // A request queued behind the cut may run on the restarted node and be
