@@ -559,7 +559,7 @@ async fn a_power_cut_under_load_keeps_every_acknowledged_write() {
                 .and_then(|r| r.lines().nth(1))
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0);
-            if n >= before + 20 {
+            if n >= before + 200 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
