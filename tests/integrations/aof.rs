@@ -511,8 +511,8 @@ async fn a_power_cut_under_load_keeps_every_acknowledged_write() {
     let addr = h.addr();
     let mut acked_incr = 0i64;
     let mut acked_pairs = std::collections::BTreeMap::new();
-    // Three cuts, each at a random point of 8 clients' INCRs and two-write scripts.
-    for _ in 0..3 {
+    // Twelve cuts, each at a random point of 8 clients' INCRs and two-write scripts.
+    for _ in 0..12 {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut tasks = Vec::new();
         for t in 0..8 {
