@@ -3,9 +3,11 @@
 //! move in the safe order while it holds the keyspace gate exclusively (its clients'
 //! commands wait: the write pause, bounded by the transfer):
 //!
-//! 1. every key of the moving slots (every type) is sent to the new owner with
-//!    `CLUSTER IMPORT`: its DUMP payload (`store::rdb`), its remaining TTL in ms
-//!    (so a clock difference or the transfer's time can only lengthen a lock),
+//! 1. every key of the moving slots (every type, delayed locks included) is sent to
+//!    the new owner with `CLUSTER IMPORT`: its DUMP payload (`store::rdb`), its
+//!    remaining TTL in ms (so a clock difference or the transfer's time can only
+//!    lengthen a lock) and whether it is a lock (`ttl_field`), which the receiver
+//!    logs (durable keys) and fsyncs before it answers,
 //!    this node's fencing-token mark (the receiver raises its own past it, durably),
 //!    and how long this node is still fenced for the slots (its restart fence, or a
 //!    slot's own move fence: locks it may have granted and lost), which the receiver
@@ -22,6 +24,7 @@
 use super::peer::{Peer, Resp};
 use super::slot::{key_slot, SLOTS};
 use crate::commands::Ctx;
+use crate::store::Carried;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 
@@ -102,17 +105,15 @@ pub struct Moved {
 pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<Moved, String> {
     let started = Instant::now();
     let now = ctx.now_ms;
-    let mut batch: Vec<(Bytes, i64, Vec<u8>)> = Vec::new();
+    let mut batch: Vec<(Bytes, String, Vec<u8>)> = Vec::new();
     ctx.shared
         .keyspace
         .db(0)
-        .for_each_live(now, |k, v, deadline| {
+        .for_each_carried(now, |k, v, how| {
             if slots[usize::from(key_slot(k))] {
-                // Remaining ms, rounded up, at least 1: never shorter than here.
-                let ttl = deadline.map_or(-1, |d| d.saturating_sub(now).max(1) as i64);
                 batch.push((
                     Bytes::copy_from_slice(k),
-                    ttl,
+                    ttl_field(how, now),
                     crate::store::rdb::dump_value(v),
                 ));
             }
@@ -129,7 +130,7 @@ pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<
     let keys = batch.len();
     let mut chunks = batch.chunks(BATCH).peekable();
     // One call even with no key: the receiver learns the slots and the mark.
-    let empty: [(Bytes, i64, Vec<u8>); 0] = [];
+    let empty: [(Bytes, String, Vec<u8>); 0] = [];
     if chunks.peek().is_none() {
         import(
             &mut peer,
@@ -150,6 +151,57 @@ pub fn send_keys(ctx: &Ctx, addr: &str, slots: &[bool], version: u64) -> Result<
         keys,
         bytes,
         elapsed: started.elapsed(),
+    })
+}
+
+/// A carried key's TTL field in `CLUSTER IMPORT`: `-1` (no TTL), the remaining
+/// milliseconds (rounded up, at least 1: never shorter than here), with `L` after
+/// them for a lock, or `D` and the milliseconds left of a delayed lock's delay
+/// (`store/lock.rs`: the lock-delay moves with the slot).
+pub fn ttl_field(how: Carried, now_ms: u64) -> String {
+    match how {
+        Carried::Live {
+            deadline_ms: None, ..
+        } => "-1".to_string(),
+        Carried::Live {
+            deadline_ms: Some(d),
+            lock,
+        } => {
+            let left = d.saturating_sub(now_ms).max(1);
+            if lock {
+                format!("{left}L")
+            } else {
+                left.to_string()
+            }
+        }
+        Carried::Delayed { left_ms } => format!("D{left_ms}"),
+    }
+}
+
+/// `ttl_field`'s form back, with deadlines on this node's clock; None if malformed.
+pub fn parse_ttl_field(field: &[u8], now_ms: u64) -> Option<Carried> {
+    let text = std::str::from_utf8(field).ok()?;
+    let ms = |t: &str| {
+        t.parse::<u64>()
+            .ok()
+            .filter(|&n| n > 0 && t.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if text == "-1" {
+        return Some(Carried::Live {
+            deadline_ms: None,
+            lock: false,
+        });
+    }
+    if let Some(left) = text.strip_prefix('D') {
+        return Some(Carried::Delayed { left_ms: ms(left)? });
+    }
+    let (left, lock) = match text.strip_suffix('L') {
+        Some(t) => (t, true),
+        None => (text, false),
+    };
+    Some(Carried::Live {
+        deadline_ms: Some(now_ms.saturating_add(ms(left)?)),
+        lock,
     })
 }
 
@@ -174,13 +226,12 @@ fn import(
     peer: &mut Peer,
     my_id: &str,
     head: [&str; 5],
-    keys: &[(Bytes, i64, Vec<u8>)],
+    keys: &[(Bytes, String, Vec<u8>)],
 ) -> Result<usize, String> {
-    let ttls: Vec<String> = keys.iter().map(|(_, t, _)| t.to_string()).collect();
     let mut args: Vec<&[u8]> = vec![b"CLUSTER", b"IMPORT", my_id.as_bytes()];
     args.extend(head.iter().map(|h| h.as_bytes()));
     let mut bytes = 0;
-    for ((k, _, payload), ttl) in keys.iter().zip(&ttls) {
+    for (k, ttl, payload) in keys {
         args.extend([&k[..], ttl.as_bytes(), &payload[..]]);
         bytes += k.len() + payload.len();
     }
@@ -192,17 +243,27 @@ fn import(
 }
 
 /// Step 2's end: drops this node's keys of `slots` (after the map that gives them
-/// away is installed). Returns how many.
+/// away is installed), delayed locks included; the durable ones' deletions go to the
+/// append-only log (the new owner logged them before it answered the import), so a
+/// restart does not bring back keys this node gave away. Returns how many.
 pub fn drop_keys(ctx: &Ctx, slots: &[bool]) -> usize {
-    let db = ctx.shared.keyspace.db(0);
+    let shared = ctx.shared;
+    let db = shared.keyspace.db(0);
     let mut keys: Vec<Bytes> = Vec::new();
-    db.for_each_live(ctx.now_ms, |k, _, _| {
+    db.for_each_carried(ctx.now_ms, |k, _, _| {
         if slots[usize::from(key_slot(k))] {
             keys.push(Bytes::copy_from_slice(k));
         }
     });
-    for k in &keys {
-        db.remove(k, ctx.now_ms);
-    }
+    let threshold = shared.aof.threshold_ms();
+    let logged: Vec<&Bytes> = keys
+        .iter()
+        .filter(|k| {
+            let class = crate::durability::aof::propagate::class_of(db, k, ctx.now_ms, threshold);
+            db.remove(k, ctx.now_ms);
+            class == crate::durability::aof::propagate::Class::Durable
+        })
+        .collect();
+    crate::durability::aof::propagate::log_key_states(shared, 0, &logged);
     keys.len()
 }

@@ -461,6 +461,12 @@ impl ServerHandle {
         self.shared.cluster.view().map.version
     }
 
+    /// Whether this node serves its slot map: false while a map saved before a
+    /// restart waits to be confirmed by the map's other nodes.
+    pub fn cluster_map_confirmed(&self) -> bool {
+        self.shared.cluster.confirmed()
+    }
+
     /// Test hook: the fence on slots this node takes over, off (or on again).
     #[doc(hidden)]
     pub fn set_cluster_move_fence(&self, on: bool) {

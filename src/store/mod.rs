@@ -17,7 +17,7 @@ pub(crate) mod value;
 mod watch;
 mod zset;
 
-pub use db::{Db, Keyspace, Slot};
+pub use db::{Carried, Db, Keyspace, Slot};
 pub use set::Set;
 pub use stream::{Stream, StreamId};
 pub use tracking::Actor;

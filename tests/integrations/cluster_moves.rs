@@ -552,3 +552,120 @@ async fn a_pushed_map_ends_the_wait_for_confirmation() {
         .await
         .contains("cluster_map_confirmed:1"));
 }
+
+/// Two map-mode nodes (A: slots 0-8191, B: the rest), each configured by `more`.
+async fn two_nodes(more: impl Fn(usize, &mut Config) + Send + Sync + 'static) -> TestGroup {
+    let nodes = TestGroup::try_start_with(2, move |i, mut c| {
+        map_mode(&mut c, i);
+        more(i, &mut c);
+        c
+    })
+    .await
+    .unwrap();
+    let (pa, pb) = (nodes.node(0).addr().port(), nodes.node(1).addr().port());
+    let v1 = map_json(
+        1,
+        &[(pa, vec![(0, 8191)], None), (pb, vec![(8192, 16383)], None)],
+    );
+    assert_eq!(setmap(nodes.node(0), &v1).await, OK);
+    assert_eq!(setmap(nodes.node(1), &v1).await, OK);
+    nodes
+}
+
+/// Moves slot 2906 ("job", "{job}...") from A to B, telling A only.
+async fn move_job_slot(nodes: &TestGroup) {
+    let (pa, pb) = (nodes.node(0).addr().port(), nodes.node(1).addr().port());
+    let v2 = map_json(
+        2,
+        &[
+            (pa, vec![(0, 2905), (2907, 8191)], None),
+            (pb, vec![(2906, 2906), (8192, 16383)], None),
+        ],
+    );
+    assert_eq!(setmap(nodes.node(0), &v2).await, OK);
+    assert_eq!(nodes.node(1).handle().cluster_map_version(), 2);
+}
+
+/// The lock-delay moves with the slot: a lock moved live is still a lock on the new
+/// owner (delayed when it runs out there), and a lock already run out and delayed
+/// on the old owner stays refused on the new one for what was left of its delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_carries_the_lock_delay() {
+    let nodes = two_nodes(|_, c| c.lock_delay = Duration::from_secs(5)).await;
+    let (a, b) = (nodes.node(0), nodes.node(1));
+    let mut ca = Raw::to(a).await;
+    ca.check(&["SET", "{job}ran-out", "X", "NX", "PX", "1000"], OK)
+        .await;
+    nodes.advance(Duration::from_millis(1_500));
+    // Run out on A: delayed until 6000 ms.
+    ca.check(&["SET", "{job}ran-out", "Y", "NX", "PX", "1000"], NIL)
+        .await;
+    ca.check(&["SET", "{job}held", "X", "NX", "PX", "1000"], OK)
+        .await;
+    ca.check(&["SET", "{job}cache", "X", "PX", "1000"], OK)
+        .await;
+    move_job_slot(&nodes).await;
+
+    let mut cb = Raw::to(b).await;
+    cb.check(&["GET", "{job}ran-out"], NIL).await;
+    cb.check(&["SET", "{job}ran-out", "Y", "NX", "PX", "1000"], NIL)
+        .await;
+    let tryagain = cb.cmd(&["HSET", "{job}ran-out", "f", "1"]).await;
+    assert!(
+        tryagain.starts_with("-TRYAGAIN lock-delay: ") && tryagain.contains("another 4501 ms"),
+        "{tryagain}"
+    );
+    nodes.advance(Duration::from_millis(1_500));
+    // The moved lock ran out on B: delayed there too; the cache key was no lock.
+    cb.check(&["SET", "{job}held", "Y", "NX", "PX", "1000"], NIL)
+        .await;
+    cb.check(&["SET", "{job}cache", "Y", "NX", "PX", "1000"], OK)
+        .await;
+    nodes.advance(Duration::from_millis(3_001));
+    cb.check(&["SET", "{job}ran-out", "Y", "NX", "PX", "1000"], OK)
+        .await;
+    cb.check(&["SET", "{job}held", "Y", "NX", "PX", "1000"], NIL)
+        .await;
+    nodes.advance(Duration::from_millis(1_500));
+    cb.check(&["SET", "{job}held", "Y", "NX", "PX", "1000"], OK)
+        .await;
+}
+
+/// A move forgets nothing in a crash: the new owner has the moved durable keys in its
+/// append-only log before the old owner drops them, and the old owner's log has the
+/// drops, so a crash of either brings back each key on its owner only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moved_durable_keys_survive_a_crash_of_either_node() {
+    let nodes = two_nodes(|_, c| c.aof.appendonly = true).await;
+    let (a, b) = (nodes.node(0), nodes.node(1));
+    let mut ca = Raw::to(a).await;
+    ca.check(&["RPUSH", "{job}:queue", "job1", "job2"], &int(2))
+        .await;
+    ca.check(&["INCR", "{job}:token"], &int(1)).await;
+    ca.check(&["HSET", "{job}:cfg", "owner", "X"], &int(1))
+        .await;
+    let other = key_in(100);
+    ca.check(&["SET", &other, "stays"], OK).await;
+    move_job_slot(&nodes).await;
+
+    b.crash_restart();
+    a.crash_restart();
+    for node in [a, b] {
+        wait_until("the map is confirmed", Duration::from_secs(10), || {
+            node.handle().cluster_map_confirmed()
+        })
+        .await;
+    }
+    let mut cb = Raw::to(b).await;
+    cb.check(
+        &["LRANGE", "{job}:queue", "0", "-1"],
+        "*2\r\n$4\r\njob1\r\n$4\r\njob2\r\n",
+    )
+    .await;
+    cb.check(&["GET", "{job}:token"], &bulk("1")).await;
+    cb.check(&["HGET", "{job}:cfg", "owner"], &bulk("X")).await;
+    cb.check(&["DBSIZE"], &int(3)).await;
+    let mut ca = Raw::to(a).await;
+    ca.check(&["GET", &other], &bulk("stays")).await;
+    ca.check(&["DBSIZE"], &int(1)).await;
+}

@@ -7,6 +7,7 @@ use crate::cluster::slot::{key_slot, SLOTS};
 use crate::cluster::{migrate, Mode, View};
 use crate::commands::{eq_ignore_case, parse_i64, CmdResult, Ctx};
 use crate::protocol::{errors, Reply};
+use crate::store::Carried;
 use bytes::Bytes;
 use std::fmt::Write as _;
 
@@ -265,9 +266,10 @@ fn map_version(text: &[u8]) -> u64 {
 /// (`cluster::migrate`), for a map newer than ours; the sender is still fenced for
 /// them `fence-ms` (it restarted, or took them over, not long ago), and this node
 /// fences them that long once it serves them. The mark is raised past the sender's
-/// (durably) first; each
-/// key is restored with its remaining TTL (-1: none), covered by the restart fence's
-/// horizon, replacing what was there. The slots stay unserved until the map comes.
+/// (durably) first; each key is restored with its remaining TTL (`migrate::ttl_field`:
+/// -1 none, `L` a lock, `D` a delayed lock), covered by the restart fence's horizon,
+/// replacing what was there; durable ones are logged. The slots stay unserved until
+/// the map comes.
 fn import(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     if args.len() < 8 || !(args.len() - 8).is_multiple_of(3) {
         return Err(errors::wrong_arity("cluster|import"));
@@ -303,21 +305,38 @@ fn import(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         .raise(mark as u64)
         .map_err(|e| bad(&format!("cannot raise the token mark durably: {e}")))?;
     let db = shared.keyspace.db(0);
+    let mut carried = Vec::with_capacity((args.len() - 8) / 3);
     for triple in args[8..].chunks(3) {
         let (key, ttl, payload) = (&triple[0], &triple[1], &triple[2]);
         if !slots[usize::from(key_slot(key))] {
             return Err(bad("a key outside the slots moved"));
         }
-        let ttl = parse_i64(ttl)
-            .filter(|&t| t == -1 || t > 0)
-            .ok_or_else(|| bad("bad TTL"))?;
+        let how = migrate::parse_ttl_field(ttl, ctx.now_ms).ok_or_else(|| bad("bad TTL"))?;
         let value = crate::store::rdb::restore_value(payload).map_err(Reply::error)?;
-        let deadline_ms = (ttl > 0).then(|| ctx.now_ms.saturating_add(ttl as u64));
-        if let Some(d) = deadline_ms {
-            ctx.cover(d)?;
-        }
-        db.insert(key, crate::store::Entry { value, deadline_ms });
+        carried.push((key, how, value));
     }
+    // Durable keys (and memory-only ones replacing a durable key) go to this node's
+    // log before the reply, which waits for its fsync: the sender drops its copies
+    // only after that.
+    let threshold = shared.aof.threshold_ms();
+    let mut logged: Vec<&Bytes> = Vec::new();
+    for (key, how, value) in carried {
+        use crate::durability::aof::propagate::{class_of, Class};
+        let durable_before = class_of(db, key, ctx.now_ms, threshold) == Class::Durable;
+        match how {
+            Carried::Live {
+                deadline_ms: Some(d),
+                ..
+            } => ctx.cover(d)?,
+            Carried::Delayed { left_ms } => ctx.cover(ctx.now_ms.saturating_add(left_ms))?,
+            Carried::Live { .. } => {}
+        }
+        db.insert_carried(key, value, how, ctx.now_ms);
+        if durable_before || class_of(db, key, ctx.now_ms, threshold) == Class::Durable {
+            logged.push(key);
+        }
+    }
+    crate::durability::aof::propagate::log_key_states(shared, 0, &logged);
     Ok(Reply::Ok)
 }
 

@@ -11,9 +11,11 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
+mod carried;
 mod guards;
 mod reclaim;
 
+pub use carried::Carried;
 pub use guards::{Ref, RefMut, Slot, Vacant};
 
 /// How many locks a database is split into (a power of two). Many small shards keep
