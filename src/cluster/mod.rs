@@ -17,6 +17,7 @@
 pub mod confirm;
 pub mod map;
 pub mod migrate;
+pub mod moving;
 pub mod operator;
 pub mod peer;
 pub use crate::slot;
@@ -170,6 +171,8 @@ pub struct Cluster {
     clock: crate::clock::Clock,
     /// The last move this node sent: keys, bytes, ms the writes were paused.
     pub last_move: Mutex<(usize, usize, u64)>,
+    /// The slots a live move has in flight (`moving.rs`).
+    pub moving: moving::Moving,
     /// Test hook: the move fence off (the mutual-exclusion checker must then find
     /// overlaps).
     fence_off: AtomicBool,
@@ -320,6 +323,7 @@ impl Cluster {
             facts: Mutex::new(HashMap::new()),
             imported: Mutex::new(vec![(0, 0); SLOTS].into_boxed_slice()),
             last_move: Mutex::new((0, 0, 0)),
+            moving: moving::Moving::default(),
             released: Mutex::new((Vec::new(), 0)),
             clock,
             fence_off: AtomicBool::new(false),

@@ -669,3 +669,78 @@ async fn moved_durable_keys_survive_a_crash_of_either_node() {
     ca.check(&["GET", &other], &bulk("stays")).await;
     ca.check(&["DBSIZE"], &int(1)).await;
 }
+
+/// Only the moving slot pauses: while the new owner takes its time to accept the keys,
+/// the old owner answers commands on its other slots at once; a write to the moving
+/// slot waits for the move and is then sent to the new owner (it never ran on the old
+/// one), and so does a script (it may touch any key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_moving_slot_pauses() {
+    let nodes = two_nodes(|_, _| {}).await;
+    let (a, b) = (nodes.node(0), nodes.node(1));
+    let pb = b.addr().port();
+    let other = key_in(100);
+    let mut ca = Raw::to(a).await;
+    ca.check(&["SET", "{job}held", "X", "NX", "PX", "20000"], OK)
+        .await;
+    ca.check(&["SET", &other, "stays"], OK).await;
+    b.pause();
+    let mover = {
+        let nodes_a = a.addr();
+        let (pa, pb) = (nodes_a.port(), pb);
+        tokio::spawn(async move {
+            let v2 = map_json(
+                2,
+                &[
+                    (pa, vec![(0, 2905), (2907, 8191)], None),
+                    (pb, vec![(2906, 2906), (8192, 16383)], None),
+                ],
+            );
+            let mut c = Raw::connect(nodes_a).await;
+            c.cmd(&["CLUSTER", "SETMAP", &v2]).await
+        })
+    };
+    let mut info = Raw::to(a).await;
+    for _ in 0..5000 {
+        if info
+            .cmd(&["INFO", "cluster"])
+            .await
+            .contains("cluster_slots_moving:1\r\n")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The other slot: served while the move waits for B.
+    ca.check(&["GET", &other], &bulk("stays")).await;
+    ca.check(&["SET", &other, "changed"], OK).await;
+    // The moving slot, and a script: they wait.
+    let waiting = tokio::spawn({
+        let addr = a.addr();
+        async move {
+            let mut c = Raw::connect(addr).await;
+            c.cmd(&["SET", "{job}held", "Y", "XX"]).await
+        }
+    });
+    let script = tokio::spawn({
+        let addr = a.addr();
+        let other = other.clone();
+        async move {
+            let mut c = Raw::connect(addr).await;
+            c.cmd(&["EVAL", "return redis.call('GET', KEYS[1])", "1", &other])
+                .await
+        }
+    });
+    assert!(!waiting.is_finished() && !script.is_finished());
+    b.resume().await;
+    assert_eq!(mover.await.unwrap(), OK);
+    assert_eq!(
+        waiting.await.unwrap(),
+        format!("-MOVED 2906 127.0.0.1:{pb}\r\n")
+    );
+    assert_eq!(script.await.unwrap(), bulk("changed"));
+    let mut cb = Raw::to(b).await;
+    cb.check(&["GET", "{job}held"], &bulk("X")).await;
+    let info = ca.cmd(&["INFO", "cluster"]).await;
+    assert!(info.contains("cluster_slots_moving:0\r\n"), "{info}");
+}

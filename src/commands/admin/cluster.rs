@@ -167,21 +167,50 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
 /// `CLUSTER SETMAP <json> [FORCE]`: a newer map, checked, persisted, then served.
 /// Slots the map takes from this node move with their keys first
 /// (`cluster::migrate`: sent to the new owner, the map installed here, the keys
-/// dropped, the map pushed to the new owner), all under the exclusive gate (the row
-/// is EXCLUSIVE): the write pause.
+/// dropped, the map pushed to the new owner). From the network, a map that moves
+/// slots runs in steps (`gate::run` calls `plan_move`, `send_moving` and
+/// `finish_move`: only the moving slots pause); here, inside a transaction, all of it
+/// under the exclusive gate.
 fn setmap(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
-    let shared = ctx.shared;
-    let now_ms = ctx.now_ms;
+    let plan = plan_move(ctx, args)?;
+    let started = std::time::Instant::now();
+    let sent = send_moving(ctx, args, &plan)?;
+    finish_move(ctx, args, &plan, sent, started)
+}
+
+/// What a `CLUSTER SETMAP` moves: the slots it gives to each other node.
+pub struct MovePlan {
+    force: bool,
+    handovers: Vec<(String, String, Vec<bool>)>,
+}
+
+impl MovePlan {
+    /// Whether the map gives away slots this node serves (a live move).
+    pub fn moves(&self) -> bool {
+        !self.handovers.is_empty()
+    }
+
+    /// Every slot the map gives away.
+    pub fn slots(&self) -> Vec<bool> {
+        let mut all = vec![false; SLOTS];
+        for (_, _, slots) in &self.handovers {
+            all.iter_mut().zip(slots).for_each(|(a, &s)| *a |= s);
+        }
+        all
+    }
+}
+
+/// The slots `CLUSTER SETMAP <json> [FORCE]` takes from this node, by new owner.
+pub fn plan_move(ctx: &Ctx, args: &[Bytes]) -> Result<MovePlan, Reply> {
     let force = match args.get(3) {
         None => false,
         Some(a) if args.len() == 4 && eq_ignore_case(a, "force") => true,
         Some(_) => return Err(errors::syntax()),
     };
-    let cluster = &shared.cluster;
-    let started = std::time::Instant::now();
+    let cluster = &ctx.shared.cluster;
     // Where the map gives this node's slots away, the keys go first.
-    let handovers = match SlotMap::parse(&args[2], force) {
-        Ok(map)
+    let handovers = match args.get(2).map(|text| SlotMap::parse(text, force)) {
+        Some(Ok(map))
             if cluster.mode() == Mode::Map
                 && cluster.moves_keys()
                 && map.version > cluster.view().map.version =>
@@ -190,8 +219,13 @@ fn setmap(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         _ => Vec::new(),
     };
+    Ok(MovePlan { force, handovers })
+}
+
+/// Sends the moving slots' keys to their new owners: keys and bytes sent.
+pub fn send_moving(ctx: &Ctx, args: &[Bytes], plan: &MovePlan) -> Result<(usize, usize), Reply> {
     let mut sent = (0, 0);
-    for (addr, id, slots) in &handovers {
+    for (addr, id, slots) in &plan.handovers {
         let moved = crate::cluster::blocking(|| migrate::send_keys(ctx, addr, slots, map_version(&args[2])))
             .map_err(|e| {
                 Reply::error(format!(
@@ -210,15 +244,29 @@ fn setmap(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         sent.0 += moved.keys;
         sent.1 += moved.bytes;
     }
+    Ok(sent)
+}
+
+/// Installs the map, drops the keys sent and pushes the map to the new owners
+/// (holding the gate exclusively). `started`: when the moving slots' writes paused.
+pub fn finish_move(
+    ctx: &mut Ctx,
+    args: &[Bytes],
+    plan: &MovePlan,
+    sent: (usize, usize),
+    started: std::time::Instant,
+) -> CmdResult {
+    let shared = ctx.shared;
+    let cluster = &shared.cluster;
     let dir = shared.node_dir.as_ref().map(|d| d.path());
     cluster
-        .set_map_text(&args[2], force, dir, now_ms, &shared.tokens)
+        .set_map_text(&args[2], plan.force, dir, ctx.now_ms, &shared.tokens)
         .map_err(|e| Reply::error(format!("ERR {e}")))?;
     let mut unpushed = Vec::new();
-    for (addr, id, slots) in &handovers {
+    for (addr, id, slots) in &plan.handovers {
         migrate::drop_keys(ctx, slots);
         let mut call: Vec<&[u8]> = vec![b"CLUSTER", b"SETMAP", &args[2]];
-        if force {
+        if plan.force {
             call.push(b"FORCE");
         }
         let pushed = crate::cluster::blocking(|| {
@@ -234,7 +282,7 @@ fn setmap(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
             unpushed.push(format!("{id} ({addr}): {e}"));
         }
     }
-    if !handovers.is_empty() {
+    if plan.moves() {
         let ms = started.elapsed().as_millis() as u64;
         *cluster.last_move.lock() = (sent.0, sent.1, ms);
         tracing::info!(
@@ -466,13 +514,14 @@ pub fn info_section(ctx: &Ctx, out: &mut String) {
         let last_move = *c.last_move.lock();
         let _ = write!(
             out,
-            "cluster_mode:{}\r\ncluster_map_version:{}\r\ncluster_map_confirmed:{}\r\ncluster_last_move_keys:{}\r\ncluster_last_move_bytes:{}\r\ncluster_last_move_pause_ms:{}\r\ncluster_slots_served:{}\r\ncluster_slots_fenced:{}\r\ncluster_moved_replies:{}\r\ncluster_crossslot_replies:{}\r\ncluster_clusterdown_replies:{}\r\n",
+            "cluster_mode:{}\r\ncluster_map_version:{}\r\ncluster_map_confirmed:{}\r\ncluster_last_move_keys:{}\r\ncluster_last_move_bytes:{}\r\ncluster_last_move_pause_ms:{}\r\ncluster_slots_moving:{}\r\ncluster_slots_served:{}\r\ncluster_slots_fenced:{}\r\ncluster_moved_replies:{}\r\ncluster_crossslot_replies:{}\r\ncluster_clusterdown_replies:{}\r\n",
             c.mode().name(),
             view.map.version,
             u8::from(c.confirmed()),
             last_move.0,
             last_move.1,
             last_move.2,
+            c.moving.count(),
             view.me.map_or(0, |me| view.map.owner.iter().filter(|&&o| o == me).count()),
             view.fenced_slots(ctx.now_ms),
             c.moved.load(Relaxed),

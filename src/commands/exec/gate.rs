@@ -259,21 +259,83 @@ pub async fn run(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Resu
         return Ok(run_spec(ctx, spec, args));
     }
     let gate = &shared.gate;
-    if spec.flags_of(args) & flags::EXCLUSIVE != 0 {
-        let _exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
-        if let Some(moved) = route_again(ctx, spec, args) {
-            return Ok(moved);
+    let exclusive = spec.flags_of(args) & flags::EXCLUSIVE != 0;
+    if exclusive && is_setmap(spec, args) {
+        let plan = crate::commands::admin::cluster::plan_move(ctx, args)?;
+        if plan.moves() {
+            return run_move(ctx, args, plan).await;
         }
-        // Inline, with no thread hand-off: a script that runs long gives the runtime
-        // back from its instruction hook (scripting/long_run.rs explains how and why).
-        Ok(run_spec(ctx, spec, args))
-    } else {
-        let _shared = held(ctx, gate.try_shared(), || gate.shared(shared)).await?;
-        if let Some(moved) = route_again(ctx, spec, args) {
-            return Ok(moved);
-        }
-        Ok(run_spec(ctx, spec, args))
     }
+    loop {
+        if exclusive {
+            let _exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
+            if let Some(moved) = route_again(ctx, spec, args) {
+                return Ok(moved);
+            }
+            if !waits_for_move(ctx, spec, args, true) {
+                // Inline, with no thread hand-off: a script that runs long gives the
+                // runtime back from its instruction hook (scripting/long_run.rs).
+                return Ok(run_spec(ctx, spec, args));
+            }
+        } else {
+            let _shared = held(ctx, gate.try_shared(), || gate.shared(shared)).await?;
+            if let Some(moved) = route_again(ctx, spec, args) {
+                return Ok(moved);
+            }
+            if !waits_for_move(ctx, spec, args, false) {
+                return Ok(run_spec(ctx, spec, args));
+            }
+        }
+        // A live move has this command's slot in flight (or the command may touch any
+        // key): it waits, without the gate, then is routed again.
+        Box::pin(shared.cluster.moving.wait()).await;
+        ctx.restart_clock();
+    }
+}
+
+fn is_setmap(spec: &Spec, args: &[Bytes]) -> bool {
+    spec.name == "cluster"
+        && args
+            .get(1)
+            .is_some_and(|a| a.eq_ignore_ascii_case(b"setmap"))
+}
+
+/// Whether a live move makes this command wait (`cluster::moving`).
+fn waits_for_move(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes], exclusive: bool) -> bool {
+    let moving = &ctx.shared.cluster.moving;
+    if !moving.any() {
+        return false;
+    }
+    if spec.name == "exec" {
+        return ctx.client.multi.is_some();
+    }
+    moving.blocks(exclusive, spec.keys(args).map(|k| &k[..]))
+}
+
+/// `CLUSTER SETMAP` with a map that gives slots away (`cluster::migrate`), in steps,
+/// so that only the moving slots pause (`cluster::moving`): the slots are marked and
+/// the gate taken and dropped once (the commands already running on them finish,
+/// later ones wait); the keys are sent without the gate; then, holding it
+/// exclusively, the map is installed, the keys dropped, the map pushed and the
+/// marks cleared. Waiting commands are then routed again (`MOVED`).
+async fn run_move(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    plan: crate::commands::admin::cluster::MovePlan,
+) -> Result<Reply, Reply> {
+    use crate::commands::admin::cluster::{finish_move, send_moving};
+    let shared = ctx.shared;
+    let gate = &shared.gate;
+    let in_flight = (shared.cluster.moving)
+        .begin(&plan.slots())
+        .map_err(|e| Reply::error(format!("ERR map refused: {e}")))?;
+    let started = std::time::Instant::now();
+    drop(held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?);
+    let sent = send_moving(ctx, args, &plan)?;
+    let _exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
+    let reply = finish_move(ctx, args, &plan, sent, started);
+    drop(in_flight);
+    Ok(reply.unwrap_or_else(|e| e))
 }
 
 /// The cluster routing check again, now that the gate is held: a map that gives the
