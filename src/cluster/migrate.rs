@@ -1,7 +1,7 @@
 //! Live slot moves: a slot moves with its keys. The node that loses slots in a new
 //! map (`CLUSTER SETMAP` on it, as `redlockd slots move` sends it) does the whole
-//! move in the safe order while it holds the keyspace gate exclusively (its clients'
-//! commands wait: the write pause, bounded by the transfer):
+//! move in the safe order while commands on the moving slots wait (the write pause,
+//! bounded by the transfer):
 //!
 //! 1. every key of the moving slots (every type, delayed locks included) is sent to
 //!    the new owner with `CLUSTER IMPORT`: its DUMP payload (`store::rdb`), its
@@ -12,11 +12,14 @@
 //!    and how long this node is still fenced for the slots (its restart fence, or a
 //!    slot's own move fence: locks it may have granted and lost), which the receiver
 //!    keeps for as long;
-//! 2. this node installs the map (it answers MOVED for the slots from now on), then
-//!    drops the keys it sent;
-//! 3. it pushes the map to the new owner, which serves the slots at once: it has every
-//!    key, so it fences them only for what was left of this node's fence
-//!    (`Cluster::install`).
+//! 2. this node installs the map (it answers MOVED for the slots from now on) and
+//!    pushes it to the new owner, which serves the slots at once: it has every key,
+//!    so it fences them only for what was left of this node's fence
+//!    (`Cluster::install`);
+//! 3. it drops the keys it sent.
+//!
+//! From the network the steps run with only the moving slots paused (`moving.rs`,
+//! `commands::exec::gate`); inside a transaction, all under the exclusive gate.
 //!
 //! A failure before step 2 refuses the map: this node keeps serving the slots, with
 //! every key. The receiver keeps keys of a slot it does not own unserved.

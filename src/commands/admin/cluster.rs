@@ -175,7 +175,9 @@ fn setmap(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
     let plan = plan_move(ctx, args)?;
     let started = std::time::Instant::now();
     let sent = send_moving(ctx, args, &plan)?;
-    finish_move(ctx, args, &plan, sent, started)
+    let reply = finish_move(ctx, args, &plan, sent, started);
+    drop_moved(ctx, &plan);
+    reply
 }
 
 /// What a `CLUSTER SETMAP` moves: the slots it gives to each other node.
@@ -247,8 +249,8 @@ pub fn send_moving(ctx: &Ctx, args: &[Bytes], plan: &MovePlan) -> Result<(usize,
     Ok(sent)
 }
 
-/// Installs the map, drops the keys sent and pushes the map to the new owners
-/// (holding the gate exclusively). `started`: when the moving slots' writes paused.
+/// Installs the map and pushes it to the new owners (holding the gate exclusively).
+/// `started`: when the moving slots' writes paused.
 pub fn finish_move(
     ctx: &mut Ctx,
     args: &[Bytes],
@@ -263,8 +265,7 @@ pub fn finish_move(
         .set_map_text(&args[2], plan.force, dir, ctx.now_ms, &shared.tokens)
         .map_err(|e| Reply::error(format!("ERR {e}")))?;
     let mut unpushed = Vec::new();
-    for (addr, id, slots) in &plan.handovers {
-        migrate::drop_keys(ctx, slots);
+    for (addr, id, _) in &plan.handovers {
         let mut call: Vec<&[u8]> = vec![b"CLUSTER", b"SETMAP", &args[2]];
         if plan.force {
             call.push(b"FORCE");
@@ -299,6 +300,18 @@ pub fn finish_move(
         )));
     }
     Ok(Reply::Ok)
+}
+
+/// Drops this node's copies of the keys moved, once the map that gives them away is
+/// installed (nothing routes to them any more); nothing if the map was refused.
+pub fn drop_moved(ctx: &Ctx, plan: &MovePlan) {
+    let view = ctx.shared.cluster.view();
+    for (_, _, slots) in &plan.handovers {
+        let gone: Vec<bool> = (0..SLOTS)
+            .map(|s| slots[s] && !view.owns(s as u16))
+            .collect();
+        migrate::drop_keys(ctx, &gone);
+    }
 }
 
 /// The version of a map's JSON (0 when it has none: the install refuses it then).

@@ -316,14 +316,14 @@ fn waits_for_move(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes], exclusive:
 /// so that only the moving slots pause (`cluster::moving`): the slots are marked and
 /// the gate taken and dropped once (the commands already running on them finish,
 /// later ones wait); the keys are sent without the gate; then, holding it
-/// exclusively, the map is installed, the keys dropped, the map pushed and the
-/// marks cleared. Waiting commands are then routed again (`MOVED`).
+/// exclusively, the map is installed and pushed; the copies are dropped and the marks
+/// cleared. Waiting commands are then routed again (`MOVED`).
 async fn run_move(
     ctx: &mut Ctx<'_>,
     args: &[Bytes],
     plan: crate::commands::admin::cluster::MovePlan,
 ) -> Result<Reply, Reply> {
-    use crate::commands::admin::cluster::{finish_move, send_moving};
+    use crate::commands::admin::cluster::{drop_moved, finish_move, send_moving};
     let shared = ctx.shared;
     let gate = &shared.gate;
     let in_flight = (shared.cluster.moving)
@@ -332,8 +332,12 @@ async fn run_move(
     let started = std::time::Instant::now();
     drop(held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?);
     let sent = send_moving(ctx, args, &plan)?;
-    let _exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
+    let exclusive = held(ctx, gate.try_exclusive(), || gate.exclusive(shared)).await?;
     let reply = finish_move(ctx, args, &plan, sent, started);
+    drop(exclusive);
+    // Routed elsewhere now: the copies go with other slots' commands running; scripts
+    // and EXEC (which may name no key) wait until they are gone.
+    drop_moved(ctx, &plan);
     drop(in_flight);
     Ok(reply.unwrap_or_else(|e| e))
 }
