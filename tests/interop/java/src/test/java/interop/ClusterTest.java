@@ -285,7 +285,7 @@ class ClusterTest {
             // lease goes back above 2.5 s; twice, so the lock outlives its 3 s lease there.
             for (int i = 0; i < 2; i++) {
                 Env.advanceClock(to, 2500);
-                assertTrue(Env.waitFor(5000, () -> Env.Raw.pttl(to, name) > 2500),
+                assertTrue(Env.waitFor(8000, () -> Env.Raw.pttl(to, name) > 2500),
                         "no watchdog renewal on the new owner (round " + i + "): pttl " + Env.Raw.pttl(to, name));
             }
             assertTrue(lock.isHeldByCurrentThread());
