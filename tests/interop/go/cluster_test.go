@@ -7,6 +7,7 @@ package interop
 // every case also runs, and can fail, against Redis.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -217,5 +218,145 @@ func TestRedsyncOverThreeClustersWithOneDown(t *testing.T) {
 	}
 	if ok, _ := other.UnlockContext(ctx); !ok {
 		t.Fatal("Unlock")
+	}
+}
+
+// clusterHolder is the node of cl whose keyspace has key (TYPE is not none; the others
+// answer MOVED), or "" when none has it.
+func clusterHolder(t *testing.T, ctx context.Context, cl *cluster3, key string) string {
+	t.Helper()
+	found := ""
+	for _, a := range cl.addrs {
+		if typ, err := raw(t, a).Type(ctx, key).Result(); err == nil && typ != "none" {
+			if found != "" {
+				t.Fatalf("%s on two nodes: %s and %s", key, found, a)
+			}
+			found = a
+		}
+	}
+	return found
+}
+
+// redsync over one ClusterClient (its defaults, one seed), a lock held while `redlockd
+// slots move` moves its slot to another node: the key arrives with the mutex's value,
+// the old owner answers MOVED, Extend renews it on the new owner, a contender's TryLock
+// is refused before, during and after the move, and Unlock deletes it on the new owner
+// with nothing of the slot left on the old one. redlockd only: moving a slot of a Redis
+// Cluster is MIGRATE with ASK redirections, which this battery does not set up. With a
+// move that sends no key, the new owner has no value, Extend fails and the contender
+// gets the lock.
+func TestRedsyncOverClusterClientAcrossALiveSlotMove(t *testing.T) {
+	if !isRedlockd() {
+		t.Skip("a live slot move is redlockd's `slots move` (see the comment)")
+	}
+	cl := startCluster3(t)
+	ctx := ctxT(t, 60*time.Second)
+	mine := redsync.New(goredis.NewPool(clusterClient(t, cl.addrs[0])))
+	theirs := redsync.New(goredis.NewPool(clusterClient(t, cl.addrs[1])))
+	name := unique("redsync-cluster-moving")
+	m := mine.NewMutex(name)
+	if err := m.LockContext(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	old := clusterHolder(t, ctx, cl, name)
+	if old == "" {
+		t.Fatal("no node has the lock's key")
+	}
+	slot := raw(t, old).ClusterKeySlot(ctx, name).Val()
+	inSlot := raw(t, old).ClusterCountKeysInSlot(ctx, int(slot)).Val()
+	to := cl.addrs[0]
+	if to == old {
+		to = cl.addrs[1]
+	}
+	rival := theirs.NewMutex(name)
+	refused := func(when string) {
+		t.Helper()
+		var taken *redsync.ErrTaken
+		if err := rival.TryLockContext(ctx); !errors.As(err, &taken) {
+			t.Fatalf("the contender's TryLock %s: %v, want ErrTaken", when, err)
+		}
+	}
+	refused("before the move")
+
+	// The contender tries over and over while the slot moves.
+	stop := make(chan struct{})
+	done := make(chan [2]int)
+	go func() {
+		tries, grants := 0, 0
+		for {
+			select {
+			case <-stop:
+				done <- [2]int{tries, grants}
+				return
+			default:
+			}
+			tries++
+			if rival.TryLockContext(ctx) == nil {
+				grants++
+				_, _ = rival.UnlockContext(ctx)
+			}
+		}
+	}()
+	out, err := exec.CommandContext(ctx, bin, "slots", "move", "--slots", strconv.FormatInt(slot, 10), "--to", to, "--seed", old).CombinedOutput()
+	close(stop)
+	counts := <-done
+	if err != nil {
+		t.Fatalf("redlockd slots move: %v\n%s", err, out)
+	}
+	if counts[0] == 0 || counts[1] != 0 {
+		t.Fatalf("the contender was granted the held lock %d times in %d tries during the move", counts[1], counts[0])
+	}
+	t.Logf("the contender's TryLock: refused %d times while the slot moved", counts[0])
+
+	// The old owner sends clients on; the new one has the mutex's value.
+	if err := raw(t, old).Get(ctx, name).Err(); err == nil || err.Error() != fmt.Sprintf("MOVED %d %s", slot, to) {
+		t.Fatalf("GET on the old owner after the move: %v", err)
+	}
+	if h := clusterHolder(t, ctx, cl, name); h != to {
+		t.Fatalf("the key is on %q after the move, want %s", h, to)
+	}
+	direct := raw(t, to)
+	if v := direct.Get(ctx, name).Val(); v != m.Value() {
+		t.Fatalf("the new owner holds %q, want the mutex's value", v)
+	}
+	// Extend on the new owner: once its TTL is below 7.6 s (real clock), back to 8 s.
+	deadline := time.Now().Add(3 * time.Second)
+	before := direct.PTTL(ctx, name).Val()
+	for before >= 7600*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("the key's TTL stays at %v", before)
+		}
+		time.Sleep(10 * time.Millisecond)
+		before = direct.PTTL(ctx, name).Val()
+	}
+	if ok, err := m.ExtendContext(ctx); !ok || err != nil {
+		t.Fatalf("Extend after the move: %v %v", ok, err)
+	}
+	if pttl := direct.PTTL(ctx, name).Val(); pttl <= before || pttl < 7600*time.Millisecond || pttl > 8*time.Second {
+		t.Fatalf("the new owner's TTL after Extend: %v (before: %v), want about redsync's 8 s", pttl, before)
+	}
+	refused("after the move")
+	if ok, err := m.UnlockContext(ctx); !ok || err != nil {
+		t.Fatalf("Unlock after the move: %v %v", ok, err)
+	}
+	if n := direct.Exists(ctx, name).Val(); n != 0 {
+		t.Fatal("the new owner still has the key after Unlock")
+	}
+	if n := raw(t, old).ClusterCountKeysInSlot(ctx, int(slot)).Val(); n != 0 {
+		t.Fatalf("the old owner keeps %d keys of slot %d", n, slot)
+	}
+	if err := rival.TryLockContext(ctx); err != nil {
+		t.Fatalf("the contender's TryLock after the Unlock: %v", err)
+	}
+	if h := clusterHolder(t, ctx, cl, name); h != to {
+		t.Fatalf("the contender's key is on %q, want %s", h, to)
+	}
+	if ok, err := rival.UnlockContext(ctx); !ok || err != nil {
+		t.Fatalf("the contender's Unlock: %v %v", ok, err)
+	}
+	// The move's report, last: the clients' view above is what the case is about.
+	want := fmt.Sprintf("moved slots %d from %s to %s at map version ", slot, old, to)
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), fmt.Sprintf(": %d keys", inSlot)) {
+		t.Fatalf("slots move printed %q, want %q and %d keys", out, want, inSlot)
 	}
 }

@@ -6,6 +6,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SetArgs;
@@ -13,6 +15,7 @@ import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.api.sync.RedisAdvancedClusterCommands;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -32,6 +35,14 @@ import redis.clients.jedis.params.SetParams;
  * redlockd nodes in --cluster-mode map given a map by CLUSTER SETMAP, or, against
  * redis-server, a real Redis Cluster (--cluster-enabled yes, redis-cli --cluster
  * create), so the cases can fail against Redis too.
+ *
+ * redissonWatchdogLockAcrossALiveSlotMove runs on redlockd only (a live move is
+ * `redlockd slots move`; moving a slot of a Redis Cluster is MIGRATE with ASK
+ * redirections, which this battery does not set up). Its holder runs with
+ * lockWatchdogTimeout 3000 ms instead of 30000 ms, so the watchdog renews every ~1 s
+ * instead of every 10 s and a renewal after the move comes within a second or two of
+ * real time; the renewal itself (its script, its routing by the slot, MOVED) is the
+ * default's. The contender runs with every default.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class ClusterTest {
@@ -182,6 +193,121 @@ class ClusterTest {
             watched.unlock();
             assertTrue(waiter.get(25, TimeUnit.SECONDS), "the waiter gets the lock after the unlock");
         } finally {
+            a.shutdown();
+            b.shutdown();
+        }
+    }
+
+    /** The node of NODES whose keyspace has `key` (TYPE is not none; MOVED elsewhere). */
+    static String holderOf(String key) {
+        String found = null;
+        for (Env.Node n : NODES) {
+            Object type = Env.Raw.call(n.addr, "TYPE", key);
+            if (type instanceof String t && !t.equals("none")) {
+                assertNull(found, key + " on two nodes: " + found + " and " + n.addr);
+                found = n.addr;
+            }
+        }
+        return found;
+    }
+
+    /**
+     * A Redisson RLock taken with lock() (the watchdog's lease) held while `redlockd slots
+     * move` moves its slot to another node: the lock's hash arrives with its holder field,
+     * the old owner answers MOVED, the watchdog's renewals land on the new owner (its
+     * manual clock moved 2.5 s, twice, and each time the lease is renewed to the full
+     * 3 s there), a second client's tryLock(0, ...) is refused before, during and after the
+     * move, and unlock() frees the key on the new owner with nothing left of the slot on
+     * the old one. With a move that sends no key, the renewal finds no hash (the watchdog
+     * stops), the contender takes the lock and the holder check fails.
+     */
+    @Test
+    void redissonWatchdogLockAcrossALiveSlotMove() throws Exception {
+        Assumptions.assumeTrue(Env.redlockd(), "a live slot move is redlockd's `slots move` (see the class comment)");
+        Config holderConfig = new Config();
+        holderConfig.useClusterServers().addNodeAddress("redis://" + seed);
+        holderConfig.setLockWatchdogTimeout(3000); // deviation: see the class comment
+        Config contenderConfig = new Config();
+        contenderConfig.useClusterServers().addNodeAddress("redis://" + seed);
+        RedissonClient a = Redisson.create(holderConfig);
+        RedissonClient b = Redisson.create(contenderConfig);
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicInteger tries = new AtomicInteger();
+        AtomicInteger granted = new AtomicInteger();
+        Thread contender = null;
+        try {
+            String name = Env.unique("redisson-cluster-moving");
+            RLock lock = a.getLock(name);
+            lock.lock();
+            String old = holderOf(name);
+            assertNotNull(old, "no node has the lock's hash");
+            assertEquals("hash", Env.Raw.call(old, "TYPE", name));
+            String field = Env.Raw.call(old, "HKEYS", name).toString();
+            long slot = (Long) Env.Raw.call(old, "CLUSTER", "KEYSLOT", name);
+            // Other cases' keys may share the slot (their TTLs do not run on the manual clock).
+            long inSlot = (Long) Env.Raw.call(old, "CLUSTER", "COUNTKEYSINSLOT", Long.toString(slot));
+            String to = NODES.stream().map(n -> n.addr).filter(x -> !x.equals(old)).findFirst().orElseThrow();
+
+            // The contender tries without waiting, over and over, until the unlock.
+            RLock theirs = b.getLock(name);
+            contender = new Thread(() -> {
+                while (!stop.get()) {
+                    tries.incrementAndGet();
+                    try {
+                        if (theirs.tryLock(0, 30, TimeUnit.SECONDS)) {
+                            granted.incrementAndGet();
+                            theirs.unlock();
+                        }
+                    } catch (Exception e) {
+                        // an error is not a grant (a reply lost in the pause, a redirect)
+                    }
+                }
+            });
+            contender.start();
+            assertTrue(Env.waitFor(5000, () -> tries.get() >= 3), "the contender never tried");
+
+            Process p = new ProcessBuilder(Env.BIN, "slots", "move", "--slots", Long.toString(slot), "--to", to, "--seed", old)
+                    .redirectErrorStream(true).start();
+            String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "slots move did not finish");
+            assertEquals(0, p.exitValue(), out);
+            int triesAtMove = tries.get();
+
+            // The old owner sends clients on; the holder still holds (HEXISTS through the
+            // client, which follows MOVED); the new owner has the hash with its field.
+            Object moved = Env.Raw.call(old, "HKEYS", name);
+            assertTrue(moved instanceof RuntimeException e && e.getMessage().equals("MOVED " + slot + " " + to), String.valueOf(moved));
+            assertTrue(lock.isHeldByCurrentThread(), "the holder lost its lock in the move");
+            assertEquals(to, holderOf(name));
+            assertEquals(field, Env.Raw.call(to, "HKEYS", name).toString());
+
+            // The watchdog renews on the new owner: 2.5 s of its server time pass, and the
+            // lease goes back above 2.5 s; twice, so the lock outlives its 3 s lease there.
+            for (int i = 0; i < 2; i++) {
+                Env.advanceClock(to, 2500);
+                assertTrue(Env.waitFor(8000, () -> Env.Raw.pttl(to, name) > 2500),
+                        "no watchdog renewal on the new owner (round " + i + "): pttl " + Env.Raw.pttl(to, name));
+            }
+            assertTrue(lock.isHeldByCurrentThread());
+            assertTrue(Env.waitFor(5000, () -> tries.get() >= triesAtMove + 3), "the contender stopped trying after the move");
+            stop.set(true);
+            contender.join(10000);
+            assertEquals(0, granted.get(), "the contender was granted the held lock (" + tries.get() + " tries)");
+            assertFalse(b.getLock(name).tryLock(0, 30, TimeUnit.SECONDS));
+
+            lock.unlock();
+            assertEquals(0L, Env.Raw.call(to, "EXISTS", name));
+            assertEquals(0L, Env.Raw.call(old, "CLUSTER", "COUNTKEYSINSLOT", Long.toString(slot)));
+            assertNull(holderOf(name));
+            assertTrue(theirs.tryLock(0, 30, TimeUnit.SECONDS), "the contender gets the lock after the unlock");
+            assertEquals(to, holderOf(name));
+            theirs.unlock();
+            // The move's report, last: the clients' view above is what the case is about.
+            assertTrue(out.contains("moved slots " + slot + " from " + old + " to " + to), out);
+            assertTrue(out.contains(": " + inSlot + " keys"), out);
+        } finally {
+            stop.set(true);
+            if (contender != null) contender.join(10000);
             a.shutdown();
             b.shutdown();
         }
