@@ -50,7 +50,15 @@ for n in "${@:-1000 100000}"; do
     start_nodes "$D"
     seq 1 "$N" | awk '{printf "SET {b}lock:%d owner NX PX 60000\n", $1}' | redis-cli -p $PA --pipe >/dev/null
     echo "N=$N keys in slot 3300 on A: $(redis-cli -p $PA CLUSTER COUNTKEYSINSLOT 3300)"
+    # Another slot of A under load while the slot moves: its worst latency is the
+    # pause the move gave the rest of the node.
+    redis-benchmark -p $PA -c 4 -n "${OTHER_REQUESTS:-200000}" --csv GET '{c}other' \
+      >"$D/other.csv" 2>/dev/null &
+    bench=$!
+    sleep 0.3
     $B slots move --slots 3300 --to 127.0.0.1:$PB --seed 127.0.0.1:$PA
+    wait $bench
+    echo "GET of another slot on A during the move (4 clients): $(tail -1 "$D/other.csv" | awk -F, '{gsub(/"/,""); printf "%s req/s, p99 %s ms, max %s ms", $2, $7, $8}')"
     echo "after: A has $(redis-cli -p $PA DBSIZE) keys, B has $(redis-cli -p $PB CLUSTER COUNTKEYSINSLOT 3300) in slot 3300"
     kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true
     [ -n "${KEEP:-}" ] || rm -rf "$D"; echo "logs: $D"
