@@ -36,8 +36,8 @@ ACTIONS = ["move-live", "move-part", "move-delay", "move-dead", "down-push",
 # The actions that show each protection off (the default schedule with it off).
 UNSAFE_ACTIONS = {
     "keys,fence": ["move-live", "move-live", "move-part", "move-delay", "move-live"],
-    "fence": ["move-dead", "move-dead", "move-dead"],
-    "confirm": ["move-dead", "move-dead", "move-dead"],
+    "fence": ["move-dead"] * 5,
+    "confirm": ["move-dead"] * 3,
 }
 
 
@@ -199,6 +199,9 @@ class ClusterRun:
                 return False
         if not netns.wait_until(pushed, 20, 0.2):
             raise RuntimeError("could not push the first map")
+        served = self.call(NODES[0], "CLUSTER", "KEYSLOT", "{" + TAG + "}:nf:mutex:tok")
+        if served != SLOT:
+            raise RuntimeError(f"the harness hashes the lock keys to slot {SLOT}, the node to {served}")
         self.ready()
 
     def action(self, kind, dur, rng):
@@ -239,21 +242,35 @@ class ClusterRun:
                 h.stop(n)
             return f"{how}, slots move {SLOT} {o}->{t} (exit {st}: {out[:160]})"
         if kind == "move-dead":
-            # kill -9 of the owner; the next map, giving the slot to t, pushed to the
-            # nodes still up (a takeover: t fences the slot for o's max-ttl + 1 s);
-            # o restarted with its saved map, which it must confirm first
+            # kill -9 of the owner; at once the next map, giving the slot to t, pushed
+            # to the nodes still up (a takeover: t fences the slot for o's published
+            # max-ttl + 1 s). o restarts with its saved map, which it must confirm
+            # before it serves; once its restart fence is over, t is cut off from the
+            # clients for a second, so they reload the slot map from whichever node
+            # answers first, o among them.
             self.kill(o)
-            time.sleep(0.2)
             self.version = m["version"] + 1
             nm = self.split_map(self.version, t)
-            for n in NODES:
+            refused = []
+            for n in [t] + [n for n in NODES if n not in (o, t)]:
                 if n in self.up:
-                    self.setmap(n, nm)
+                    try:
+                        self.setmap(n, nm)
+                    except (OSError, RuntimeError, ConnectionError) as e:
+                        refused.append(f"{n}: {e}")
             self.ops.append({"t": time.monotonic_ns(), "op": "takeover", "from": o, "to": t,
-                             "version": self.version})
-            time.sleep(dur)
+                             "version": self.version, "refused": refused})
+            time.sleep(dur / 3)
             self.start(o)
-            return f"kill -9 {o} (owner), map v{self.version} gives slot {SLOT} to {t} on the nodes up, {o} restarted with its saved map"
+            time.sleep(int(self.max_ttl[o][:-1]) + 1.2)
+            h.partition([[t] + NODES + [h.STORAGE], [n for n in NODES if n != t] + h.CLIENT_HOSTS + [h.STORAGE]])
+            time.sleep(1.0)
+            h.reset_net_state()
+            h.apply_net()
+            time.sleep(dur / 3)
+            return (f"kill -9 {o} (owner), map v{self.version} gives slot {SLOT} to {t} on the nodes up"
+                    + (f" (refused: {refused})" if refused else "")
+                    + f", {o} restarted with its saved map, {t} cut off from the clients for 1 s")
         if kind == "down-push":
             # a bystander is down while the slot moves live; it restarts with its old map
             b = others[1]

@@ -891,6 +891,9 @@ def main():
                 unknown = [a for a in actions if a not in cluster.ACTIONS]
                 if unknown:
                     raise SystemExit(f"netfault: unknown cluster actions {unknown} (known: {cluster.ACTIONS})")
+            elif args.soak > 0:
+                n = max(1, int(args.soak * 60 / 12))
+                actions = [h.rng.choice(cluster.ACTIONS) for _ in range(n)]
             else:
                 actions = cluster.ACTIONS[:]
                 h.rng.shuffle(actions)
