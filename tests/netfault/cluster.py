@@ -33,6 +33,8 @@ MAX_TTLS = ["2s", "3s"]  # a max-ttl restart switches a node between these
 # Every operator action and fault the cluster run draws from.
 ACTIONS = ["move-live", "move-part", "move-delay", "move-dead", "down-push",
            "max-ttl", "mode-switch", "part-owner", "kill9-owner"]
+# Named with --cluster-actions only (not in the default schedule): see docs/netfault.md.
+EXTRA_ACTIONS = ["takeover-part"]
 # The actions that show each protection off (the default schedule with it off).
 UNSAFE_ACTIONS = {
     "keys,fence": ["move-live", "move-live", "move-part", "move-delay", "move-live"],
@@ -151,22 +153,49 @@ class ClusterRun:
     def setmap(self, n, m):
         return self.call(n, "CLUSTER", "SETMAP", json.dumps(m), "FORCE", timeout=10.0)
 
+    def push(self, m, nodes, first):
+        """`m` pushed to those of `nodes` that are up, `first` first; returns the
+        refusals (a node that still serves an older map where it owns the slot tries
+        to move it, and the new owner, which has `m` already, refuses)."""
+        refused = []
+        for n in [first] + [n for n in nodes if n != first]:
+            if n in self.up:
+                try:
+                    self.setmap(n, m)
+                except (OSError, RuntimeError, ConnectionError) as e:
+                    refused.append(f"{n}: {e}")
+        return refused
+
     def ready(self, timeout=20.0):
-        """Until every node that is up has a confirmed map (or serves emulated), no
-        fenced slot, and the lock slot's owner takes a write."""
+        """Until every node that is up serves the same map, confirmed (or serves
+        emulated), with no fenced slot, and the lock slot's owner takes a write. A node
+        left on an older map would serve slots another node serves too: after the
+        timeout that is a failure of the run, with each node's version."""
+        seen = {}
+
         def ok():
             try:
+                versions = set()
                 for n in self.up:
                     i = self.info(n)
+                    seen[n] = (i.get("cluster_map_version"), i.get("cluster_map_confirmed"),
+                               i.get("cluster_slots_fenced"))
+                    if self.mode[n] == "map":
+                        versions.add(i.get("cluster_map_version"))
                     if i.get("cluster_map_confirmed", "1") != "1" or i.get("cluster_slots_fenced", "0") != "0":
                         return False
+                if len(versions) > 1:
+                    return False
                 m = self.current_map()
                 o = self.owner(m) if m else next(iter(self.up))
                 return self.call(o, "SET", "{" + TAG + "}:ready", "1", "PX", "100") == "OK"
             except (OSError, RuntimeError, ConnectionError, ValueError):
                 return False
         if not netns.wait_until(ok, timeout, 0.1):
-            raise RuntimeError(f"cluster not ready after {timeout:.0f} s (nodes up: {sorted(self.up)})")
+            state = ", ".join(f"{n}: map v{v} confirmed {c} fenced slots {f}"
+                              for n, (v, c, f) in sorted(seen.items()))
+            raise RuntimeError(f"cluster not ready after {timeout:.0f} s (the same map, confirmed, "
+                               f"unfenced, on every node up): {state}")
 
     def slots_move(self, to, seed):
         """`redlockd slots move` of the lock slot to `to`, run on the storage host.
@@ -251,13 +280,7 @@ class ClusterRun:
             self.kill(o)
             self.version = m["version"] + 1
             nm = self.split_map(self.version, t)
-            refused = []
-            for n in [t] + [n for n in NODES if n not in (o, t)]:
-                if n in self.up:
-                    try:
-                        self.setmap(n, nm)
-                    except (OSError, RuntimeError, ConnectionError) as e:
-                        refused.append(f"{n}: {e}")
+            refused = self.push(nm, [n for n in NODES if n != o], t)
             self.ops.append({"t": time.monotonic_ns(), "op": "takeover", "from": o, "to": t,
                              "version": self.version, "refused": refused})
             time.sleep(dur / 3)
@@ -316,6 +339,34 @@ class ClusterRun:
                 self.start(n, map_file=path)
             time.sleep(dur / 2)
             return f"every slot moved to {t}, {rest} stopped, {t} emulated; then map v{self.version} (slot {SLOT} on {back}) on all three"
+        if kind == "takeover-part":
+            # the owner cut off from everything (clients, nodes, the operator); the
+            # next map, giving the slot to t, pushed to the others (a takeover: t
+            # fences the slot for o's max-ttl + 1 s); past the fence the partition
+            # heals: o comes back with its old map, never restarted
+            h.partition([[o], [n for n in NODES if n != o] + h.CLIENT_HOSTS + [h.STORAGE]])
+            self.version = m["version"] + 1
+            nm = self.split_map(self.version, t)
+            refused = self.push(nm, [n for n in NODES if n != o], t)
+            self.ops.append({"t": time.monotonic_ns(), "op": "takeover", "from": o, "to": t,
+                             "version": self.version, "refused": refused})
+            time.sleep(int(self.max_ttl[o][:-1]) + 1.5)
+            h.reset_net_state()
+            h.apply_net()
+            # clients reload the map from whichever node answers first, o among them
+            h.partition([[t] + NODES + [h.STORAGE], [n for n in NODES if n != t] + h.CLIENT_HOSTS + [h.STORAGE]])
+            time.sleep(1.0)
+            h.reset_net_state()
+            h.apply_net()
+            time.sleep(dur / 2)
+            try:
+                stale = (f"v{self.getmap(o)['version']}, a write to the slot there: "
+                         + str(self.call(o, "SET", "{" + TAG + "}:probe", "1", "PX", "100")))
+            except (OSError, RuntimeError, ConnectionError, ValueError) as e:
+                stale = f"{e}"
+            return (f"{o} (owner) cut off from everything, map v{self.version} gives slot {SLOT} to {t} on the others"
+                    + (f" (refused: {refused})" if refused else "")
+                    + f", healed after the fence; {t} cut off from the clients for 1 s; {o} now serves map {stale}")
         if kind == "part-owner":
             h.partition([[o], [n for n in NODES if n != o] + h.CLIENT_HOSTS + [h.STORAGE]])
             time.sleep(dur)

@@ -888,9 +888,10 @@ def main():
                 actions = cluster.UNSAFE_ACTIONS[args.cluster_unsafe]
             elif args.cluster_actions:
                 actions = args.cluster_actions.split(",")
-                unknown = [a for a in actions if a not in cluster.ACTIONS]
+                known = cluster.ACTIONS + cluster.EXTRA_ACTIONS
+                unknown = [a for a in actions if a not in known]
                 if unknown:
-                    raise SystemExit(f"netfault: unknown cluster actions {unknown} (known: {cluster.ACTIONS})")
+                    raise SystemExit(f"netfault: unknown cluster actions {unknown} (known: {known})")
             elif args.soak > 0:
                 n = max(1, int(args.soak * 60 / 12))
                 actions = [h.rng.choice(cluster.ACTIONS) for _ in range(n)]
@@ -906,7 +907,7 @@ def main():
             for k, v in b["max"].items():
                 if v[0] > bounds_all["max"].get(k, (0, 0))[0]:
                     bounds_all["max"][k] = v
-            seen = ["none"] + [a for a in cluster.ACTIONS if a in actions]
+            seen = ["none"] + [a for a in cluster.ACTIONS + cluster.EXTRA_ACTIONS if a in actions]
             cluster_runs.append((label, seen))
             h.check_alive()
     except KeyboardInterrupt as e:
