@@ -668,7 +668,13 @@ class Harness:
             time.sleep(settle_s)
             self.check_alive()
             t_wait = time.monotonic()
-            cr.ready(timeout=20)
+            try:
+                cr.ready(timeout=20)
+            except RuntimeError as e:
+                # a failure of the run; the clients go on, so the checkers show what
+                # it cost
+                self.failures.append(f"after {kind}: {e}")
+                self.log(f"  FAILED: {e}")
             if time.monotonic() - t_wait > 2:
                 self.log(f"  (the cluster took {time.monotonic() - t_wait:.1f} s to take writes again)")
             self.windows.append((label, kind, t0, time.monotonic_ns(), detail))
