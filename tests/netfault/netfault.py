@@ -5,8 +5,9 @@ Five redlockd nodes, three client hosts and a storage host, each a network names
 one bridge. Clients (examples/netfault_client.rs, the crate's Redlock client) run three
 workloads (mutex, lock-protected set, fenced writes), each with and without fencing
 tokens, while a seeded schedule injects faults; the cluster is run once with the
-restart fence and once without. Checkers turn the histories into a table of operations
-and violations per workload x fault x mechanisms.
+restart fence and once without. Then three of the nodes run as a Redis Cluster while
+the operator moves the locks' slot (cluster.py). Checkers turn the histories into a
+table of operations and violations per workload x fault x mechanisms.
 
     netfault.py --redlockd target/release/redlockd \\
                 --client target/release/examples/netfault_client [--seed N] [--soak MIN]
