@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! netfault_client --nodes 10.0.0.1:6379,... --workload mutex|set|fenced --client 3
+//!     [--cluster 10.0.0.1:6379,10.0.0.2:6379 ...]
 //!     [--storage 10.0.0.9:7000] [--tokens] [--key nf:lock] [--ttl-ms 1000]
 //!     [--hold-ms 100..400 as --hold-min-ms/--hold-max-ms] [--wait-ms 2000]
 //!     [--seconds 30] [--storage-timeout-ms 8000]
@@ -16,6 +17,10 @@
 //!   with one more element (read-modify-write under the lock), release; with tokens
 //!   the read carries the token as well as the write;
 //! - `fenced`: acquire, sleep, write a value to the storage process, release.
+//!
+//! `--cluster SEEDS` (repeatable) adds a Redis Cluster of redlockd nodes (map mode) as
+//! one Redlock vote, given by its seed addresses: the client loads the slot map and
+//! follows `MOVED` (docs/cluster.md); `--nodes` may then be left out.
 //!
 //! With `--tokens` the lock is taken with a fencing token and every write carries it;
 //! without, writes carry `-` (the storage then cannot refuse a stale one).
@@ -50,7 +55,7 @@ struct Args {
 fn usage(msg: &str) -> ! {
     eprintln!("netfault_client: {msg}");
     eprintln!(
-        "usage: netfault_client --nodes A,B,.. --workload mutex|set|fenced --client N \
+        "usage: netfault_client --nodes A,B,.. [--cluster A,B ..] --workload mutex|set|fenced --client N \
          [--storage HOST:PORT] [--tokens] [--key K] [--ttl-ms N] [--hold-min-ms N] \
          [--hold-max-ms N] [--wait-ms N] [--seconds N] [--storage-timeout-ms N]"
     );
@@ -86,7 +91,8 @@ fn parse_args() -> Args {
                 .unwrap_or_else(|_| usage(&format!("{flag}: not a number: {v}")))
         };
         match flag.as_str() {
-            "--nodes" => a.nodes = v.split(',').map(str::to_string).collect(),
+            "--nodes" => a.nodes.extend(v.split(',').map(str::to_string)),
+            "--cluster" => a.nodes.push(format!("cluster:{v}")),
             "--storage" => a.storage = Some(v),
             "--workload" => a.workload = v,
             "--client" => a.client = num(&v),
@@ -101,7 +107,7 @@ fn parse_args() -> Args {
         }
     }
     if a.nodes.is_empty() {
-        usage("--nodes is required");
+        usage("--nodes or --cluster is required");
     }
     if !matches!(a.workload.as_str(), "mutex" | "set" | "fenced") {
         usage("--workload must be mutex, set or fenced");

@@ -178,6 +178,8 @@ pub struct Cluster {
     fence_off: AtomicBool,
     /// Test hook: a move sends no keys (the checker must then find overlaps).
     keys_off: AtomicBool,
+    /// Test hook: a node started with a saved map serves it at once, unconfirmed.
+    confirm_off: bool,
     pub moved: AtomicU64,
     pub crossslot: AtomicU64,
     pub clusterdown: AtomicU64,
@@ -258,6 +260,30 @@ impl PeerState {
 /// How long a call to a peer may take (connect, each write, each read).
 pub const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(300);
 
+/// The environment variable that turns protections off in a running binary, for the
+/// network-fault battery's checkers (tests/netfault/, docs/netfault.md): a
+/// comma-separated list of `keys` (slots given away move without their keys),
+/// `fence` (no fence on slots gained from another node) and `confirm` (a node
+/// started with a saved map serves it at once). Read once, at start, only when set;
+/// the node logs an error saying which are off. Never set it on a real node.
+pub const UNSAFE_TEST_ENV: &str = "REDLOCKD_TEST_CLUSTER_UNSAFE";
+
+/// The protections `UNSAFE_TEST_ENV` turns off (none when it is unset).
+fn unsafe_test_switches() -> Vec<&'static str> {
+    let Ok(v) = std::env::var(UNSAFE_TEST_ENV) else {
+        return Vec::new();
+    };
+    let off: Vec<&'static str> = ["keys", "fence", "confirm"]
+        .into_iter()
+        .filter(|w| v.split(',').any(|x| x.trim() == *w))
+        .collect();
+    tracing::error!(
+        off = ?off,
+        "{UNSAFE_TEST_ENV} is set: cluster protections are off (a test setting: locks are not safe)"
+    );
+    off
+}
+
 /// Runs blocking peer calls from a handler: off the async worker when on a
 /// multi-thread runtime (`block_in_place`), directly otherwise.
 pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
@@ -307,6 +333,7 @@ impl Cluster {
             Mode::Emulated => SlotMap::single(my_id.clone(), host.clone(), port),
             _ => SlotMap::empty(),
         };
+        let unsafe_off = unsafe_test_switches();
         Cluster {
             mode: config.mode,
             view: RwLock::new(Arc::new(View::new(map, &my_id))),
@@ -326,8 +353,9 @@ impl Cluster {
             moving: moving::Moving::default(),
             released: Mutex::new((Vec::new(), 0)),
             clock,
-            fence_off: AtomicBool::new(false),
-            keys_off: AtomicBool::new(false),
+            fence_off: AtomicBool::new(unsafe_off.contains(&"fence")),
+            keys_off: AtomicBool::new(unsafe_off.contains(&"keys")),
+            confirm_off: unsafe_off.contains(&"confirm"),
             moved: AtomicU64::new(0),
             crossslot: AtomicU64::new(0),
             clusterdown: AtomicU64::new(0),
@@ -1078,7 +1106,7 @@ impl Cluster {
                         "this node started with its saved map (version {}) and has not heard from the other nodes of the map yet",
                         self.view().map.version
                     );
-                    self.confirmed.store(false, Ordering::Release);
+                    self.confirmed.store(self.confirm_off, Ordering::Release);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(format!("cannot read {}: {e}", path.display())),

@@ -5,8 +5,9 @@ Five redlockd nodes, three client hosts and a storage host, each a network names
 one bridge. Clients (examples/netfault_client.rs, the crate's Redlock client) run three
 workloads (mutex, lock-protected set, fenced writes), each with and without fencing
 tokens, while a seeded schedule injects faults; the cluster is run once with the
-restart fence and once without. Checkers turn the histories into a table of operations
-and violations per workload x fault x mechanisms.
+restart fence and once without. Then three of the nodes run as a Redis Cluster while
+the operator moves the locks' slot (cluster.py). Checkers turn the histories into a
+table of operations and violations per workload x fault x mechanisms.
 
     netfault.py --redlockd target/release/redlockd \\
                 --client target/release/examples/netfault_client [--seed N] [--soak MIN]
@@ -29,6 +30,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checker  # noqa: E402
+import cluster  # noqa: E402
 import netns  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,14 +78,20 @@ def excuse(workload, tokens, fence, v, touched):
 
 # --- nodes: every flag a node is started with is here --------------------------------
 
-def node_argv(binary, ip, data_dir, fence):
-    """The one place node start flags live. fence=False turns the restart fence off."""
+def node_argv(binary, ip, data_dir, fence, max_ttl=MAX_TTL, cluster_mode=None):
+    """The one place node start flags live. fence=False turns the restart fence off;
+    `cluster_mode`: (mode, node id, map file or None) for the cluster run."""
     # The hosts reach the nodes over the bridge, not loopback, and the nodes have no
     # password: protected mode (on by default) would refuse them.
     argv = [binary, "--bind", ip, "--port", str(NODE_PORT), "--dir", data_dir,
-            "--max-ttl", MAX_TTL, "--protected-mode", "no"]
+            "--max-ttl", max_ttl, "--protected-mode", "no"]
     if not fence:
         argv += ["--restart-delay", "0"]
+    if cluster_mode:
+        mode, node_id, map_file = cluster_mode
+        argv += ["--cluster-mode", mode, "--cluster-node-id", node_id]
+        if map_file:
+            argv += ["--cluster-map", map_file]
     return argv
 
 
@@ -97,6 +105,9 @@ def node_init_argv(binary, data_dir):
 
 
 class Harness:
+    STORAGE = STORAGE
+    CLIENT_HOSTS = CLIENT_HOSTS
+
     def __init__(self, args):
         self.args = args
         self.seed = args.seed
@@ -113,6 +124,7 @@ class Harness:
         self.refused = []      # what fencing tokens refused, per run and workload
         self.faketime = next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
         self.skips = []
+        self.unsafe = None     # the cluster protections a run turns off (cluster.py)
         if not self.faketime:
             self.skips.append("clock faults: libfaketime not found (apt-get install libfaketime)")
         self.log_f = open(os.path.join(self.out, "harness.log"), "a", encoding="utf-8")
@@ -179,9 +191,11 @@ class Harness:
             env.update(LD_PRELOAD=self.faketime, FAKETIME_TIMESTAMP_FILE=self.clock_file(node),
                        FAKETIME_NO_CACHE="1", FAKETIME_DONT_FAKE_MONOTONIC="1",
                        FAKETIME_DONT_RESET="1")
+        if self.unsafe:
+            env[cluster.UNSAFE_ENV] = self.unsafe
         return env
 
-    def start_node(self, node):
+    def start_node(self, node, max_ttl=MAX_TTL, cluster=None):
         data = os.path.join(self.run_dir, node)
         if not os.path.isdir(data):
             os.makedirs(data)
@@ -190,7 +204,8 @@ class Harness:
                 subprocess.run(self.net.exec_argv(node, init), check=True, timeout=30,
                                capture_output=True)
         self.expected_dead.discard(node)
-        self.spawn(node, node, node_argv(self.args.redlockd, self.net.ip(node), data, self.fence),
+        self.spawn(node, node, node_argv(self.args.redlockd, self.net.ip(node), data, self.fence,
+                                         max_ttl, cluster),
                    env=self.node_env(node))
 
     def node_call(self, node, *cmd, via=STORAGE, timeout=1.0):
@@ -215,8 +230,11 @@ class Harness:
         if not netns.wait_until(ok, timeout, 0.1):
             raise RuntimeError(f"nodes not writable after {timeout:.0f} s: {sorted(pending)}")
 
-    def start_clients(self, seconds):
-        nodes = ",".join(f"{self.net.ip(n)}:{NODE_PORT}" for n in NODES)
+    def start_clients(self, seconds, cluster_nodes=None):
+        """18 clients; with `cluster_nodes`, each takes that cluster as its one vote
+        (`--cluster`) and every lock key carries the cluster run's hash tag."""
+        nodes = ",".join(f"{self.net.ip(n)}:{NODE_PORT}" for n in cluster_nodes or NODES)
+        target = ["--cluster", nodes] if cluster_nodes else ["--nodes", nodes]
         storage = f"{self.net.ip(STORAGE)}:{STORAGE_PORT}"
         self.clients = []  # (id, name, workload, tokens, key, host, history path)
         gid = 0
@@ -224,11 +242,13 @@ class Harness:
             for tokens in (True, False):
                 gid += 1
                 key = f"nf:{workload}:{'tok' if tokens else 'plain'}"
+                if cluster_nodes:
+                    key = "{" + cluster.TAG + "}:" + key
                 for i, host in enumerate(CLIENT_HOSTS):
                     cid = gid * 10 + i
                     name = f"client{cid}"
                     hist = os.path.join(self.run_dir, f"{name}.jsonl")
-                    argv = [self.args.client, "--nodes", nodes, "--workload", workload,
+                    argv = [self.args.client, *target, "--workload", workload,
                             "--client", str(cid), "--key", key, "--ttl-ms", str(TTL_MS),
                             "--hold-min-ms", str(HOLD_MS[0]), "--hold-max-ms", str(HOLD_MS[1]),
                             "--wait-ms", str(WAIT_MS), "--seconds", str(seconds)]
@@ -613,9 +633,67 @@ class Harness:
             self.stop(n)
         return label, t_end
 
+    def cluster_scenario(self, kinds, fault_s, settle_s, baseline_s, unsafe=None):
+        """The cluster run (cluster.py): three map-mode nodes as one vote, the
+        operator's actions and faults on the lock slot's owner in `kinds`. `unsafe`:
+        the protections turned off (REDLOCKD_TEST_CLUSTER_UNSAFE), None for none."""
+        label = "cluster" + (f"-{unsafe.replace(',', '+')}-off" if unsafe else "")
+        self.fence = True
+        self.unsafe = unsafe
+        self.run_dir = os.path.join(self.out, label)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        os.makedirs(self.run_dir)
+        self.reset_net_state()
+        self.apply_net()
+        cr = cluster.ClusterRun(self, NODE_PORT)
+        cr.boot()
+        self.spawn(f"storage-{label}", STORAGE, [sys.executable, os.path.join(HERE, "storage.py"),
+                                                 f"{self.net.ip(STORAGE)}:{STORAGE_PORT}",
+                                                 os.path.join(self.run_dir, "storage.jsonl")])
+        storage_up = lambda: b"listening" in open(os.path.join(self.out, f"storage-{label}.log"), "rb").read()
+        if not netns.wait_until(storage_up, 10):
+            raise RuntimeError("storage did not start")
+        planned = baseline_s + len(kinds) * (fault_s + settle_s + 8) + 60
+        self.start_clients(int(planned), cluster_nodes=cluster.NODES)
+        self.log(f"run {label}: 3 nodes in map mode (one vote, lock slot {cluster.SLOT}), "
+                 f"18 clients (3 workloads x tokens on/off x 3 hosts)"
+                 + (f"; protections off: {unsafe}" if unsafe else ""))
+        t = time.monotonic_ns()
+        time.sleep(baseline_s)
+        self.windows.append((label, "none", t, time.monotonic_ns(), "no fault"))
+        for i, kind in enumerate(kinds):
+            t0 = time.monotonic_ns()
+            detail = cr.action(kind, fault_s, random.Random(f"{self.seed}/{label}/{i}"))
+            self.reset_net_state()
+            self.apply_net()
+            time.sleep(settle_s)
+            self.check_alive()
+            t_wait = time.monotonic()
+            try:
+                cr.ready(timeout=20)
+            except RuntimeError as e:
+                # a failure of the run; the clients go on, so the checkers show what
+                # it cost
+                self.failures.append(f"after {kind}: {e}")
+                self.log(f"  FAILED: {e}")
+            if time.monotonic() - t_wait > 2:
+                self.log(f"  (the cluster took {time.monotonic() - t_wait:.1f} s to take writes again)")
+            self.windows.append((label, kind, t0, time.monotonic_ns(), detail))
+            self.log(f"  {kind:14s} {detail}")
+        t_end = time.monotonic_ns()
+        for c in self.clients:
+            self.stop(c["name"], signal.SIGKILL)
+        self.stop(f"storage-{label}")
+        for n in cluster.NODES:
+            self.stop(n)
+        with open(os.path.join(self.run_dir, "operator.json"), "w") as f:
+            json.dump(cr.ops, f, indent=1)
+        self.unsafe = None
+        return label, t_end
+
     # --- checking -------------------------------------------------------------------
 
-    def check(self, label, t_end):
+    def check(self, label, t_end, fence=None):
         storage_log = checker.load_history(os.path.join(self.run_dir, "storage.jsonl"))
         wins = [w for w in self.windows if w[0] == label]
         cells = {}
@@ -632,7 +710,7 @@ class Harness:
             fault ran out of validity, or, without the fence, a restart window its span
             touches, else to the window where it showed."""
             touched = {w[1] for w in wins if v["first"] < w[3] and w[2] <= v["shown"]}
-            why = excuse(workload, tokens, label == "fence", v, touched)
+            why = excuse(workload, tokens, label == "fence" if fence is None else fence, v, touched)
             if v["overran"]:
                 return window_of(v["overran"][0]), why
             if why:
@@ -706,6 +784,24 @@ def table(cells, faults):
     return "\n".join(lines)
 
 
+def cluster_table(cells, label, actions):
+    """The cluster run's rows: workload / action, tokens on and off."""
+    lines = [f"{'workload / action':22s} {'tokens':>16s} {'no tokens':>16s}",
+             " " * 22 + " " + " ".join(f"{'ops viol':>16s}" for _ in range(2))]
+    for workload in WORKLOADS:
+        for a in actions:
+            row = f"{workload + ' / ' + a:22s} "
+            for tokens in (True, False):
+                c = cells.get((workload, a, tokens, label))
+                if c is None:
+                    row += f"{'-':>16s} "
+                    continue
+                mark = "!" if any(why is None for _, why in c["viol"]) else " "
+                row += f"{c['ops']:>9d} {len(c['viol']):>5d}{mark}"
+            lines.append(row.rstrip())
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--redlockd", required=True)
@@ -719,12 +815,24 @@ def main():
                          "--faults crash-restart --soak 3 repeats one fault")
     ap.add_argument("--fence", choices=["both", "on", "off"], default="both",
                     help="which restart-fence settings to run (default: both)")
+    ap.add_argument("--cluster", choices=["on", "off", "only"], default="on",
+                    help="the cluster run (3 map-mode nodes, slot moves and the operator's "
+                         "actions) after the Redlock runs; only: it alone (default: on)")
+    ap.add_argument("--cluster-actions", default=None,
+                    help=f"comma-separated actions of the cluster run (default: all, "
+                         f"shuffled: {','.join(cluster.ACTIONS)})")
+    ap.add_argument("--cluster-unsafe", choices=sorted(cluster.UNSAFE_ACTIONS), default=None,
+                    help="the cluster run alone, with these protections off "
+                         "(keys,fence: slots move without keys or fence; fence: no takeover "
+                         "fence; confirm: saved maps served unconfirmed): a failing run")
     ap.add_argument("--storage-writes-only", action="store_true",
                     help="the storage checks tokens on writes only (shows the set losing "
                          "additions with tokens: a failing run)")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
+    if args.cluster_unsafe:
+        args.cluster = "only"
     for b in (args.redlockd, args.client):
         if not os.access(b, os.X_OK):
             print(f"netfault: not an executable: {b}", file=sys.stderr)
@@ -754,9 +862,11 @@ def main():
     h.net = net
     cells, bounds_all, status = {}, {"checked": 0, "over": [], "max": {}}, 0
     faults_seen = ["none"]
+    cluster_runs = []  # (label, actions)
     try:
         net.up()
-        for fence in {"both": (True, False), "on": (True,), "off": (False,)}[args.fence]:
+        fences = {"both": (True, False), "on": (True,), "off": (False,)}[args.fence]
+        for fence in fences if args.cluster != "only" else ():
             if args.soak > 0:
                 kinds, fault_s, settle_s = [], 6.0, 3.0
                 per = fault_s + settle_s + 1.0
@@ -780,6 +890,33 @@ def main():
                 if v[0] > bounds_all["max"].get(k, (0, 0))[0]:
                     bounds_all["max"][k] = v
             h.check_alive()
+        if args.cluster != "off":
+            if args.cluster_unsafe:
+                actions = cluster.UNSAFE_ACTIONS[args.cluster_unsafe]
+            elif args.cluster_actions:
+                actions = args.cluster_actions.split(",")
+                known = cluster.ACTIONS + cluster.EXTRA_ACTIONS
+                unknown = [a for a in actions if a not in known]
+                if unknown:
+                    raise SystemExit(f"netfault: unknown cluster actions {unknown} (known: {known})")
+            elif args.soak > 0:
+                n = max(1, int(args.soak * 60 / 12))
+                actions = [h.rng.choice(cluster.ACTIONS) for _ in range(n)]
+            else:
+                actions = cluster.ACTIONS[:]
+                h.rng.shuffle(actions)
+            h.log(f"schedule (cluster): {' '.join(actions)}")
+            label, t_end = h.cluster_scenario(actions, 3.0, 2.0, 3.0, args.cluster_unsafe)
+            c, b = h.check(label, t_end, fence=True)
+            cells.update(c)
+            bounds_all["checked"] += b["checked"]
+            bounds_all["over"] += b["over"]
+            for k, v in b["max"].items():
+                if v[0] > bounds_all["max"].get(k, (0, 0))[0]:
+                    bounds_all["max"][k] = v
+            seen = ["none"] + [a for a in cluster.ACTIONS + cluster.EXTRA_ACTIONS if a in actions]
+            cluster_runs.append((label, seen))
+            h.check_alive()
     except KeyboardInterrupt as e:
         h.failures.append(f"interrupted ({e})")
     except Exception as e:  # a harness failure: reported, cleaned up, non-zero
@@ -797,7 +934,11 @@ def main():
     order = ["none"] + h.fault_kinds()
     faults = [f for f in order if f in faults_seen]
     print()
-    print(table(cells, faults))
+    if args.cluster != "only":
+        print(table(cells, faults))
+    for label, seen in cluster_runs:
+        print(f"\n{label}: 3 map-mode nodes as one vote, the lock slot moved by the operator")
+        print(cluster_table(cells, label, seen))
     print("\nops: locks acquired in the fault's window (fault + heal + settle); viol: "
           "mutex: holds that overlapped another; set: acknowledged additions lost; "
           "fenced: stale writes accepted or tokens out of order. '!' marks a violation "
@@ -834,7 +975,8 @@ def main():
                    "probe_failures": h.probe_failures}, f, indent=1)
     elapsed = time.monotonic() - h.t_start
     # A chosen subset of faults may not include one that bites; the full run must.
-    if not h.failures and cells and not limits and not args.faults and args.fence == "both":
+    if (not h.failures and cells and not limits and not args.faults and args.fence == "both"
+            and args.cluster != "only"):
         h.failures.append("the checkers found no violation even where Redlock's limits allow them "
                           "(paused clients, long delays, no fence): the faults did not bite")
     if bad or b["over"] or h.failures or h.probe_failures:

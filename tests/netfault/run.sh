@@ -4,8 +4,8 @@
 #   tests/netfault/run.sh target/release/redlockd target/release/examples/netfault_client [netfault.py flags]
 #
 # Installs what it needs from apt when missing (iptables, libfaketime), then runs
-# netfault.py under a hard time limit: 330 s for the bounded run (it takes ~4 min),
-# the soak's minutes x 2 + 5 min with --soak. Exit: netfault.py's (0 ok or skipped with
+# netfault.py under a hard time limit: 420 s for the bounded run (two Redlock runs and
+# the cluster run), the soak's minutes x 3 + 5 min with --soak. Exit: netfault.py's (0 ok or skipped with
 # "skipped: why", 1 a violation or a harness failure); 124 when the limit was hit.
 set -euo pipefail
 
@@ -35,11 +35,11 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     || { echo "netfault: apt-get install ${missing[*]} failed" >&2; exit 1; }
 fi
 
-limit=330
+limit=420
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   if [[ "${args[$i]}" == "--soak" ]]; then
-    limit=$(python3 -c "print(int(float('${args[$((i + 1))]}') * 120 + 300))")
+    limit=$(python3 -c "print(int(float('${args[$((i + 1))]}') * 180 + 300))")
   fi
 done
 
