@@ -15,6 +15,7 @@
 //! takes slots, so tokens never go backwards across a move.
 
 pub mod confirm;
+pub mod lease;
 pub mod map;
 pub mod migrate;
 pub mod moving;
@@ -73,6 +74,10 @@ pub struct ClusterConfig {
     /// The user and password this node sends (AUTH) on its calls to the other nodes
     /// of its map (`--cluster-auth`); `None`: no AUTH.
     pub peer_auth: Option<(String, String)>,
+    /// How long a node of a map may go without reaching a majority of the map's
+    /// nodes before it stops serving slots (`--cluster-node-timeout`, `lease.rs`);
+    /// `None`: `lease::DEFAULT_NODE_TIMEOUT`.
+    pub node_timeout: Option<std::time::Duration>,
 }
 
 impl ClusterConfig {
@@ -151,6 +156,11 @@ pub struct Cluster {
     /// Whether this node may serve the slots of its map: false from a start with a
     /// map until enough nodes of the map have confirmed it is current (`confirm`).
     confirmed: AtomicBool,
+    /// The lease (`lease.rs`): how long without a majority before serving stops, when
+    /// a majority last answered, and whether serving stopped for that.
+    node_timeout_ms: u64,
+    renewed_at: Mutex<std::time::Instant>,
+    lease_lost: AtomicBool,
     /// Why the map is not confirmed yet (the CLUSTERDOWN text and INFO's).
     unconfirmed_why: Mutex<String>,
     /// Ids of the nodes that asked this node for its state with a map no newer than
@@ -345,6 +355,12 @@ impl Cluster {
             margin_ms,
             peer_auth: config.peer_auth.clone(),
             confirmed: AtomicBool::new(true),
+            node_timeout_ms: config
+                .node_timeout
+                .unwrap_or(lease::DEFAULT_NODE_TIMEOUT)
+                .as_millis() as u64,
+            renewed_at: Mutex::new(std::time::Instant::now()),
+            lease_lost: AtomicBool::new(false),
             unconfirmed_why: Mutex::new(String::new()),
             heard: Mutex::new(HashSet::new()),
             facts: Mutex::new(HashMap::new()),
@@ -538,7 +554,7 @@ impl Cluster {
                 let Some(owner) = old.map.nodes.get(usize::from(o)) else {
                     // No known previous owner (the slot was unassigned, or this node
                     // had no map): the longest max-ttl any node of the map published.
-                    fence_of.insert(o, unknown_owner_ms + self.margin_ms);
+                    fence_of.insert(o, unknown_owner_ms + self.takeover_margin_ms());
                     continue;
                 };
                 let known = self
@@ -567,7 +583,7 @@ impl Cluster {
                     owner.id,
                     owner.addr()
                 ))?;
-                fence_of.insert(o, ttl + self.margin_ms);
+                fence_of.insert(o, ttl + self.takeover_margin_ms());
                 token_floor = token_floor.max(floor.unwrap_or(0));
             }
         }
@@ -901,28 +917,9 @@ impl Cluster {
         let view = self.view();
         let others = self.others();
         let answers = self.ask_all(&others, view.map.version);
-        let newest = answers
-            .iter()
-            .filter_map(|a| a.as_ref().ok())
-            .filter(|a| a.version > view.map.version)
-            .max_by_key(|a| a.version);
-        if let Some(newest) = newest {
-            if let Some(map) = &newest.map {
-                let version = map.version;
-                match self.install(map.clone(), now_ms, tokens, |text| match dir {
-                    Some(dir) => write_durably(dir, text),
-                    None => Ok(()),
-                }) {
-                    Ok(fenced) => {
-                        tracing::warn!(version, from = %newest.id, fenced_slots = fenced, "the saved slot map was stale: installed the newer map a node of the cluster serves");
-                        self.set_confirmed();
-                        return true;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot install the newer map a node serves")
-                    }
-                }
-            }
+        if self.adopt_newer(&view, &answers, now_ms, tokens, dir) {
+            self.set_confirmed();
+            return true;
         }
         let mut with_us: HashSet<&str> = HashSet::new();
         if view.me.is_some() {
@@ -1005,6 +1002,40 @@ impl Cluster {
             .filter(|n| n.id != self.my_id)
             .map(|n| (n.id.clone(), n.addr()))
             .collect()
+    }
+
+    /// Installs the newest map among `answers` if it is newer than `view`'s (a node
+    /// of the cluster serves it); whether it did.
+    fn adopt_newer(
+        &self,
+        view: &View,
+        answers: &[Result<PeerState, String>],
+        now_ms: u64,
+        tokens: &crate::durability::tokens::TokenMark,
+        dir: Option<&Path>,
+    ) -> bool {
+        let newest = answers
+            .iter()
+            .filter_map(|a| a.as_ref().ok())
+            .filter(|a| a.version > view.map.version)
+            .max_by_key(|a| a.version);
+        let Some((newest, map)) = newest.and_then(|n| Some((n, n.map.as_ref()?))) else {
+            return false;
+        };
+        let version = map.version;
+        match self.install(map.clone(), now_ms, tokens, |text| match dir {
+            Some(dir) => write_durably(dir, text),
+            None => Ok(()),
+        }) {
+            Ok(fenced) => {
+                tracing::warn!(version, from = %newest.id, fenced_slots = fenced, "this node's slot map was stale: installed the newer map a node of the cluster serves");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot install the newer map a node serves");
+                false
+            }
+        }
     }
 
     fn set_confirmed(&self) {

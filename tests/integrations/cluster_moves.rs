@@ -81,13 +81,14 @@ async fn a_restarted_node_confirms_its_saved_map_before_serving() {
         OK
     );
     a.shutdown().await;
-    // A is down: B takes its slots, fenced for what A published (30 s).
+    // A is down: B takes its slots, fenced for what A published (30 s), the margin
+    // and the node timeout (A may only be cut off: `cluster::lease`).
     let v2 = map_json(2, &[(pa, vec![], None), (pb, vec![(0, 16383)], None)]);
     assert_eq!(setmap(&b, &v2).await, OK);
     let mut cb = Raw::to(&b).await;
     let fenced = cb.cmd(&["SET", &key, "y", "PX", "500"]).await;
-    assert!(fenced.contains("another 31000 ms"), "{fenced}");
-    b.advance(Duration::from_millis(31_001));
+    assert!(fenced.contains("another 36000 ms"), "{fenced}");
+    b.advance(Duration::from_millis(36_001));
     assert_eq!(cb.cmd(&["SET", &key, "y", "PX", "10000"]).await, OK);
 
     // B unreachable: A restarts with its saved v1 and serves no slot.
@@ -197,8 +198,8 @@ async fn a_taken_slot_is_fenced_for_the_old_owners_max_ttl() {
     nodes.advance(Duration::from_millis(3_100));
     let mut cb = Raw::to(b).await;
     let refused = cb.cmd(&["SET", &key, "Y", "NX", "PX", "2000"]).await;
-    assert!(refused.contains("another 17900 ms"), "{refused}");
-    nodes.advance(Duration::from_millis(17_901));
+    assert!(refused.contains("another 22900 ms"), "{refused}");
+    nodes.advance(Duration::from_millis(22_901));
     assert_eq!(cb.cmd(&["SET", &key, "Y", "NX", "PX", "2000"]).await, OK);
 }
 
@@ -221,7 +222,7 @@ async fn a_takeover_needs_the_old_owners_max_ttl() {
     assert_eq!(setmap(&b, &v2).await, OK);
     let mut cb = Raw::to(&b).await;
     let refused = cb.cmd(&["SET", &key_in(0), "y", "PX", "500"]).await;
-    assert!(refused.contains("another 6000 ms"), "{refused}");
+    assert!(refused.contains("another 11000 ms"), "{refused}");
 }
 
 /// r4: the new owner's token mark ends above every token the old owner handed out,
@@ -743,4 +744,105 @@ async fn only_the_moving_slot_pauses() {
     cb.check(&["GET", "{job}held"], &bulk("X")).await;
     let info = ca.cmd(&["INFO", "cluster"]).await;
     assert!(info.contains("cluster_slots_moving:0\r\n"), "{info}");
+}
+
+/// Three map-mode nodes, a third of the slots each, with `node_timeout`.
+async fn three_nodes(node_timeout: Duration) -> TestGroup {
+    let nodes = TestGroup::try_start_with(3, move |i, mut c| {
+        map_mode(&mut c, i);
+        c.cluster.node_timeout = Some(node_timeout);
+        c
+    })
+    .await
+    .unwrap();
+    let p: Vec<u16> = (0..3).map(|i| nodes.node(i).addr().port()).collect();
+    let v1 = map_json(
+        1,
+        &[
+            (p[0], vec![(0, 5460)], None),
+            (p[1], vec![(5461, 10922)], None),
+            (p[2], vec![(10923, 16383)], None),
+        ],
+    );
+    for i in 0..3 {
+        assert_eq!(setmap(nodes.node(i), &v1).await, OK);
+    }
+    nodes
+}
+
+/// Polls `node` with `args` (bounded, real time: the lease runs on it) until the
+/// reply satisfies `done`; returns it.
+async fn poll_until(node: &TestServer, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+    let mut c = Raw::to(node).await;
+    let mut last = String::new();
+    for _ in 0..2_000 {
+        last = c.cmd(args).await;
+        if done(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{args:?} never gave the expected reply; last: {last}");
+}
+
+/// The lease (`cluster::lease`): a node that cannot reach a majority of its map's
+/// nodes for the node timeout stops serving (CLUSTERDOWN, with the reason), and serves
+/// again once a majority answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cut_off_from_the_majority_stops_serving() {
+    let nodes = three_nodes(Duration::from_millis(300)).await;
+    let (a, b, c) = (nodes.node(0), nodes.node(1), nodes.node(2));
+    let key = key_in(100);
+    let mut ca = Raw::to(a).await;
+    ca.check(&["SET", &key, "X", "NX", "PX", "20000"], OK).await;
+    b.isolate().await;
+    c.isolate().await;
+    let down = poll_until(a, &["SET", &key, "Y", "NX", "PX", "20000"], |r| {
+        r.starts_with("-CLUSTERDOWN")
+    })
+    .await;
+    assert!(
+        down.contains("has not reached a majority of its map's nodes"),
+        "{down}"
+    );
+    assert!(Raw::to(a)
+        .await
+        .cmd(&["INFO", "cluster"])
+        .await
+        .contains("cluster_map_confirmed:0"));
+    b.heal().await;
+    poll_until(a, &["GET", &key], |r| r == bulk("X")).await;
+    ca = Raw::to(a).await;
+    ca.check(&["SET", &key, "Y", "NX", "PX", "20000"], NIL)
+        .await;
+    c.heal().await;
+}
+
+/// A takeover while the old owner was only cut off: the old owner learns the newer
+/// map from the nodes it reaches (every renewal) and sends its clients on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_owner_learns_the_takeover_map() {
+    let nodes = three_nodes(Duration::from_secs(5)).await;
+    let (a, b, c) = (nodes.node(0), nodes.node(1), nodes.node(2));
+    let p: Vec<u16> = (0..3).map(|i| nodes.node(i).addr().port()).collect();
+    let key = key_in(100);
+    Raw::to(a)
+        .await
+        .check(&["SET", &key, "X", "NX", "PX", "20000"], OK)
+        .await;
+    a.isolate().await;
+    let v2 = map_json(
+        2,
+        &[
+            (p[0], vec![], Some(30_000)),
+            (p[1], vec![(0, 10922)], None),
+            (p[2], vec![(10923, 16383)], None),
+        ],
+    );
+    assert_eq!(setmap(b, &v2).await, OK);
+    assert_eq!(setmap(c, &v2).await, OK);
+    a.heal().await;
+    let moved = poll_until(a, &["GET", &key], |r| r.starts_with("-MOVED")).await;
+    assert_eq!(moved, format!("-MOVED 100 127.0.0.1:{}\r\n", p[1]));
+    assert_eq!(a.handle().cluster_map_version(), 2);
 }

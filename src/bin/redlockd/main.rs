@@ -313,6 +313,12 @@ struct ServerArgs {
     /// slot map (map confirmation, slot moves) [default: no AUTH]. docs/cluster.md.
     #[arg(long, env = "REDLOCKD_CLUSTER_AUTH", value_parser = parse_user_pass)]
     cluster_auth: Option<(String, String)>,
+    /// Milliseconds a node of a slot map may go without reaching a majority of the
+    /// map's nodes before it stops serving slots (Redis's cluster-node-timeout); a
+    /// takeover fences for the old owner's max-ttl plus this [default: 5000].
+    /// docs/cluster.md.
+    #[arg(long, env = "REDLOCKD_CLUSTER_NODE_TIMEOUT", value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    cluster_node_timeout: Option<u64>,
     /// Worker threads that serve requests. Default: one per core beyond the first, at
     /// least one (docs/operations.md, "Threads").
     #[arg(long, env = "REDLOCKD_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -404,6 +410,7 @@ impl ServerArgs {
                 announce_host: self.cluster_announce_ip.clone(),
                 map_file: self.cluster_map.clone(),
                 peer_auth: self.cluster_auth.clone(),
+                node_timeout: self.cluster_node_timeout.map(Duration::from_millis),
             },
             ..Config::default()
         })

@@ -1,0 +1,97 @@
+//! The lease of a serving node: a node of a map serves its slots only while a majority
+//! of the map's nodes (itself included) answered it within `--cluster-node-timeout`
+//! with the same map or an older one; a node that answers with a newer map gives it
+//! at once (installed: its slots go where it says). Past the timeout without a
+//! majority the node stops serving (`-CLUSTERDOWN`, logged, `INFO cluster`) until a
+//! majority answers again: what Redis Cluster does to a master on the minority side of
+//! a partition.
+//!
+//! Why: a takeover moves a dead owner's slots without its agreement. If the owner was
+//! only cut off (a partition, a long pause), it would go on granting locks on the
+//! slots the new owner serves. With the lease, the cut-off owner stops within the
+//! timeout of the takeover: a majority has the new map by then (the operator pushes
+//! it to every node it reaches), so no majority answers the old owner with an older
+//! one. The new owner fences a slot taken over for the old owner's max-ttl, the
+//! restart margin and this timeout (`Cluster::takeover_margin_ms`), which covers the
+//! locks the old owner granted before it stopped.
+//!
+//! The lease runs on the real monotonic clock (`Instant`), as the calls to the other
+//! nodes do; tests that move the manual clock do not expire it.
+
+use super::{Cluster, PeerState};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// `--cluster-node-timeout`'s default.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Cluster {
+    /// What a fence on a slot taken over adds to the old owner's max-ttl: the restart
+    /// margin, and the time the old owner may go on serving if it was only cut off.
+    pub(super) fn takeover_margin_ms(&self) -> u64 {
+        self.margin_ms + self.node_timeout_ms
+    }
+
+    /// How often a serving node renews its lease.
+    pub fn renew_every(&self) -> Duration {
+        Duration::from_millis((self.node_timeout_ms / 4).clamp(100, 2_000))
+    }
+
+    /// One renewal (`confirm`'s thread, while the map is confirmed or the lease was
+    /// lost): asks every other node of the map; installs a newer map one serves;
+    /// renews when a majority has this map or an older one; stops serving once the
+    /// timeout passed without that, and serves again when a majority answers.
+    pub fn renew_round(
+        &self,
+        now_ms: u64,
+        tokens: &crate::durability::tokens::TokenMark,
+        dir: Option<&Path>,
+    ) {
+        let view = self.view();
+        let others = self.others();
+        let answers: Vec<Result<PeerState, String>> = if others.is_empty() {
+            Vec::new()
+        } else {
+            self.ask_all(&others, view.map.version)
+        };
+        let adopted = self.adopt_newer(&view, &answers, now_ms, tokens, dir);
+        let with_us = 1 + answers
+            .iter()
+            .filter(|a| matches!(a, Ok(st) if st.version <= view.map.version))
+            .count();
+        let majority = view.me.is_none() || with_us > view.map.nodes.len() / 2;
+        if adopted || majority {
+            *self.renewed_at.lock() = Instant::now();
+            if self.lease_lost.swap(false, Ordering::SeqCst) {
+                tracing::info!(
+                    version = self.view().map.version,
+                    "a majority of the map's nodes answered again: serving the slots"
+                );
+                self.set_confirmed();
+            }
+            return;
+        }
+        let silent = self.renewed_at.lock().elapsed();
+        if silent.as_millis() as u64 > self.node_timeout_ms
+            && !self.lease_lost.swap(true, Ordering::SeqCst)
+        {
+            let why = format!(
+                "this node has not reached a majority of its map's nodes for {} ms (cluster-node-timeout {} ms): it serves no slot until it does; {} of the {} needed answered",
+                silent.as_millis(),
+                self.node_timeout_ms,
+                with_us,
+                view.map.nodes.len() / 2 + 1
+            );
+            tracing::warn!(unreachable = ?answers.iter().filter_map(|a| a.as_ref().err()).collect::<Vec<_>>(), "{why}");
+            *self.unconfirmed_why.lock() = why;
+            self.confirmed.store(false, Ordering::Release);
+        }
+    }
+
+    /// Whether serving stopped for the lease (then `renew_round` runs, not the
+    /// restart's confirmation).
+    pub fn lease_lost(&self) -> bool {
+        self.lease_lost.load(Ordering::SeqCst)
+    }
+}
