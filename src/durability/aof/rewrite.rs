@@ -283,6 +283,11 @@ fn finish(job: &Job, mut walk: SnapshotWalk) -> Result<(), String> {
     Ok(())
 }
 
+/// Bytes of the base written between two fsyncs of it (Redis's
+/// `aof-rewrite-incremental-fsync`, 4 MB): the disk's queue stays short, so the log's
+/// own fsyncs, which the clients' replies wait for, do not queue behind the whole base.
+const SYNC_EVERY: u64 = 4 << 20;
+
 /// The base's bytes at `temp`: the libraries, then every database's keys (a `SELECT`
 /// before the first of each), one shard at a time; fsynced. Returns its size.
 fn write_base(
@@ -296,9 +301,15 @@ fn write_base(
         .truncate(true)
         .open(temp)?;
     let mut size = 0u64;
+    let mut synced = 0u64;
     let mut put = |f: &mut std::fs::File, bytes: &[u8]| {
         size += bytes.len() as u64;
-        f.write_all(bytes)
+        f.write_all(bytes)?;
+        if size - synced >= SYNC_EVERY {
+            f.sync_data()?;
+            synced = size;
+        }
+        Ok::<(), io::Error>(())
     };
     put(&mut f, functions)?;
     let mut chunk = Vec::new();
