@@ -7,14 +7,15 @@
 //! is created and the manifest naming it is made durable. The snapshot's instant is
 //! that same point: the caller holds the keyspace gate exclusively, so no command runs
 //! between the switch, the capture of the function libraries and the start of the
-//! keyspace's snapshot (`store/snapshot.rs`), which is all the pause there is (about a
-//! millisecond: the switch's fsyncs and one hold of every shard's lock). Every command
-//! after it is in the new incr file; the base holds exactly the state before it.
+//! keyspace's snapshot (`store/snapshot.rs`), which is all the pause there is (the
+//! switch's fsyncs and one hold of every shard's lock: BGREWRITEAOF answers in a few
+//! ms with a million keys, docs/benchmarks.md). Every command after it is in the new
+//! incr file; the base holds exactly the state before it.
 //!
 //! redlockd has no fork: a thread walks the keyspace instead, database by database and
-//! shard by shard, each shard under its read lock (its writers wait that long: about a
-//! millisecond for 16k keys), and a write to a shard not walked yet first keeps the
-//! key's rendering from before it (copy on first write). The renderer writes a durable
+//! shard by shard, each shard under its read lock (its writers wait that long: a few ms
+//! for 16k keys), and a write to a shard not walked yet first keeps the key's
+//! rendering from before it (copy on first write). The renderer writes a durable
 //! key as `SET ... PXAT` / `RESTORE ... ABSTTL REPLACE` (absolute deadlines, at the
 //! instant's wall-clock offset), in a base beginning with `FUNCTION RESTORE` for the
 //! libraries, readable by `redis-check-aof` and loadable by redis-server. A key whose
@@ -23,8 +24,8 @@
 //! after this rewrite would forget, so once the walk is over the restart fence's record
 //! is made to cover the latest such deadline (`Reach::cover`, as a grant does).
 //!
-//! The same thread streams the base to a temporary file as it walks, fsyncs it,
-//! renames it into place (`<prefix>.<n>.base.aof`), and makes a manifest naming only
+//! The same thread streams the base to a temporary file as it walks (fsynced every 4
+//! MB and at the end), renames it into place (`<prefix>.<n>.base.aof`), and makes a manifest naming only
 //! the new base and the new incr file durable before deleting the old files. A failure
 //! at any step leaves the old manifest (old base, old incrs, new incr), which still
 //! holds everything.
@@ -221,8 +222,10 @@ fn finish(job: &Job, mut walk: SnapshotWalk) -> Result<(), String> {
     let prefix = &i.config.filename;
     let temp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
     let name = part_name(prefix, job.base_seq, true);
-    let base_size = write_base(&temp, &job.functions, &mut walk)
-        .map_err(|e| format!("cannot write the new base: {e}"))?;
+    let base_size = write_base(&temp, &job.functions, &mut walk).map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!("cannot write the new base: {e}")
+    })?;
     let delay = walk.lock_delay_ms();
     // The walk is over: writes keep no pre-images any more.
     drop(walk);
