@@ -884,3 +884,51 @@ async fn a_rewrite_racing_writers_keeps_every_key_exactly() {
     assert_eq!(c.cmd(&["GET", "n299"]).await, bulk("11"));
     h.shutdown().await;
 }
+
+/// A crash while a rewrite's walk is half done: the old manifest (with the new incr
+/// file) still holds everything, and the rewrite of the earlier life, let go after the
+/// restart, replaces nothing.
+#[tokio::test]
+async fn a_crash_in_the_middle_of_a_rewrite_keeps_the_old_log() {
+    let h = start_logged().await;
+    let mut c = Raw::to(&h).await;
+    for i in 0..100 {
+        assert_eq!(c.cmd(&["INCR", &format!("n{i}")]).await, int(1));
+    }
+    settle(&mut c).await;
+    h.pause_log_rewrite(16);
+    assert_eq!(
+        c.cmd(&["BGREWRITEAOF"]).await,
+        "+Background append only file rewriting started\r\n"
+    );
+    let mut paused = false;
+    for _ in 0..5000 {
+        if h.log_rewrite_paused() {
+            paused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(paused, "the rewrite reached its pause");
+    for i in 0..100 {
+        assert_eq!(c.cmd(&["INCR", &format!("n{i}")]).await, int(2));
+    }
+    h.crash_restart();
+    h.resume_log_rewrite();
+    let mut c = Raw::to(&h).await;
+    settle(&mut c).await;
+    let info = c.cmd(&["INFO", "persistence"]).await;
+    assert_eq!(info_field(&info, "aof_rewrites"), "0", "{info}");
+    for i in 0..100 {
+        assert_eq!(c.cmd(&["INCR", &format!("n{i}")]).await, int(3));
+    }
+    h.crash_restart();
+    let mut c = Raw::to(&h).await;
+    for i in 0..100 {
+        assert_eq!(c.cmd(&["GET", &format!("n{i}")]).await, bulk("3"));
+    }
+    let dir = h.dir().unwrap().join("appendonlydir");
+    let manifest = std::fs::read_to_string(dir.join("appendonly.aof.manifest")).unwrap();
+    assert!(!manifest.contains("base"), "{manifest}");
+    h.shutdown().await;
+}
