@@ -159,7 +159,9 @@ fn kernel_boot_id() -> Option<[u8; 16]> {
     Some(id)
 }
 
-/// The durable reservation of how far granted locks reach (see the module docs).
+/// The durable reservation of how far granted locks reach (see the module docs). A
+/// clone is the same reservation (the log's rewrite covers from its own thread).
+#[derive(Clone)]
 pub struct Reach {
     inner: Arc<Inner>,
 }

@@ -11,6 +11,7 @@ mod set;
 mod shard_table;
 pub(crate) mod siphash;
 mod slab;
+mod snapshot;
 pub mod stream;
 mod tracking;
 pub(crate) mod value;
@@ -19,6 +20,7 @@ mod zset;
 
 pub use db::{Carried, Db, Keyspace, Slot};
 pub use set::Set;
+pub use snapshot::{Render, SnapshotWalk};
 pub use stream::{Stream, StreamId};
 pub use tracking::Actor;
 pub use value::{Entry, Value, ValueMut, ValueRef};

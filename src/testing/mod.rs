@@ -215,6 +215,23 @@ impl TestServer {
         self.shared().aof.fail_next_fsync();
     }
 
+    /// The append-only log's next rewrite stops its walk of the keyspace before its
+    /// `shards`-th shard (64 a database, database 0's first), until
+    /// `resume_log_rewrite`: writes meanwhile race a rewrite half done.
+    pub fn pause_log_rewrite(&self, shards: usize) {
+        self.shared().keyspace.hold_snapshot_walk(Some(shards));
+    }
+
+    /// Whether a rewrite's walk waits at `pause_log_rewrite`'s point.
+    pub fn log_rewrite_paused(&self) -> bool {
+        self.shared().keyspace.snapshot_walk_held()
+    }
+
+    /// Lets a rewrite paused by `pause_log_rewrite` go on.
+    pub fn resume_log_rewrite(&self) {
+        self.shared().keyspace.hold_snapshot_walk(None);
+    }
+
     /// A power cut and a restart: what the append-only log wrote but had not fsynced is
     /// lost (its incr file is cut at the last fsync), then `crash_restart`.
     pub fn crash_restart_power_cut(&self) {

@@ -121,11 +121,13 @@ impl Files {
 /// One logged command: its database and arguments.
 pub type Entry = (usize, Vec<Bytes>);
 
-/// Appends `args` as a RESP array to `out`.
+/// Appends `args` as a RESP array to `out` (formatted in place: a rewrite renders a
+/// shard's keys with this while it holds the shard's lock).
 pub fn encode_command(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "*{}\r\n", args.len());
     for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        let _ = write!(out, "${}\r\n", a.len());
         out.extend_from_slice(a);
         out.extend_from_slice(b"\r\n");
     }

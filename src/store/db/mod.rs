@@ -3,6 +3,7 @@ use super::lock::LockDelay;
 use super::packed::{access_clock, Leftover};
 use super::shard_table::{Table, View};
 use super::siphash::siphash;
+use super::snapshot::{Render, SnapshotWalk, Snapshots};
 use super::tracking::TrackedKeys;
 use super::watch::{WatchFlag, Watched};
 use super::{Entry, ValueRef};
@@ -22,7 +23,7 @@ pub use guards::{Ref, RefMut, Slot, Vacant};
 /// both command contention and the sweeper's per-shard pauses short (a million keys
 /// is ~16k a shard).
 const SHARD_BITS: u32 = 6;
-const SHARDS: usize = 1 << SHARD_BITS;
+pub(super) const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Expired keys removed per hold of a shard's write lock (a few tens of microseconds):
 /// a mass expiry never stalls the commands waiting for that shard for long.
@@ -79,7 +80,9 @@ fn table_size(buckets: usize) -> usize {
 }
 
 /// One database: keys to entries, expired lazily on access and by `sweep`. Every
-/// path that changes a key (expiry included) touches it for WATCH (see `watch.rs`).
+/// path that changes a key (expiry included) touches it for WATCH (see `watch.rs`),
+/// and every one but expiry first keeps its pre-image for an active snapshot
+/// (`keep_before`, `store/snapshot.rs`).
 pub struct Db {
     hasher: KeyHash,
     shards: Box<[Shard]>,
@@ -94,6 +97,8 @@ pub struct Db {
     events: Arc<KeyEvents>,
     /// This database's number (what its events name).
     index: usize,
+    /// The snapshot being taken, shared by every database (`store/snapshot.rs`).
+    snapshots: Arc<Snapshots>,
 }
 
 /// What a write lookup found at a key.
@@ -121,14 +126,42 @@ impl Db {
             clock: AtomicU32::new(0),
             events: Arc::default(),
             index: 0,
+            snapshots: Arc::default(),
         }
     }
 
-    /// Reports this database's expired and new keys, as database `index`, to `events`.
-    fn reporting(mut self, index: usize, events: Arc<KeyEvents>) -> Db {
+    /// Reports this database's expired and new keys, as database `index`, to `events`,
+    /// and keeps pre-images for the keyspace's `snapshots`.
+    fn reporting(mut self, index: usize, events: Arc<KeyEvents>, snapshots: Arc<Snapshots>) -> Db {
         self.index = index;
         self.events = events;
+        self.snapshots = snapshots;
         self
+    }
+
+    /// Before a change of `key` (its shard's write lock held over `table`, nothing
+    /// changed yet): its pre-image for an active snapshot. One relaxed load while none
+    /// is (`store/snapshot.rs`). Expiry does not call it (the module doc says why).
+    #[inline]
+    fn keep_before(&self, table: &Table, hash: u64, key: &[u8]) {
+        (self.snapshots).keep_before(self.index, self.shard_of(hash), table, hash, key);
+    }
+
+    /// Shard `i`'s lock (a snapshot's walk).
+    pub(super) fn shard_table(&self, i: usize) -> &RwLock<Table> {
+        &self.shards[i].0
+    }
+
+    /// Takes and releases every shard's write lock (a snapshot's start).
+    pub(super) fn each_shard_locked_once(&self) {
+        for shard in self.shards.iter() {
+            drop(shard.0.write());
+        }
+    }
+
+    /// The lock-delay (ms) in force.
+    pub(super) fn lock_delay_ms(&self) -> u64 {
+        self.delay.ms()
     }
 
     /// Reports an expired key, and whether it was a lock (`events.rs`).
@@ -162,7 +195,7 @@ impl Db {
     }
 
     /// Removes `key` if it is expired (lazy expiry) and not a delayed lock, touching it
-    /// if it was.
+    /// if it was. Expiry keeps no pre-image for a snapshot (`store/snapshot.rs`).
     fn expire_now(&self, key: &[u8], hash: u64, now_ms: u64) {
         let gone = {
             let mut table = self.shard(hash).write();
@@ -269,6 +302,7 @@ impl Db {
     fn find_live_mut(&self, key: &[u8], now_ms: u64) -> (RwLockWriteGuard<'_, Table>, u64, Found) {
         let hash = self.hash(key);
         let mut table = self.shard(hash).write();
+        self.keep_before(&table, hash, key);
         let found = match table.find(hash, |p| p.key() == key) {
             Some(h) if table.view(h).is_expired(now_ms) => {
                 if self.delay.holds(&table.view(h), now_ms) {
@@ -335,6 +369,7 @@ impl Db {
         let hash = self.hash(key);
         let (live, gone) = {
             let mut table = self.shard(hash).write();
+            self.keep_before(&table, hash, key);
             let Some(h) = table.find(hash, |p| p.key() == key) else {
                 return false;
             };
@@ -358,6 +393,7 @@ impl Db {
         let hash = self.hash(key);
         let entry = {
             let mut table = self.shard(hash).write();
+            self.keep_before(&table, hash, key);
             let h = table.find(hash, |p| p.key() == key)?;
             if self.delay.holds(&table.view(h), now_ms) {
                 return None;
@@ -382,6 +418,7 @@ impl Db {
         let Entry { value, deadline_ms } = entry;
         let old = {
             let mut table = self.shard(hash).write();
+            self.keep_before(&table, hash, key);
             let (h, old) = match table.find(hash, |p| p.key() == key) {
                 Some(h) => {
                     let (h, old) = table.replace(hash, h, value, deadline_ms);
@@ -482,7 +519,8 @@ impl Db {
 
     /// FLUSHDB: watched keys that existed are touched (Redis's touchAllWatchedKeysInDb).
     /// Every table is dropped, not cleared (a cleared table keeps its buckets: ~200
-    /// MB at a million keys before the tables were packed).
+    /// MB at a million keys before the tables were packed), or handed as it is to an
+    /// active snapshot that has not rendered it yet (`store/snapshot.rs`).
     pub fn clear(&self) {
         let existed: Vec<Bytes> = self
             .watched
@@ -496,8 +534,12 @@ impl Db {
                     .is_some()
             })
             .collect();
-        for shard in self.shards.iter() {
-            let old = std::mem::take(&mut *shard.0.write());
+        for (i, shard) in self.shards.iter().enumerate() {
+            let old = {
+                let mut table = shard.0.write();
+                let old = std::mem::take(&mut *table);
+                self.snapshots.detach(self.index, i, old)
+            };
             // Freed outside the lock.
             drop(old);
         }
@@ -615,10 +657,12 @@ impl Db {
 /// All databases. What makes several commands atomic together (scripts, MULTI/EXEC)
 /// is not here but in `commands::exec::gate`.
 pub struct Keyspace {
-    dbs: Vec<Db>,
+    /// Shared with a snapshot's walk (`begin_snapshot`).
+    dbs: Arc<[Db]>,
     tracked: Arc<TrackedKeys>,
     delay: Arc<LockDelay>,
     events: Arc<KeyEvents>,
+    snapshots: Arc<Snapshots>,
 }
 
 impl Keyspace {
@@ -626,17 +670,41 @@ impl Keyspace {
         let tracked = Arc::new(TrackedKeys::default());
         let delay = Arc::new(LockDelay::default());
         let events = Arc::new(KeyEvents::default());
+        let snapshots = Arc::new(Snapshots::default());
         Keyspace {
             dbs: (0..databases)
                 .map(|i| {
-                    Db::with_tracking(seed, tracked.clone(), delay.clone())
-                        .reporting(i, events.clone())
+                    Db::with_tracking(seed, tracked.clone(), delay.clone()).reporting(
+                        i,
+                        events.clone(),
+                        snapshots.clone(),
+                    )
                 })
                 .collect(),
             tracked,
             delay,
             events,
+            snapshots,
         }
+    }
+
+    /// Starts a snapshot of every database as it is now (`store/snapshot.rs`), keys
+    /// expired at `now_ms` left out and the others rendered by `render`; `None` while
+    /// another is being taken. Call it while no command runs (the keyspace gate held
+    /// exclusively): the snapshot is the state at this call.
+    pub fn begin_snapshot(&self, now_ms: u64, render: Render) -> Option<SnapshotWalk> {
+        SnapshotWalk::begin(self.dbs.clone(), self.snapshots.clone(), now_ms, render)
+    }
+
+    /// Test hook: a snapshot's walk stops before rendering its `after`-th shard (in
+    /// walk order, every database's shards counted) until called with `None`.
+    pub fn hold_snapshot_walk(&self, after: Option<usize>) {
+        self.snapshots.hold_walk(after);
+    }
+
+    /// Whether a snapshot's walk waits at the test hook's hold.
+    pub fn snapshot_walk_held(&self) -> bool {
+        self.snapshots.walk_held()
     }
 
     /// Expired and new keys of every database, for keyspace notifications.
