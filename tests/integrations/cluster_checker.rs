@@ -1,17 +1,28 @@
 //! The mutual-exclusion checker with the operator in the schedule (issue 41): one lock
 //! whose key lives in a 3-node cluster (map mode), taken and released by clients that
-//! send `SET key value NX PX` to the node they believe owns the slot and follow
-//! `MOVED`, while a seeded schedule moves the slot live (`CLUSTER SETMAP` on its owner,
-//! what `redlockd slots move` sends), takes it over from a killed owner (the map pushed
-//! to the nodes still up), kills a node so it misses map pushes and restarts it with
-//! its saved map, crash-restarts nodes, and restarts them with another max-ttl. Every
-//! grant is a window on the group's manual clock; no two clients' windows may overlap.
+//! send `SET key value NX PX` or `FENCING.GRANT` to the node they believe owns the
+//! slot and follow `MOVED`, while a seeded schedule moves the slot live (`CLUSTER
+//! SETMAP` on its owner, what `redlockd slots move` sends), takes it over from a killed
+//! owner (the map pushed to the nodes still up), kills a node so it misses map pushes
+//! and restarts it with its saved map, crash-restarts nodes, and restarts them with
+//! another max-ttl. Every grant is a window on the group's manual clock; no two
+//! clients' windows may overlap. The clients granted with `FENCING.GRANT` commit
+//! mark + 1 as their token and write with it, also after their hold has run out, to a
+//! storage that refuses a token below the highest it accepted: tokens must grow from
+//! one holder to the next across every move, takeover and restart, and no write of a
+//! holder older than one already accepted may land (`support::checker`).
 //!
 //! The same schedules run with each protection turned off by a test hook, and the
 //! checker must then find overlaps: keys that do not move and no fence on the slot
 //! (`set_cluster_move_keys(false)` + `set_cluster_move_fence(false)`), no fence on a
 //! slot taken over (`set_cluster_move_fence(false)`), a restarted node serving its
-//! saved map without confirming it (`start_again_with_saved_map(false)`).
+//! saved map without confirming it (`start_again_with_saved_map(false)`; its old
+//! token mark then also sends tokens backwards). With the first two the tokens still
+//! protect the storage: a takeover raises the new owner's mark to `version << 40`
+//! whatever the hooks say.
+//!
+//! `CLUSTER_CHECKER_SEED=n cargo test --test integrations cluster_checker:: --
+//! --nocapture` replays seed `n` alone and prints its history.
 //!
 //! One task, one step at a time; time moves only when the schedule says so.
 
@@ -20,6 +31,7 @@ use crate::support;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
+use support::checker::{check_tokens, overlaps, Grant, Storage, TokenViolations, Write};
 use support::{Raw, TestGroup};
 use tokio::net::TcpStream;
 
@@ -43,26 +55,6 @@ enum Off {
     Fence,
     /// A restarted node serves its saved map without asking the others.
     Confirmation,
-}
-
-#[derive(Debug, Clone)]
-struct Grant {
-    client: usize,
-    from_ms: u64,
-    until_ms: u64,
-}
-
-/// Pairs of grants to different clients whose windows overlap.
-fn overlaps(grants: &[Grant]) -> Vec<(Grant, Grant)> {
-    let mut found = Vec::new();
-    for (i, a) in grants.iter().enumerate() {
-        for b in &grants[i + 1..] {
-            if a.client != b.client && a.from_ms < b.until_ms && b.from_ms < a.until_ms {
-                found.push((a.clone(), b.clone()));
-            }
-        }
-    }
-    found
 }
 
 fn node_id(i: usize) -> String {
@@ -147,10 +139,128 @@ impl Client {
     }
 }
 
+/// The clients' side of a schedule: their grants (the overlap check), the tokens they
+/// were handed in grant order and the writes they offered the storage (the token
+/// check). Client 0 takes the lock with `SET NX PX` and has no token; the others with
+/// `FENCING.GRANT` and commit mark + 1 (`FENCING.COMMIT`) on the node that granted it,
+/// the owner: the one node of the slot's quorum.
+struct Workload {
+    clients: Vec<Client>,
+    /// Per client: its lock's value and its grant (an index in `grants`).
+    held: Vec<Option<(String, usize)>>,
+    grants: Vec<Grant>,
+    /// Per client: the holder it last was (its number and token), kept past the
+    /// hold's end until it releases or is granted again.
+    writer: Vec<Option<(usize, u64)>>,
+    issued: Vec<(usize, u64)>,
+    storage: Storage,
+}
+
+impl Workload {
+    fn new() -> Workload {
+        Workload {
+            clients: (0..CLIENTS).map(|c| Client { guess: c % NODES }).collect(),
+            held: vec![None; CLIENTS],
+            grants: Vec::new(),
+            writer: vec![None; CLIENTS],
+            issued: Vec::new(),
+            storage: Storage::default(),
+        }
+    }
+
+    /// Client `c` tries once to take the lock at manual time `now`.
+    async fn acquire(&mut self, group: &TestGroup, c: usize, step: usize, now: u64) -> String {
+        if let Some((_, g)) = &self.held[c] {
+            if self.grants[*g].until_ms <= now {
+                self.held[c] = None;
+            }
+        }
+        if self.held[c].is_some() {
+            return format!("client {c} already holds");
+        }
+        let value = format!("c{c}s{step}");
+        let px = TTL.as_millis().to_string();
+        let client = &mut self.clients[c];
+        let reply = if c == 0 {
+            client
+                .routed(group, &["SET", KEY, &value, "NX", "PX", &px])
+                .await
+        } else {
+            client
+                .routed(group, &["FENCING.GRANT", KEY, &value, "PX", &px])
+                .await
+        };
+        let mark = reply
+            .strip_prefix(':')
+            .and_then(|m| m.trim().parse::<u64>().ok());
+        if reply != "+OK\r\n" && mark.is_none() {
+            return format!(
+                "client {c} denied by node {}: {}",
+                client.guess,
+                reply.trim()
+            );
+        }
+        self.grants.push(Grant {
+            client: c,
+            from_ms: now,
+            until_ms: now + TTL.as_millis() as u64,
+        });
+        self.held[c] = Some((value.clone(), self.grants.len() - 1));
+        let node = client.guess;
+        let Some(mark) = mark else {
+            return format!("client {c} granted on node {node}");
+        };
+        let token = (mark + 1).to_string();
+        let committed = client
+            .routed(group, &["FENCING.COMMIT", KEY, &value, &token])
+            .await;
+        if committed != ":1\r\n" {
+            // Not a holder it may write as (the token is not the quorum's).
+            self.writer[c] = None;
+            return format!(
+                "client {c} granted on node {node}, commit of {token} refused: {}",
+                committed.trim()
+            );
+        }
+        let holder = self.issued.len();
+        self.issued.push((holder, mark + 1));
+        self.writer[c] = Some((holder, mark + 1));
+        format!("client {c} granted on node {node} as holder {holder}, token {token}")
+    }
+
+    async fn release(&mut self, group: &TestGroup, c: usize, now: u64) -> String {
+        match self.held[c].take() {
+            Some((value, g)) => {
+                self.grants[g].until_ms = self.grants[g].until_ms.min(now);
+                self.writer[c] = None;
+                let reply = self.clients[c]
+                    .routed(group, &["DELIFEQ", KEY, &value])
+                    .await;
+                format!("client {c} released: {}", reply.trim())
+            }
+            None => format!("client {c} holds nothing"),
+        }
+    }
+
+    fn write(&mut self, c: usize, now: u64) -> String {
+        let Some((holder, token)) = self.writer[c] else {
+            return format!("client {c} has nothing to write with");
+        };
+        let ok = self.storage.write(Write {
+            holder,
+            token,
+            at_ms: now,
+        });
+        let what = if ok { "accepted" } else { "refused" };
+        format!("client {c} (holder {holder}) writes with token {token}: {what}")
+    }
+}
+
 struct Outcome {
     history: Vec<String>,
-    grants: Vec<Grant>,
     violations: Vec<(Grant, Grant)>,
+    token_violations: TokenViolations,
+    work: Workload,
     /// Live moves, takeovers and restarts with a saved map that were carried out.
     moves: usize,
     takeovers: usize,
@@ -220,58 +330,24 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
     let (group, mut op) = cluster(off).await;
     let clock = group.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut clients: Vec<Client> = (0..CLIENTS).map(|c| Client { guess: c % NODES }).collect();
-    let mut held: Vec<Option<(String, usize)>> = vec![None; CLIENTS];
-    let mut grants: Vec<Grant> = Vec::new();
+    let mut work = Workload::new();
     let mut history = Vec::new();
     let (mut moves, mut takeovers, mut saved_map_restarts) = (0, 0, 0);
     for step in 0..steps {
         let now = clock.now_ms();
         let roll = rng.random_range(0..100);
         let event = match roll {
-            0..=44 | 95..=99 => {
+            0..=41 => {
                 let c = rng.random_range(0..CLIENTS);
-                if let Some((_, g)) = &held[c] {
-                    if grants[*g].until_ms <= now {
-                        held[c] = None;
-                    }
-                }
-                if held[c].is_some() {
-                    format!("client {c} already holds")
-                } else {
-                    let value = format!("c{c}s{step}");
-                    let px = TTL.as_millis().to_string();
-                    let reply = clients[c]
-                        .routed(&group, &["SET", KEY, &value, "NX", "PX", &px])
-                        .await;
-                    if reply == "+OK\r\n" {
-                        grants.push(Grant {
-                            client: c,
-                            from_ms: now,
-                            until_ms: now + TTL.as_millis() as u64,
-                        });
-                        held[c] = Some((value, grants.len() - 1));
-                        format!("client {c} granted on node {}", clients[c].guess)
-                    } else {
-                        format!(
-                            "client {c} denied by node {}: {}",
-                            clients[c].guess,
-                            reply.trim()
-                        )
-                    }
-                }
+                work.acquire(&group, c, step, now).await
             }
-            45..=59 => {
+            42..=53 => {
                 let c = rng.random_range(0..CLIENTS);
-                match held[c].take() {
-                    Some((value, g)) => {
-                        grants[g].until_ms = grants[g].until_ms.min(now);
-                        let reply = clients[c].routed(&group, &["DELIFEQ", KEY, &value]).await;
-                        format!("client {c} released: {}", reply.trim())
-                    }
-                    None => format!("client {c} holds nothing"),
-                }
+                work.release(&group, c, now).await
             }
+            // The last holder a client was granted writes in good faith, however long
+            // ago that was (its hold may have run out meanwhile: a paused client).
+            54..=59 | 95..=99 => work.write(rng.random_range(0..CLIENTS), now),
             60..=79 => {
                 let ms = rng.random_range(100..4_000);
                 clock.advance(Duration::from_millis(ms));
@@ -394,11 +470,13 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
         }
     }
     group.shutdown().await;
-    let violations = overlaps(&grants);
+    let violations = overlaps(&work.grants);
+    let token_violations = check_tokens(&work.storage, &work.issued);
     Outcome {
         history,
-        grants,
         violations,
+        token_violations,
+        work,
         moves,
         takeovers,
         saved_map_restarts,
@@ -408,74 +486,113 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
 const SEEDS: [u64; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
 const STEPS: usize = 400;
 
-/// Every seed's schedule, each on its own cluster, all at once.
-async fn all_seeds(off: Off) -> Vec<Outcome> {
-    futures_util::future::join_all(SEEDS.map(|seed| run_schedule(seed, STEPS, off))).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_overlapping_grants_while_the_slot_moves() {
-    let (mut grants, mut moves, mut takeovers, mut restarts) = (0, 0, 0, 0);
-    for (seed, out) in SEEDS.into_iter().zip(all_seeds(Off::Nothing).await) {
-        assert!(
-            out.violations.is_empty(),
-            "seed {seed}: overlapping grants: {:?}\n{}",
-            out.violations,
-            out.history.join("\n")
-        );
-        grants += out.grants.len();
-        moves += out.moves;
-        takeovers += out.takeovers;
-        restarts += out.saved_map_restarts;
+/// The seeds to run: `CLUSTER_CHECKER_SEED=n` replays seed `n` alone (its history is
+/// printed with every count), else `SEEDS`.
+fn seeds() -> Vec<u64> {
+    match std::env::var("CLUSTER_CHECKER_SEED") {
+        Ok(s) => vec![s.parse().expect("CLUSTER_CHECKER_SEED is a number")],
+        Err(_) => SEEDS.to_vec(),
     }
-    eprintln!(
-        "{grants} grants, {moves} live moves, {takeovers} takeovers, {restarts} restarts with a saved map over {} seeds, no overlap",
-        SEEDS.len()
-    );
-    // Enough of each to mean something (the 12 seeds gave 166 grants, 207 live moves,
-    // 37 takeovers, 76 restarts with a saved map).
-    assert!(grants >= 80, "only {grants} grants");
-    assert!(moves >= 50 && takeovers >= 10 && restarts >= 20);
 }
 
-/// Runs every seed with `off` and returns how many overlapping pairs were found.
-async fn violations_with(off: Off) -> usize {
-    let mut found = 0;
-    for (seed, out) in SEEDS.into_iter().zip(all_seeds(off).await) {
+/// Every seed's schedule, each on its own cluster, all at once.
+async fn all_seeds(off: Off) -> Vec<(u64, Outcome)> {
+    let seeds = seeds();
+    let runs =
+        futures_util::future::join_all(seeds.iter().map(|&seed| run_schedule(seed, STEPS, off)))
+            .await;
+    let replay = seeds.len() == 1;
+    seeds
+        .into_iter()
+        .zip(runs)
+        .inspect(|(seed, out)| {
+            if replay {
+                eprintln!("seed {seed}, {off:?} off:\n{}", out.history.join("\n"));
+            }
+        })
+        .collect()
+}
+
+/// What a set of runs did and found, summed.
+#[derive(Default, Debug)]
+struct Totals {
+    grants: usize,
+    holders: usize,
+    accepted: usize,
+    refused: usize,
+    moves: usize,
+    takeovers: usize,
+    saved_map_restarts: usize,
+    overlaps: usize,
+    token_violations: usize,
+}
+
+/// Sums `runs`, printing the first violation of each seed (with its history).
+fn totals(off: Off, runs: &[(u64, Outcome)]) -> Totals {
+    let mut t = Totals::default();
+    for (seed, out) in runs {
         if let Some((a, b)) = out.violations.first() {
             eprintln!(
                 "{off:?} off, seed {seed}: {a:?} overlaps {b:?}\n{}",
                 out.history.join("\n")
             );
         }
-        found += out.violations.len();
+        if !out.token_violations.is_empty() {
+            eprintln!(
+                "{off:?} off, seed {seed}: tokens: {:?}\nissued {:?}\n{}",
+                out.token_violations,
+                out.work.issued,
+                out.history.join("\n")
+            );
+        }
+        t.grants += out.work.grants.len();
+        t.holders += out.work.issued.len();
+        t.accepted += out.work.storage.accepted.len();
+        t.refused += out.work.storage.refused.len();
+        t.moves += out.moves;
+        t.takeovers += out.takeovers;
+        t.saved_map_restarts += out.saved_map_restarts;
+        t.overlaps += out.violations.len();
+        t.token_violations += out.token_violations.len();
     }
-    eprintln!("{off:?} off: {found} overlapping pairs");
-    found
+    eprintln!(
+        "{off:?} off over {} seeds x {STEPS} steps: {t:?}",
+        runs.len()
+    );
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_overlapping_grants_nor_stale_tokens_while_the_slot_moves() {
+    let t = totals(Off::Nothing, &all_seeds(Off::Nothing).await);
+    assert_eq!(t.overlaps, 0, "overlapping grants (histories above)");
+    assert_eq!(t.token_violations, 0, "tokens went wrong (histories above)");
+    if seeds().len() == SEEDS.len() {
+        // Enough of each to mean something (the numbers of the 12 seeds are in
+        // docs/cluster.md, "Testing").
+        assert!(t.grants >= 80 && t.holders >= 40, "{t:?}");
+        assert!(t.refused > 0, "no stale holder ever wrote: {t:?}");
+        assert!(t.moves >= 50 && t.takeovers >= 10 && t.saved_map_restarts >= 20);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_finds_overlaps_when_keys_do_not_move() {
-    assert!(
-        violations_with(Off::Migration).await > 0,
-        "the checker is blind"
-    );
+    let t = totals(Off::Migration, &all_seeds(Off::Migration).await);
+    assert!(t.overlaps > 0, "the checker is blind");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_finds_overlaps_without_the_takeover_fence() {
-    assert!(
-        violations_with(Off::Fence).await > 0,
-        "the checker is blind"
-    );
+    let t = totals(Off::Fence, &all_seeds(Off::Fence).await);
+    assert!(t.overlaps > 0, "the checker is blind");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_checker_finds_overlaps_without_map_confirmation() {
-    assert!(
-        violations_with(Off::Confirmation).await > 0,
-        "the checker is blind"
-    );
+async fn the_checker_finds_overlaps_and_stale_tokens_without_map_confirmation() {
+    let t = totals(Off::Confirmation, &all_seeds(Off::Confirmation).await);
+    assert!(t.overlaps > 0, "the checker is blind");
+    assert!(t.token_violations > 0, "the token check is blind");
 }
 
 /// Found by the schedule (seed 2): the owner crash-restarts (its keys, and the lock
