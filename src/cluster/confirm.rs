@@ -38,7 +38,7 @@ pub fn spawn(shared: &Arc<Shared>) {
                 if since_refresh >= REFRESH {
                     since_refresh = Duration::ZERO;
                     let others = c.others();
-                    c.ask_all(&others, c.view().map.version);
+                    c.ask_all(&others, c.view().map.version, &s.tokens);
                 }
             }
         });

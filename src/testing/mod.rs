@@ -521,6 +521,33 @@ impl TestGroup {
         }
     }
 
+    /// Node `i`'s process ends and a new process starts in its place: same port, data
+    /// directory and clock, its config passed through `change` (another
+    /// `--cluster-mode`, another max-ttl): an operator's restart with other flags.
+    /// `clean`: a clean shutdown, whose snapshot the new process restores; else as after
+    /// SHUTDOWN NOSAVE. The new process boots as a real one does (`fence_at_boot`: the
+    /// restart fence its record calls for); test hooks set on the old one are not
+    /// carried. Panics if the new process cannot start.
+    pub async fn restart_node_with(
+        &mut self,
+        i: usize,
+        clean: bool,
+        change: impl FnOnce(Config) -> Config,
+    ) {
+        let TestServer { handle, _dir } = self.nodes.remove(i);
+        let mut config = handle.shared().config.clone();
+        config.port = handle.addr().port();
+        config.fence_at_boot = true;
+        if !clean {
+            (handle.shared().save_on_shutdown).store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        handle.shutdown().await;
+        let handle = Server::start(change(config))
+            .await
+            .expect("a restarted test node binds its port again and opens its directory");
+        self.nodes.insert(i, TestServer { handle, _dir });
+    }
+
     /// Shuts every node down, one after the other.
     pub async fn shutdown(self) {
         for node in self.nodes {

@@ -113,11 +113,18 @@ struct Client {
 }
 
 impl Client {
-    async fn routed(&mut self, group: &TestGroup, args: &[&str]) -> String {
+    /// `rotate`: a node it cannot reach sends it to the next one (while the cluster
+    /// is collapsed to one node, the others are down).
+    async fn routed(&mut self, group: &TestGroup, args: &[&str], rotate: bool) -> String {
         let mut last = String::new();
-        for _ in 0..3 {
+        for _ in 0..NODES + 2 {
             let Some(reply) = ask(group, self.guess, args).await else {
-                return format!("node {} unreachable", self.guess);
+                last = format!("node {} unreachable", self.guess);
+                if !rotate {
+                    return last;
+                }
+                self.guess = (self.guess + 1) % NODES;
+                continue;
             };
             let Some(moved) = reply.strip_prefix("-MOVED ") else {
                 return reply;
@@ -132,7 +139,7 @@ impl Client {
                 .addrs()
                 .iter()
                 .position(|a| a.port() == port)
-                .expect("MOVED to a node of the group");
+                .unwrap_or_else(|| panic!("MOVED to a node of the group: {reply}"));
             last = reply;
         }
         last
@@ -169,7 +176,14 @@ impl Workload {
     }
 
     /// Client `c` tries once to take the lock at manual time `now`.
-    async fn acquire(&mut self, group: &TestGroup, c: usize, step: usize, now: u64) -> String {
+    async fn acquire(
+        &mut self,
+        group: &TestGroup,
+        c: usize,
+        step: usize,
+        now: u64,
+        rotate: bool,
+    ) -> String {
         if let Some((_, g)) = &self.held[c] {
             if self.grants[*g].until_ms <= now {
                 self.held[c] = None;
@@ -183,11 +197,11 @@ impl Workload {
         let client = &mut self.clients[c];
         let reply = if c == 0 {
             client
-                .routed(group, &["SET", KEY, &value, "NX", "PX", &px])
+                .routed(group, &["SET", KEY, &value, "NX", "PX", &px], rotate)
                 .await
         } else {
             client
-                .routed(group, &["FENCING.GRANT", KEY, &value, "PX", &px])
+                .routed(group, &["FENCING.GRANT", KEY, &value, "PX", &px], rotate)
                 .await
         };
         let mark = reply
@@ -212,7 +226,7 @@ impl Workload {
         };
         let token = (mark + 1).to_string();
         let committed = client
-            .routed(group, &["FENCING.COMMIT", KEY, &value, &token])
+            .routed(group, &["FENCING.COMMIT", KEY, &value, &token], rotate)
             .await;
         if committed != ":1\r\n" {
             // Not a holder it may write as (the token is not the quorum's).
@@ -228,13 +242,13 @@ impl Workload {
         format!("client {c} granted on node {node} as holder {holder}, token {token}")
     }
 
-    async fn release(&mut self, group: &TestGroup, c: usize, now: u64) -> String {
+    async fn release(&mut self, group: &TestGroup, c: usize, now: u64, rotate: bool) -> String {
         match self.held[c].take() {
             Some((value, g)) => {
                 self.grants[g].until_ms = self.grants[g].until_ms.min(now);
                 self.writer[c] = None;
                 let reply = self.clients[c]
-                    .routed(group, &["DELIFEQ", KEY, &value])
+                    .routed(group, &["DELIFEQ", KEY, &value], rotate)
                     .await;
                 format!("client {c} released: {}", reply.trim())
             }
@@ -265,6 +279,7 @@ struct Outcome {
     moves: usize,
     takeovers: usize,
     saved_map_restarts: usize,
+    mode_switches: usize,
 }
 
 /// What the operator knows of the cluster: the map's version, the slot's owner, which
@@ -274,6 +289,9 @@ struct Operator {
     owner: usize,
     up: Vec<bool>,
     ports: Vec<u16>,
+    /// The one node serving every slot (emulated or off) while the others are down,
+    /// and its mode.
+    collapsed: Option<(usize, redlockd::config::ClusterMode)>,
 }
 
 impl Operator {
@@ -301,15 +319,8 @@ async fn cluster(off: Off) -> (TestGroup, Operator) {
     })
     .await
     .expect("a 3-node map-mode group starts");
-    for n in group.nodes() {
-        match off {
-            Off::Migration => {
-                n.handle().set_cluster_move_keys(false);
-                n.handle().set_cluster_move_fence(false);
-            }
-            Off::Fence => n.handle().set_cluster_move_fence(false),
-            Off::Nothing | Off::Confirmation => {}
-        }
+    for n in 0..NODES {
+        hooks(&group, n, off);
     }
     let ports: Vec<u16> = group.addrs().iter().map(|a| a.port()).collect();
     let v1 = map_json(1, &ports, 0);
@@ -321,33 +332,127 @@ async fn cluster(off: Off) -> (TestGroup, Operator) {
         owner: 0,
         up: vec![true; NODES],
         ports,
+        collapsed: None,
     };
     (group, operator)
 }
 
+/// Test hooks of `off` on node `n` (a node restarted as a new process has none).
+fn hooks(group: &TestGroup, n: usize, off: Off) {
+    let h = group.node(n).handle();
+    match off {
+        Off::Migration => {
+            h.set_cluster_move_keys(false);
+            h.set_cluster_move_fence(false);
+        }
+        Off::Fence => h.set_cluster_move_fence(false),
+        Off::Nothing | Off::Confirmation => {}
+    }
+}
+
+/// A mode switch (every one is a move: docs/cluster.md). Collapse: one node up stays,
+/// the others are killed, and it restarts serving every slot (emulated, or off when
+/// `to_off`). While collapsed, that node restarts in the other all-slots mode, or
+/// (`expand`) in map mode again, its saved map unconfirmed, and the others restart
+/// with their saved maps; the map they serve is the one of before the collapse.
+/// `clean`: the switching node shuts down cleanly (its snapshot restored), else as
+/// after SHUTDOWN NOSAVE. `pick` chooses the node a collapse keeps among those up.
+async fn switch_mode(
+    group: &mut TestGroup,
+    op: &mut Operator,
+    off: Off,
+    expand: bool,
+    clean: bool,
+    to_off: bool,
+    pick: usize,
+) -> String {
+    use redlockd::config::ClusterMode;
+    let how = if clean { "clean" } else { "nosave" };
+    let Some((e, now)) = op.collapsed else {
+        let up: Vec<usize> = (0..NODES).filter(|&n| op.up[n]).collect();
+        let e = up[pick % up.len()];
+        for &n in &up {
+            if n != e {
+                group.node(n).stop().await;
+                op.up[n] = false;
+            }
+        }
+        let mode = if to_off {
+            ClusterMode::Off
+        } else {
+            ClusterMode::Emulated
+        };
+        group
+            .restart_node_with(e, clean, |mut c| {
+                c.cluster.mode = mode;
+                c
+            })
+            .await;
+        op.collapsed = Some((e, mode));
+        return format!("collapse to node {e}: the others killed, {how} restart as {mode:?}");
+    };
+    if !expand {
+        let mode = if now == ClusterMode::Off {
+            ClusterMode::Emulated
+        } else {
+            ClusterMode::Off
+        };
+        group
+            .restart_node_with(e, clean, |mut c| {
+                c.cluster.mode = mode;
+                c
+            })
+            .await;
+        op.collapsed = Some((e, mode));
+        return format!("node {e}: {how} restart as {mode:?}");
+    }
+    group
+        .restart_node_with(e, clean, |mut c| {
+            c.cluster.mode = ClusterMode::Map;
+            c
+        })
+        .await;
+    hooks(group, e, off);
+    let mut served = vec![group.node(e).handle().cluster_map_version()];
+    for n in 0..NODES {
+        if n != e {
+            group
+                .node(n)
+                .start_again_with_saved_map(off != Off::Confirmation)
+                .await;
+            op.up[n] = true;
+            served.push(group.node(n).handle().cluster_map_version());
+        }
+    }
+    op.collapsed = None;
+    format!("expand: node {e} {how} restart in map mode, the others with their saved maps (serving v{served:?})")
+}
+
 /// Runs `steps` seeded steps against a fresh cluster with `off` turned off.
 async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
-    let (group, mut op) = cluster(off).await;
+    let (mut group, mut op) = cluster(off).await;
     let clock = group.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut work = Workload::new();
     let mut history = Vec::new();
     let (mut moves, mut takeovers, mut saved_map_restarts) = (0, 0, 0);
+    let mut mode_switches = 0;
     for step in 0..steps {
         let now = clock.now_ms();
         let roll = rng.random_range(0..100);
         let event = match roll {
             0..=41 => {
                 let c = rng.random_range(0..CLIENTS);
-                work.acquire(&group, c, step, now).await
+                work.acquire(&group, c, step, now, op.collapsed.is_some())
+                    .await
             }
             42..=53 => {
                 let c = rng.random_range(0..CLIENTS);
-                work.release(&group, c, now).await
+                work.release(&group, c, now, op.collapsed.is_some()).await
             }
             // The last holder a client was granted writes in good faith, however long
             // ago that was (its hold may have run out meanwhile: a paused client).
-            54..=59 | 95..=99 => work.write(rng.random_range(0..CLIENTS), now),
+            54..=59 | 95..=96 => work.write(rng.random_range(0..CLIENTS), now),
             60..=79 => {
                 let ms = rng.random_range(100..4_000);
                 clock.advance(Duration::from_millis(ms));
@@ -356,6 +461,31 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
             // A live move: the owner is told, it moves the keys and pushes the map to
             // the new owner; then the map goes to every node up (what `redlockd slots
             // move` does; the same map again changes nothing).
+            // While the cluster is collapsed, the operator brings it back to map mode
+            // or switches the one node between emulated and off.
+            80..=87 if op.collapsed.is_some() => {
+                let expand = roll <= 85;
+                mode_switches += 1;
+                switch_mode(
+                    &mut group,
+                    &mut op,
+                    off,
+                    expand,
+                    rng.random_bool(0.5),
+                    false,
+                    0,
+                )
+                .await
+            }
+            97..=99 if op.collapsed.is_none() => {
+                mode_switches += 1;
+                {
+                    let (clean, to_off) = (rng.random_bool(0.5), rng.random_bool(0.5));
+                    let pick = rng.random_range(0..NODES);
+                    switch_mode(&mut group, &mut op, off, false, clean, to_off, pick).await
+                }
+            }
+            97..=99 => "already collapsed".into(),
             80..=83 => {
                 let targets = op.others_up(op.owner);
                 if !op.up[op.owner] || targets.is_empty() {
@@ -422,6 +552,7 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
                 }
             },
             // The dead node comes back with the map it saved.
+            88..=90 if op.collapsed.is_some() => "no restart: collapsed".into(),
             88..=90 => match op.down() {
                 None => "no restart: every node is up".into(),
                 Some(n) => {
@@ -480,6 +611,7 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
         moves,
         takeovers,
         saved_map_restarts,
+        mode_switches,
     }
 }
 
@@ -523,6 +655,7 @@ struct Totals {
     moves: usize,
     takeovers: usize,
     saved_map_restarts: usize,
+    mode_switches: usize,
     overlaps: usize,
     token_violations: usize,
 }
@@ -552,6 +685,7 @@ fn totals(off: Off, runs: &[(u64, Outcome)]) -> Totals {
         t.moves += out.moves;
         t.takeovers += out.takeovers;
         t.saved_map_restarts += out.saved_map_restarts;
+        t.mode_switches += out.mode_switches;
         t.overlaps += out.violations.len();
         t.token_violations += out.token_violations.len();
     }
@@ -573,6 +707,7 @@ async fn no_overlapping_grants_nor_stale_tokens_while_the_slot_moves() {
         assert!(t.grants >= 80 && t.holders >= 40, "{t:?}");
         assert!(t.refused > 0, "no stale holder ever wrote: {t:?}");
         assert!(t.moves >= 50 && t.takeovers >= 10 && t.saved_map_restarts >= 20);
+        assert!(t.mode_switches >= 20, "{t:?}");
     }
 }
 
