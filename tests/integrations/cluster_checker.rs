@@ -797,3 +797,66 @@ async fn a_write_that_waited_out_a_move_is_redirected() {
     c.check(&["DBSIZE"], ":0\r\n").await;
     group.shutdown().await;
 }
+
+/// Found by the schedule's mode switches (seeds 4, 5, 7, 8, 9, 12 before the fix):
+/// the slot's owner hands out tokens and dies; the cluster collapses to another node
+/// restarted in emulated mode (a mode change is a move). That node fences the slot
+/// for the old owner's max-ttl, keeps the fence through another restart (now as
+/// `off`), and its tokens go on above the old owner's. It granted at once after the
+/// second restart, and handed out token 1 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_switch_keeps_the_fence_and_the_tokens_growing() {
+    use redlockd::config::ClusterMode;
+    let (mut group, _op) = cluster(Off::Nothing).await;
+    let mut a = Raw::to(group.node(0)).await;
+    let mut last = 0;
+    for i in 0..3 {
+        let value = format!("a{i}");
+        let mark: u64 = a
+            .cmd(&["FENCING.GRANT", KEY, &value, "PX", "10000"])
+            .await
+            .trim()
+            .trim_start_matches(':')
+            .parse()
+            .expect("a grant");
+        last = mark + 1;
+        let token = last.to_string();
+        a.check(&["FENCING.COMMIT", KEY, &value, &token], ":1\r\n")
+            .await;
+        if i < 2 {
+            a.check(&["DELIFEQ", KEY, &value], ":1\r\n").await;
+        }
+    }
+    group.node(0).stop().await;
+    group.node(2).stop().await;
+    for mode in [ClusterMode::Emulated, ClusterMode::Off] {
+        group
+            .restart_node_with(1, true, |mut c| {
+                c.cluster.mode = mode;
+                c
+            })
+            .await;
+        group.advance(Duration::from_millis(4_000));
+        let refused = Raw::to(group.node(1))
+            .await
+            .cmd(&["FENCING.GRANT", KEY, "b", "PX", "10000"])
+            .await;
+        assert!(
+            refused.starts_with("-TRYAGAIN slot 2906"),
+            "{mode:?}: {refused}"
+        );
+    }
+    group.advance(Duration::from_millis(4_000));
+    let mut b = Raw::to(group.node(1)).await;
+    let mark: u64 = b
+        .cmd(&["FENCING.GRANT", KEY, "b", "PX", "10000"])
+        .await
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .expect("granted once the fence is over");
+    assert!(mark + 1 > last, "token {} after {last}", mark + 1);
+    group.node(0).start_again().await;
+    group.node(2).start_again().await;
+    group.shutdown().await;
+}
