@@ -35,11 +35,11 @@ use support::checker::{check_tokens, overlaps, Grant, Storage, TokenViolations, 
 use support::{Raw, TestGroup};
 use tokio::net::TcpStream;
 
-const NODES: usize = 3;
+pub(crate) const NODES: usize = 3;
 const CLIENTS: usize = 3;
 const TTL: Duration = Duration::from_secs(10);
 /// The lock's key: slot 2906.
-const KEY: &str = "job";
+pub(crate) const KEY: &str = "job";
 const SLOT: u16 = 2906;
 /// How long a client waits for a node to connect and to answer.
 const CONNECT_MS: u64 = 500;
@@ -47,7 +47,7 @@ const ANSWER_MS: u64 = 2_000;
 
 /// Which protection a run turns off.
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Off {
+pub(crate) enum Off {
     Nothing,
     /// Slots given away lose their keys and the receiving node does not fence them.
     Migration,
@@ -57,12 +57,12 @@ enum Off {
     Confirmation,
 }
 
-fn node_id(i: usize) -> String {
+pub(crate) fn node_id(i: usize) -> String {
     format!("{:040x}", i + 1)
 }
 
 /// Map `version`: the slots split in three, slot `SLOT` served by `owner`.
-fn map_json(version: u64, ports: &[u16], owner: usize) -> String {
+pub(crate) fn map_json(version: u64, ports: &[u16], owner: usize) -> String {
     let base = [(0u16, 5460u16), (5461, 10922), (10923, 16383)];
     let nodes: Vec<String> = (0..NODES)
         .map(|i| {
@@ -313,7 +313,7 @@ impl Operator {
     }
 }
 
-async fn setmap(group: &TestGroup, n: usize, json: &str) -> String {
+pub(crate) async fn setmap(group: &TestGroup, n: usize, json: &str) -> String {
     ask(group, n, &["CLUSTER", "SETMAP", json])
         .await
         .unwrap_or_else(|| "no answer".into())
@@ -347,7 +347,7 @@ async fn cluster(off: Off) -> (TestGroup, Operator) {
 }
 
 /// Test hooks of `off` on node `n` (a node restarted as a new process has none).
-fn hooks(group: &TestGroup, n: usize, off: Off) {
+pub(crate) fn hooks(group: &TestGroup, n: usize, off: Off) {
     let h = group.node(n).handle();
     match off {
         Off::Migration => {
