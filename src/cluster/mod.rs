@@ -817,9 +817,20 @@ impl Cluster {
                     }
                 }
                 // As a map giving this node the others' slots would (`install`): past
-                // what they published, and past `version << 40` of a newer map (a
-                // node that took slots since it published jumped to its map's).
-                let bound = others().filter_map(|n| n.token_bound).max().unwrap_or(0);
+                // the marks of those that answer now, what the others published, and
+                // `version << 40` of a newer map (a node that took slots since it
+                // published jumped to its map's).
+                let peers: Vec<(String, String)> =
+                    others().map(|n| (n.id.clone(), n.addr())).collect();
+                let answered = blocking(|| self.ask_many(&peers, old.version));
+                let bound = others()
+                    .zip(&answered)
+                    .map(|(n, a)| match a {
+                        Ok(st) => st.mark.max(st.token_bound),
+                        Err(_) => n.token_bound.unwrap_or(0),
+                    })
+                    .max()
+                    .unwrap_or(0);
                 tokens
                     .raise(bound.max((old.version + 1) << map::TOKEN_SHIFT))
                     .map_err(|e| format!("cannot raise the token mark durably: {e}"))?;

@@ -527,7 +527,7 @@ impl TestGroup {
     /// `clean`: a clean shutdown, whose snapshot the new process restores; else as after
     /// SHUTDOWN NOSAVE. The new process boots as a real one does (`fence_at_boot`: the
     /// restart fence its record calls for); test hooks set on the old one are not
-    /// carried. Panics if the new process cannot start.
+    /// carried. Panics if the new process cannot start (its port still taken after 5 s).
     pub async fn restart_node_with(
         &mut self,
         i: usize,
@@ -542,9 +542,26 @@ impl TestGroup {
             (handle.shared().save_on_shutdown).store(false, std::sync::atomic::Ordering::SeqCst);
         }
         handle.shutdown().await;
-        let handle = Server::start(change(config))
-            .await
-            .expect("a restarted test node binds its port again and opens its directory");
+        let config = change(config);
+        // The port is free from the moment the old process stops listening; another
+        // socket of this process (a test's connection) may hold it a moment: retried,
+        // as a node put back on the network does.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let handle = loop {
+            match Server::start(config.clone()).await {
+                Err(StartError::Io(e))
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                started => {
+                    break started.expect(
+                        "a restarted test node binds its port again and opens its directory",
+                    )
+                }
+            }
+        };
         self.nodes.insert(i, TestServer { handle, _dir });
     }
 

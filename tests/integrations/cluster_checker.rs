@@ -911,3 +911,30 @@ fn the_shared_checks_find_what_they_should() {
     assert_eq!(v.lost_to_stale.len(), 1);
     assert_eq!(v.len(), 1);
 }
+
+/// A node switching from map to emulated mode asks the other nodes of its saved map
+/// for their marks: a token committed above every bound they published (a Redlock
+/// over clusters commits its quorum's largest mark + 1) stays below its next ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_switch_takes_the_marks_of_the_nodes_that_answer() {
+    use redlockd::config::ClusterMode;
+    let (mut group, _op) = cluster(Off::Nothing).await;
+    let high = (40u64 << 40) + 7;
+    let mut a = Raw::to(group.node(0)).await;
+    a.cmd(&["FENCING.GRANT", KEY, "a", "PX", "1000"]).await;
+    a.check(&["FENCING.COMMIT", KEY, "a", &high.to_string()], ":1\r\n")
+        .await;
+    group
+        .restart_node_with(1, true, |mut c| {
+            c.cluster.mode = ClusterMode::Emulated;
+            c
+        })
+        .await;
+    group.advance(Duration::from_millis(12_000));
+    let mark: u64 = Raw::to(group.node(1)).await.cmd(&["FENCING.MARK"]).await[1..]
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(mark >= high, "mark {mark} below the committed {high}");
+    group.shutdown().await;
+}
