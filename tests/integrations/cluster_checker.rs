@@ -293,22 +293,22 @@ struct Outcome {
 
 /// What the operator knows of the cluster: the map's version, the slot's owner, which
 /// nodes are down (missing the pushes since).
-struct Operator {
-    version: u64,
-    owner: usize,
-    up: Vec<bool>,
-    ports: Vec<u16>,
+pub(crate) struct Operator {
+    pub(crate) version: u64,
+    pub(crate) owner: usize,
+    pub(crate) up: Vec<bool>,
+    pub(crate) ports: Vec<u16>,
     /// The one node serving every slot (emulated or off) while the others are down,
     /// and its mode.
-    collapsed: Option<(usize, redlockd::config::ClusterMode)>,
+    pub(crate) collapsed: Option<(usize, redlockd::config::ClusterMode)>,
 }
 
 impl Operator {
-    fn down(&self) -> Option<usize> {
+    pub(crate) fn down(&self) -> Option<usize> {
         self.up.iter().position(|u| !u)
     }
 
-    fn others_up(&self, of: usize) -> Vec<usize> {
+    pub(crate) fn others_up(&self, of: usize) -> Vec<usize> {
         (0..NODES).filter(|&n| n != of && self.up[n]).collect()
     }
 }
@@ -319,7 +319,7 @@ pub(crate) async fn setmap(group: &TestGroup, n: usize, json: &str) -> String {
         .unwrap_or_else(|| "no answer".into())
 }
 
-async fn cluster(off: Off) -> (TestGroup, Operator) {
+pub(crate) async fn cluster(off: Off) -> (TestGroup, Operator) {
     let group = TestGroup::try_start_with(NODES, |i, mut c| {
         c.cluster.mode = redlockd::config::ClusterMode::Map;
         c.cluster.node_id = Some(node_id(i));
@@ -366,7 +366,7 @@ pub(crate) fn hooks(group: &TestGroup, n: usize, off: Off) {
 /// with their saved maps; the map they serve is the one of before the collapse.
 /// `clean`: the switching node shuts down cleanly (its snapshot restored), else as
 /// after SHUTDOWN NOSAVE. `pick` chooses the node a collapse keeps among those up.
-async fn switch_mode(
+pub(crate) async fn switch_mode(
     group: &mut TestGroup,
     op: &mut Operator,
     off: Off,

@@ -2,7 +2,8 @@
 //! move (issue 41): this crate's Redlock client, with fencing tokens, takes one lock
 //! over 3 clusters of 3 map-mode nodes (one vote per cluster, `cluster:` seeds), while
 //! a seeded schedule moves the lock's slot live in one cluster, takes it over from a
-//! killed owner, restarts a killed node with its saved map and crash-restarts nodes.
+//! killed owner, restarts a killed node with its saved map, crash-restarts nodes and
+//! switches a cluster's modes (collapsed to one node as emulated or off, and back).
 //! The clusters' manual clocks move together. Checked: no two clients' grant windows
 //! overlap, the tokens grow from one holder to the next, and no write of a holder
 //! older than an accepted one lands on the storage (`support::checker`).
@@ -19,7 +20,7 @@
 //! `REDLOCK_CLUSTER_CHECKER_SEED=n cargo test --test integrations
 //! redlock_cluster_checker:: -- --nocapture` replays seed `n` alone with its history.
 
-use crate::cluster_checker::{hooks, map_json, node_id, setmap, Off, KEY, NODES};
+use crate::cluster_checker::{cluster, map_json, setmap, switch_mode, Off, KEY, NODES};
 use crate::support;
 
 use rand::rngs::SmallRng;
@@ -36,52 +37,10 @@ const TTL: Duration = Duration::from_secs(10);
 /// Each cluster node's answer, also a killed one's refused connection.
 const NODE_TIMEOUT_MS: u64 = 1_000;
 
-/// What the operator knows of one cluster: its map's version, the slot's owner, which
-/// nodes are down.
-struct Cluster {
-    group: TestGroup,
-    version: u64,
-    owner: usize,
-    up: Vec<bool>,
-    ports: Vec<u16>,
-}
-
-impl Cluster {
-    async fn start(off: Off) -> Cluster {
-        let group = TestGroup::try_start_with(NODES, |i, mut c| {
-            c.cluster.mode = redlockd::config::ClusterMode::Map;
-            c.cluster.node_id = Some(node_id(i));
-            c.max_ttl = TTL;
-            c
-        })
-        .await
-        .expect("a 3-node map-mode group starts");
-        for n in 0..NODES {
-            hooks(&group, n, off);
-        }
-        let ports: Vec<u16> = group.addrs().iter().map(|a| a.port()).collect();
-        let v1 = map_json(1, &ports, 0);
-        for n in 0..NODES {
-            assert_eq!(setmap(&group, n, &v1).await, "+OK\r\n");
-        }
-        Cluster {
-            group,
-            version: 1,
-            owner: 0,
-            up: vec![true; NODES],
-            ports,
-        }
-    }
-
-    fn others_up(&self, of: usize) -> Vec<usize> {
-        (0..NODES).filter(|&n| n != of && self.up[n]).collect()
-    }
-
-    /// The seed list of this cluster's vote: every node.
-    fn spec(&self) -> String {
-        let addrs: Vec<String> = self.group.addrs().iter().map(|a| a.to_string()).collect();
-        format!("cluster:{}", addrs.join(","))
-    }
+/// The seed list of a cluster's vote: every node.
+fn spec(group: &TestGroup) -> String {
+    let addrs: Vec<String> = group.addrs().iter().map(|a| a.to_string()).collect();
+    format!("cluster:{}", addrs.join(","))
 }
 
 struct Holder {
@@ -101,12 +60,13 @@ struct Outcome {
     moves: usize,
     takeovers: usize,
     restarts: usize,
+    mode_switches: usize,
 }
 
 async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
     let mut clusters = Vec::new();
     for _ in 0..CLUSTERS {
-        clusters.push(Cluster::start(off).await);
+        clusters.push(cluster(off).await);
     }
     let redlocks: Vec<Redlock> = (0..CLIENTS)
         .map(|_| {
@@ -114,10 +74,10 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
                 fencing_tokens: true,
                 ..opts(NODE_TIMEOUT_MS)
             };
-            Redlock::new(clusters.iter().map(Cluster::spec), o).expect("valid votes")
+            Redlock::new(clusters.iter().map(|(g, _)| spec(g)), o).expect("valid votes")
         })
         .collect();
-    let clock = clusters[0].group.clock().clone();
+    let clock = clusters[0].0.clock().clone();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: Vec<Option<Holder>> = (0..CLIENTS).map(|_| None).collect();
     // The last holder each client was, kept past its hold until it releases.
@@ -126,7 +86,7 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
     let mut issued: Vec<(usize, u64)> = Vec::new();
     let mut storage = Storage::default();
     let mut history = Vec::new();
-    let (mut moves, mut takeovers, mut restarts) = (0, 0, 0);
+    let (mut moves, mut takeovers, mut restarts, mut mode_switches) = (0, 0, 0, 0);
     for step in 0..steps {
         let now = clock.now_ms();
         let roll = rng.random_range(0..100);
@@ -194,21 +154,42 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
             },
             60..=79 => {
                 let ms = rng.random_range(100..4_000);
-                for cl in &clusters {
-                    cl.group.clock().advance(Duration::from_millis(ms));
+                for (group, _) in &clusters {
+                    group.clock().advance(Duration::from_millis(ms));
                 }
                 format!("advance {ms} ms")
             }
             // A live move in cluster k (see cluster_checker.rs).
-            80..=85 => {
-                let cl = &mut clusters[k];
+            // A mode switch in cluster k (see cluster_checker.rs): it collapses to one
+            // node, switches between emulated and off, or expands back to map mode.
+            80 => {
+                let (group, cl) = &mut clusters[k];
+                let expand = rng.random_bool(0.6);
+                let (clean, to_off) = (rng.random_bool(0.5), rng.random_bool(0.5));
+                let pick = rng.random_range(0..NODES);
+                mode_switches += 1;
+                let line = switch_mode(group, cl, off, expand, clean, to_off, pick).await;
+                format!("cluster {k}: {line}")
+            }
+            // A collapsed cluster is brought back to map mode soon.
+            81..=90 if clusters[k].1.collapsed.is_some() => {
+                let (group, cl) = &mut clusters[k];
+                mode_switches += 1;
+                let line = switch_mode(group, cl, off, true, rng.random_bool(0.5), false, 0).await;
+                format!("cluster {k}: {line}")
+            }
+            91..=99 if clusters[k].1.collapsed.is_some() => {
+                format!("cluster {k}: collapsed, no move nor restart")
+            }
+            81..=85 => {
+                let (group, cl) = &mut clusters[k];
                 let targets = cl.others_up(cl.owner);
                 if !cl.up[cl.owner] || targets.is_empty() {
                     format!("cluster {k}: no live move, the owner is down")
                 } else {
                     let to = targets[rng.random_range(0..targets.len())];
                     let json = map_json(cl.version + 1, &cl.ports, to);
-                    let reply = setmap(&cl.group, cl.owner, &json).await;
+                    let reply = setmap(group, cl.owner, &json).await;
                     let line = format!(
                         "cluster {k}: live move v{} node {} -> {to}: {}",
                         cl.version + 1,
@@ -217,7 +198,7 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
                     );
                     if reply == "+OK\r\n" {
                         for n in cl.others_up(cl.owner) {
-                            setmap(&cl.group, n, &json).await;
+                            setmap(group, n, &json).await;
                         }
                         cl.version += 1;
                         cl.owner = to;
@@ -228,21 +209,21 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
             }
             // A takeover in cluster k: its owner dies, the map goes to the nodes up.
             86..=91 => {
-                let cl = &mut clusters[k];
+                let (group, cl) = &mut clusters[k];
                 let owner = cl.owner;
                 if (0..NODES).any(|n| n != owner && !cl.up[n]) {
                     format!("cluster {k}: no takeover, another node is down")
                 } else {
                     if cl.up[owner] {
-                        cl.group.node(owner).stop().await;
+                        group.node(owner).stop().await;
                         cl.up[owner] = false;
                     }
                     let targets = cl.others_up(owner);
                     let to = targets[rng.random_range(0..targets.len())];
                     let json = map_json(cl.version + 1, &cl.ports, to);
-                    let first = setmap(&cl.group, to, &json).await;
+                    let first = setmap(group, to, &json).await;
                     for n in targets.into_iter().filter(|&n| n != to) {
-                        setmap(&cl.group, n, &json).await;
+                        setmap(group, n, &json).await;
                     }
                     let line = format!(
                         "cluster {k}: kill node {owner}, takeover v{} by node {to}: {}",
@@ -258,11 +239,11 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
                 }
             }
             92..=95 => {
-                let cl = &mut clusters[k];
-                match cl.up.iter().position(|u| !u) {
+                let (group, cl) = &mut clusters[k];
+                match cl.down() {
                     None => format!("cluster {k}: every node is up"),
                     Some(n) => {
-                        cl.group
+                        group
                             .node(n)
                             .start_again_with_saved_map(off != Off::Confirmation)
                             .await;
@@ -273,10 +254,10 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
                 }
             }
             _ => {
-                let cl = &clusters[k];
+                let (group, cl) = &clusters[k];
                 let n = rng.random_range(0..NODES);
                 if cl.up[n] {
-                    cl.group.node(n).crash_restart();
+                    group.node(n).crash_restart();
                     format!("cluster {k}: crash-restart node {n}")
                 } else {
                     format!("cluster {k}: node {n} is down")
@@ -285,13 +266,13 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
         };
         history.push(format!("{step:4} t={now} {event}"));
     }
-    for cl in clusters {
+    for (group, cl) in clusters {
         for n in 0..NODES {
             if !cl.up[n] {
-                cl.group.node(n).start_again().await;
+                group.node(n).start_again().await;
             }
         }
-        cl.group.shutdown().await;
+        group.shutdown().await;
     }
     let violations = overlaps(&grants);
     let token_violations = check_tokens(&storage, &issued);
@@ -305,6 +286,7 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
         moves,
         takeovers,
         restarts,
+        mode_switches,
     }
 }
 
@@ -327,6 +309,7 @@ async fn run_all(off: Off) -> (usize, usize, usize) {
     let replay = seeds.len() == 1;
     let (mut grants, mut found, mut tokens) = (0, 0, 0);
     let (mut accepted, mut refused, mut moves, mut takeovers, mut restarts) = (0, 0, 0, 0, 0);
+    let mut mode_switches = 0;
     for (seed, out) in seeds.iter().zip(runs) {
         if replay || !out.violations.is_empty() || !out.token_violations.is_empty() {
             eprintln!(
@@ -345,11 +328,12 @@ async fn run_all(off: Off) -> (usize, usize, usize) {
         moves += out.moves;
         takeovers += out.takeovers;
         restarts += out.restarts;
+        mode_switches += out.mode_switches;
     }
     eprintln!(
         "Redlock over {CLUSTERS} clusters, {off:?} off, {} seeds x {STEPS} steps: {grants} grants, \
          {accepted} writes accepted, {refused} refused, {moves} live moves, {takeovers} takeovers, \
-         {restarts} restarts with a saved map; {found} overlapping pairs, {tokens} token violations",
+         {restarts} restarts with a saved map, {mode_switches} mode switches; {found} overlapping pairs, {tokens} token violations",
         seeds.len()
     );
     (grants, found, tokens)
