@@ -172,14 +172,16 @@ async fn run_schedule(seed: u64, steps: usize, off: Off) -> Outcome {
                 format!("cluster {k}: {line}")
             }
             // A collapsed cluster is brought back to map mode soon.
-            81..=90 if clusters[k].1.collapsed.is_some() => {
-                let (group, cl) = &mut clusters[k];
-                mode_switches += 1;
-                let line = switch_mode(group, cl, off, true, rng.random_bool(0.5), false, 0).await;
-                format!("cluster {k}: {line}")
-            }
-            91..=99 if clusters[k].1.collapsed.is_some() => {
-                format!("cluster {k}: collapsed, no move nor restart")
+            81..=99 if clusters[k].1.collapsed.is_some() => {
+                if roll <= 90 {
+                    let (group, cl) = &mut clusters[k];
+                    mode_switches += 1;
+                    let clean = rng.random_bool(0.5);
+                    let line = switch_mode(group, cl, off, true, clean, false, 0).await;
+                    format!("cluster {k}: {line}")
+                } else {
+                    format!("cluster {k}: collapsed, no move nor restart")
+                }
             }
             81..=85 => {
                 let (group, cl) = &mut clusters[k];
