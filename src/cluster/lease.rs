@@ -48,12 +48,15 @@ impl Cluster {
         tokens: &crate::durability::tokens::TokenMark,
         dir: Option<&Path>,
     ) {
+        if self.confirm_off.load(Ordering::SeqCst) {
+            return;
+        }
         let view = self.view();
         let others = self.others();
         let answers: Vec<Result<PeerState, String>> = if others.is_empty() {
             Vec::new()
         } else {
-            self.ask_all(&others, view.map.version)
+            self.ask_all(&others, view.map.version, tokens)
         };
         let adopted = self.adopt_newer(&view, &answers, now_ms, tokens, dir);
         let with_us = 1 + answers
@@ -87,6 +90,13 @@ impl Cluster {
             *self.unconfirmed_why.lock() = why;
             self.confirmed.store(false, Ordering::Release);
         }
+    }
+
+    /// Test hook: map confirmation off (or on again): a node started with a saved map
+    /// serves it at once, and its lease neither stops it nor learns newer maps (what a
+    /// node did before maps were confirmed; the checkers show what that costs).
+    pub fn set_map_confirmation(&self, on: bool) {
+        self.confirm_off.store(!on, Ordering::SeqCst);
     }
 
     /// Whether serving stopped for the lease (then `renew_round` runs, not the

@@ -189,7 +189,7 @@ pub struct Cluster {
     /// Test hook: a move sends no keys (the checker must then find overlaps).
     keys_off: AtomicBool,
     /// Test hook: a node started with a saved map serves it at once, unconfirmed.
-    confirm_off: bool,
+    confirm_off: AtomicBool,
     pub moved: AtomicU64,
     pub crossslot: AtomicU64,
     pub clusterdown: AtomicU64,
@@ -371,7 +371,7 @@ impl Cluster {
             clock,
             fence_off: AtomicBool::new(unsafe_off.contains(&"fence")),
             keys_off: AtomicBool::new(unsafe_off.contains(&"keys")),
-            confirm_off: unsafe_off.contains(&"confirm"),
+            confirm_off: AtomicBool::new(unsafe_off.contains(&"confirm")),
             moved: AtomicU64::new(0),
             crossslot: AtomicU64::new(0),
             clusterdown: AtomicU64::new(0),
@@ -719,14 +719,17 @@ impl Cluster {
 
     /// Fences the slots of `ranges` this node serves for `ms` (from now), unless
     /// already fenced longer: another node served them under its previous mode.
-    fn fence_released(&self, ranges: &[(u16, u16)], ms: u64) {
+    /// Returns whether this node serves any of them.
+    fn fence_released(&self, ranges: &[(u16, u16)], ms: u64) -> bool {
         let _one = self.installing.lock();
         let now = self.clock.now_ms();
         let mut view = (*self.view()).clone();
         let mut changed = 0;
+        let mut serves_any = false;
         for &(a, b) in ranges {
             for s in a..=b {
                 let serves = self.mode != Mode::Map || view.owns(s);
+                serves_any |= serves;
                 let until = &mut view.fenced_until[usize::from(s)];
                 if serves && *until < now + ms {
                     *until = now + ms;
@@ -743,14 +746,22 @@ impl Cluster {
             self.any_fenced.store(true, Ordering::Relaxed);
             *self.view.write() = Arc::new(view);
         }
+        serves_any
     }
 
     /// Every mode change is a move (`load`): what the previous mode served that this
     /// one does not is released (published until the node's own locks there have
     /// expired), and what this one serves that the previous did not is fenced for
-    /// the longest max-ttl the previous map published. A node without a record
-    /// (new: `redlockd init`, or no --dir) changes nothing.
-    fn change_mode(&self, dir: &Path, now_ms: u64) -> Result<(), String> {
+    /// the longest max-ttl the previous map published, as are the slots the saved map
+    /// still fenced, and the token mark is raised as a newer map's would be. The fences are recorded with the mode and raised again by a restart
+    /// before they end (in any mode). A node without a record (new: `redlockd init`,
+    /// or no --dir) changes nothing.
+    fn change_mode(
+        &self,
+        dir: &Path,
+        now_ms: u64,
+        tokens: &crate::durability::tokens::TokenMark,
+    ) -> Result<(), String> {
         let path = dir.join(MODE_FILE);
         let wall = self.clock.wall_ms();
         let prev: Option<serde_json::Value> = match std::fs::read(&path) {
@@ -763,31 +774,55 @@ impl Cluster {
         let prev_mode = prev
             .as_ref()
             .and_then(|v| v["mode"].as_str().map(str::to_string));
+        let ranges = |v: &serde_json::Value| -> Vec<(u16, u16, u64)> {
+            v.as_array()
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|r| {
+                            let (a, b) = (r.get(0)?.as_u64()?, r.get(1)?.as_u64()?);
+                            let ms = r.get(2).and_then(|m| m.as_u64()).unwrap_or(0);
+                            (a <= b && b < SLOTS as u64).then_some((a as u16, b as u16, ms))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
         let mut released: (Vec<(u16, u16)>, i64) = prev
             .as_ref()
             .map(|v| {
                 let until = v["released_until_unix_ms"].as_i64().unwrap_or(0);
-                let ranges = v["released"]
-                    .as_array()
-                    .map(|l| {
-                        l.iter()
-                            .filter_map(|r| {
-                                Some((r.get(0)?.as_u64()? as u16, r.get(1)?.as_u64()? as u16))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (ranges, until)
+                let r = ranges(&v["released"])
+                    .iter()
+                    .map(|&(a, b, _)| (a, b))
+                    .collect();
+                (r, until)
             })
             .filter(|(_, until)| *until > wall)
             .unwrap_or_default();
-        let view = self.view();
+        let mut next = (*self.view()).clone();
+        // The fences the last start recorded, for what is left of them.
+        let mut fences = 0;
+        if let Some(v) = &prev {
+            let written = v["written_unix_ms"].as_i64().unwrap_or(wall);
+            let passed = (wall - written).max(0) as u64;
+            for (a, b, ms) in ranges(&v["fenced"]) {
+                let left = ms.saturating_sub(passed);
+                for s in a..=b {
+                    let serves = self.mode != Mode::Map || next.owns(s);
+                    let until = &mut next.fenced_until[usize::from(s)];
+                    if serves && left > 0 && *until < now_ms + left {
+                        *until = now_ms + left;
+                        fences += 1;
+                    }
+                }
+            }
+        }
         let served_all_before = matches!(prev_mode.as_deref(), Some("off" | "emulated"));
         let serves_all_now = self.mode != Mode::Map;
         if served_all_before && !serves_all_now {
             let mut gone: Vec<(u16, u16)> = Vec::new();
             for s in 0..SLOTS as u16 {
-                if !view.owns(s) {
+                if !next.owns(s) {
                     match gone.last_mut() {
                         Some(last) if last.1 + 1 == s => last.1 = s,
                         _ => gone.push((s, s)),
@@ -800,18 +835,16 @@ impl Cluster {
             }
         }
         if prev_mode.as_deref() == Some("map") && serves_all_now {
-            // The saved map says which slots others served.
+            // The saved map says which slots others served, and which were fenced.
             if let Ok(bytes) = std::fs::read(dir.join(MAP_FILE)) {
-                let (old, _) = parse_persisted(&bytes).map_err(|e| format!("{MAP_FILE}: {e}"))?;
+                let (old, pending) =
+                    parse_persisted(&bytes).map_err(|e| format!("{MAP_FILE}: {e}"))?;
                 let me = old.position(&self.my_id);
-                let ttl = old
-                    .nodes
-                    .iter()
-                    .filter(|n| n.id != self.my_id)
+                let others = || old.nodes.iter().filter(|n| n.id != self.my_id);
+                let ttl = others()
                     .filter_map(|n| n.max_ttl_ms)
                     .max()
                     .unwrap_or(self.max_ttl_ms);
-                let mut next = (*view).clone();
                 let mut fenced = 0;
                 for s in 0..SLOTS {
                     if old.owner[s] != UNASSIGNED && Some(old.owner[s]) != me {
@@ -819,21 +852,59 @@ impl Cluster {
                         fenced += 1;
                     }
                 }
+                for (a, b, ms) in pending {
+                    let ms = if ms == 0 {
+                        self.max_ttl_ms + self.margin_ms
+                    } else {
+                        ms
+                    };
+                    for s in a..=b {
+                        let until = &mut next.fenced_until[usize::from(s)];
+                        *until = (*until).max(now_ms + ms);
+                        fenced += 1;
+                    }
+                }
+                // As a map giving this node the others' slots would (`install`): past
+                // the marks of those that answer now, what the others published, and
+                // `version << 40` of a newer map (a node that took slots since it
+                // published jumped to its map's).
+                let peers: Vec<(String, String)> =
+                    others().map(|n| (n.id.clone(), n.addr())).collect();
+                let answered = blocking(|| self.ask_many(&peers, old.version));
+                let bound = others()
+                    .zip(&answered)
+                    .map(|(n, a)| match a {
+                        Ok(st) => st.mark.max(st.token_bound),
+                        Err(_) => n.token_bound.unwrap_or(0),
+                    })
+                    .max()
+                    .unwrap_or(0);
+                tokens
+                    .raise(bound.max((old.version + 1) << map::TOKEN_SHIFT))
+                    .map_err(|e| format!("cannot raise the token mark durably: {e}"))?;
                 if fenced > 0 {
                     tracing::warn!(
                         slots = fenced,
                         fence_ms = ttl + self.margin_ms,
                         "cluster mode changed from map: the slots other nodes served are fenced"
                     );
-                    self.any_fenced.store(true, Ordering::Relaxed);
-                    *self.view.write() = Arc::new(next);
+                    fences += fenced;
                 }
             }
+        }
+        if fences > 0 {
+            self.any_fenced.store(true, Ordering::Relaxed);
+            *self.view.write() = Arc::new(next.clone());
         }
         let record = serde_json::json!({
             "mode": self.mode.name(),
             "released": released.0.iter().map(|&(a, b)| vec![a, b]).collect::<Vec<_>>(),
             "released_until_unix_ms": released.1,
+            "fenced": ranges_of(&next.fenced_until, now_ms)
+                .iter()
+                .map(|&(a, b, ms)| vec![u64::from(a), u64::from(b), ms])
+                .collect::<Vec<_>>(),
+            "written_unix_ms": wall,
         });
         crate::durability::atomic_write(&path, record.to_string().as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -916,7 +987,7 @@ impl Cluster {
         }
         let view = self.view();
         let others = self.others();
-        let answers = self.ask_all(&others, view.map.version);
+        let answers = self.ask_all(&others, view.map.version, tokens);
         if self.adopt_newer(&view, &answers, now_ms, tokens, dir) {
             self.set_confirmed();
             return true;
@@ -962,17 +1033,26 @@ impl Cluster {
     }
 
     /// Asks each of `others` (id, address) at once; the answers in their order.
+    /// Slots a peer released by a mode change that this node serves are fenced, and
+    /// the token mark raised past the bound that peer publishes (a mode change is a
+    /// move: tokens never go backwards across it).
     pub fn ask_all(
         &self,
         others: &[(String, String)],
         version: u64,
+        tokens: &crate::durability::tokens::TokenMark,
     ) -> Vec<Result<PeerState, String>> {
         let answers = self.ask_many(others, version);
-        // Slots a peer released by a mode change are fenced where this node serves
-        // them (not from `ask`: `install` calls it holding the install lock).
+        // Not from `ask`: `install` calls it holding the install lock.
         for st in answers.iter().flatten() {
-            if st.released_ms > 0 && !st.released.is_empty() && st.id != self.my_id {
-                self.fence_released(&st.released, st.released_ms + self.margin_ms);
+            if st.released_ms > 0
+                && !st.released.is_empty()
+                && st.id != self.my_id
+                && self.fence_released(&st.released, st.released_ms + self.margin_ms)
+            {
+                if let Err(e) = tokens.raise(st.token_bound) {
+                    tracing::error!(error = %e, "cannot raise the token mark durably past a node that released slots this node serves");
+                }
             }
         }
         answers
@@ -1120,7 +1200,7 @@ impl Cluster {
     ) -> Result<(), String> {
         if self.mode != Mode::Map {
             if let Some(dir) = dir {
-                self.change_mode(dir, now_ms)?;
+                self.change_mode(dir, now_ms, tokens)?;
             }
             return Ok(());
         }
@@ -1137,7 +1217,8 @@ impl Cluster {
                         "this node started with its saved map (version {}) and has not heard from the other nodes of the map yet",
                         self.view().map.version
                     );
-                    self.confirmed.store(self.confirm_off, Ordering::Release);
+                    (self.confirmed)
+                        .store(self.confirm_off.load(Ordering::SeqCst), Ordering::Release);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
@@ -1163,7 +1244,7 @@ impl Cluster {
             }
         }
         if let Some(dir) = dir {
-            self.change_mode(dir, now_ms)?;
+            self.change_mode(dir, now_ms, tokens)?;
         }
         // One round before serving: a saved map is confirmed (or replaced by a newer
         // one) now if the other nodes answer, and what they publish is learned.
@@ -1171,7 +1252,7 @@ impl Cluster {
             tracing::warn!("{}", self.unconfirmed_why());
         } else {
             let others = self.others();
-            self.ask_all(&others, self.view().map.version);
+            self.ask_all(&others, self.view().map.version, tokens);
         }
         Ok(())
     }

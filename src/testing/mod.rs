@@ -322,12 +322,14 @@ impl TestServer {
     /// empty keyspace, restart fence up, and the slot map saved in its data directory
     /// (with its fenced slots) loaded again. With `confirm_map` it serves no slot until
     /// the other nodes of the map confirm that map or hand it a newer one (what
-    /// `Server::start` does); without, it serves the saved map at once, as a node did
-    /// before maps were confirmed (a test hook: the checkers show what that costs).
+    /// `Server::start` does); without, it serves the saved map at once and its lease
+    /// learns no newer map, as a node did before maps were confirmed (a test hook: the
+    /// checkers show what that costs).
     /// The port accepts connections when this returns.
     pub async fn start_again_with_saved_map(&self, confirm_map: bool) {
         let shared = self.shared();
         shared.boot();
+        shared.cluster.set_map_confirmation(confirm_map);
         let dir = shared.node_dir.as_ref().map(|d| d.path());
         let now = shared.clock.now_ms();
         if confirm_map {
@@ -536,6 +538,50 @@ impl TestGroup {
         for node in &self.nodes {
             node.jump_wall(delta_ms);
         }
+    }
+
+    /// Node `i`'s process ends and a new process starts in its place: same port, data
+    /// directory and clock, its config passed through `change` (another
+    /// `--cluster-mode`, another max-ttl): an operator's restart with other flags.
+    /// `clean`: a clean shutdown, whose snapshot the new process restores; else as after
+    /// SHUTDOWN NOSAVE. The new process boots as a real one does (`fence_at_boot`: the
+    /// restart fence its record calls for); test hooks set on the old one are not
+    /// carried. Panics if the new process cannot start (its port still taken after 5 s).
+    pub async fn restart_node_with(
+        &mut self,
+        i: usize,
+        clean: bool,
+        change: impl FnOnce(Config) -> Config,
+    ) {
+        let TestServer { handle, _dir } = self.nodes.remove(i);
+        let mut config = handle.shared().config.clone();
+        config.port = handle.addr().port();
+        config.fence_at_boot = true;
+        if !clean {
+            (handle.shared().save_on_shutdown).store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        handle.shutdown().await;
+        let config = change(config);
+        // The port is free from the moment the old process stops listening; another
+        // socket of this process (a test's connection) may hold it a moment: retried,
+        // as a node put back on the network does.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let handle = loop {
+            match Server::start(config.clone()).await {
+                Err(StartError::Io(e))
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                started => {
+                    break started.expect(
+                        "a restarted test node binds its port again and opens its directory",
+                    )
+                }
+            }
+        };
+        self.nodes.insert(i, TestServer { handle, _dir });
     }
 
     /// Shuts every node down, one after the other.

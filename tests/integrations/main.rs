@@ -56,6 +56,7 @@ mod redis_lock_interop;
 mod redisson_fair_semaphore;
 mod redisson_lock;
 mod redlock_client;
+mod redlock_cluster_checker;
 mod redlock_clusters;
 mod redlock_inprocess;
 mod rslock_interop;

@@ -14,6 +14,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redlockd::redlock::{Lock, Redlock, RedlockError};
 use std::time::Duration;
+use support::checker::{overlaps, Grant};
 use support::nodes::{
     checker_clients, checker_group, opts, redlock, CheckerFaults, CHECKER_NODE_TIMEOUT_MS,
 };
@@ -23,32 +24,10 @@ const CLIENTS: usize = 3;
 const TTL: Duration = Duration::from_secs(10);
 const RESOURCE: &[u8] = b"checker:resource";
 
-/// One client's hold on the resource: from the grant to the end of its validity, or to
-/// its release if that came first. Times are manual-clock milliseconds.
-#[derive(Debug, Clone)]
-struct Grant {
-    client: usize,
-    from_ms: u64,
-    until_ms: u64,
-}
-
 struct Outcome {
     history: Vec<String>,
     grants: Vec<Grant>,
     violations: Vec<(Grant, Grant)>,
-}
-
-/// Pairs of grants to different clients whose windows overlap.
-fn overlaps(grants: &[Grant]) -> Vec<(Grant, Grant)> {
-    let mut found = Vec::new();
-    for (i, a) in grants.iter().enumerate() {
-        for b in &grants[i + 1..] {
-            if a.client != b.client && a.from_ms < b.until_ms && b.from_ms < a.until_ms {
-                found.push((a.clone(), b.clone()));
-            }
-        }
-    }
-    found
 }
 
 /// An attempt's votes: granted, refused (held elsewhere), failed (unreachable, paused,

@@ -5,10 +5,13 @@
 //! - `raw`: the one raw RESP client (`Raw`), exact reply frames;
 //! - `redis_server`: real redis-server processes and misbehaving fake nodes;
 //! - `process`: the `redlockd` binary as a child process, free ports;
+//! - `checker`: what the mutual-exclusion checkers share (grant windows and their
+//!   overlap check; the fenced storage and its token-history check);
 //! - `nodes`: one way to run a Redlock scenario against in-process nodes or real
 //!   redis-servers (`Nodes`).
 #![allow(dead_code, unused_imports)]
 
+pub mod checker;
 pub mod nodes;
 pub mod process;
 pub mod raw;
