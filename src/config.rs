@@ -196,6 +196,12 @@ impl Config {
                 appendonly: false,
                 ..AofConfig::default()
             },
+            // The cluster lease runs on real time: off, so that a run on the manual
+            // clock repeats (`cluster::lease`); a test of the lease sets a timeout.
+            cluster: ClusterConfig {
+                node_timeout: Some(Duration::ZERO),
+                ..ClusterConfig::default()
+            },
             ..Config::default()
         }
     }

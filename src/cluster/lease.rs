@@ -16,7 +16,10 @@
 //! locks the old owner granted before it stopped.
 //!
 //! The lease runs on the real monotonic clock (`Instant`), as the calls to the other
-//! nodes do; tests that move the manual clock do not expire it.
+//! nodes do; tests that move the manual clock do not expire it. A node timeout of 0
+//! turns the lease off (no expiry, no newer map learned, no longer takeover fence):
+//! the test backend's nodes start so (`TestServer::config`), so that a seeded run on
+//! the manual clock does not depend on real time; tests of the lease set a timeout.
 
 use super::{Cluster, PeerState};
 use std::path::Path;
@@ -33,8 +36,12 @@ impl Cluster {
         self.margin_ms + self.node_timeout_ms
     }
 
-    /// How often a serving node renews its lease.
+    /// How often a serving node renews its lease (with the lease off, asks the others
+    /// for what they publish).
     pub fn renew_every(&self) -> Duration {
+        if self.node_timeout_ms == 0 {
+            return Duration::from_secs(2);
+        }
         Duration::from_millis((self.node_timeout_ms / 4).clamp(100, 2_000))
     }
 
@@ -58,6 +65,11 @@ impl Cluster {
         } else {
             self.ask_all(&others, view.map.version, tokens)
         };
+        if self.node_timeout_ms == 0 {
+            // The lease is off (the test backend's default): what the others
+            // published is learned, nothing more.
+            return;
+        }
         let adopted = self.adopt_newer(&view, &answers, now_ms, tokens, dir);
         let with_us = 1 + answers
             .iter()

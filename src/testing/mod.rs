@@ -68,7 +68,7 @@ impl TestServer {
     }
 
     /// The config `start` uses, on `clock`: port 0, max-ttl 30 s, fence of max-ttl +
-    /// 1 s on restarts only, DEBUG enabled, seed 1.
+    /// 1 s on restarts only, DEBUG enabled, seed 1, the log and the cluster lease off.
     pub fn config(clock: Clock) -> Config {
         Config {
             port: 0,
@@ -81,6 +81,12 @@ impl TestServer {
             // of the append-only log turns it on.
             aof: crate::config::AofConfig {
                 appendonly: false,
+                ..Default::default()
+            },
+            // The cluster lease runs on real time: off, so that a run on the manual
+            // clock repeats (`cluster::lease`); a test of the lease sets a timeout.
+            cluster: crate::config::ClusterConfig {
+                node_timeout: Some(Duration::ZERO),
                 ..Default::default()
             },
             ..Config::default()

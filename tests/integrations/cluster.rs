@@ -504,7 +504,7 @@ async fn the_map_and_its_fences_survive_a_restart() {
     assert!(c
         .cmd(&["SET", &key0, "x", "PX", "1000"])
         .await
-        .contains("another 35000 ms"));
+        .contains("another 30000 ms"));
     node.shutdown().await;
     let again = start_with(config).await;
     let mut c = Raw::to(&again).await;
@@ -512,7 +512,7 @@ async fn the_map_and_its_fences_survive_a_restart() {
     assert!(c
         .cmd(&["SET", &key0, "x", "PX", "1000"])
         .await
-        .contains("another 36000 ms"));
+        .contains("another 31000 ms"));
     // An older map file given at start does not replace the newer persisted map.
     let file = TempPath::new("cluster-map-file");
     std::fs::write(&file.0, &v1).unwrap();

@@ -740,12 +740,10 @@ async fn the_checker_finds_overlaps_without_the_takeover_fence() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_checker_finds_overlaps_without_map_confirmation() {
-    // The token check's own failures: `redlock_cluster_checker` (migration or
-    // confirmation off); here the takeover fence, longer by the node timeout
-    // (`cluster::lease`), outlasts the stale tokens of these seeds.
+async fn the_checker_finds_overlaps_and_stale_tokens_without_map_confirmation() {
     let t = totals(Off::Confirmation, &all_seeds(Off::Confirmation).await);
     assert!(t.overlaps > 0, "the checker is blind");
+    assert!(t.token_violations > 0, "the token check is blind");
 }
 
 /// Found by the schedule (seed 2): the owner crash-restarts (its keys, and the lock

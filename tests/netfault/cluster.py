@@ -32,9 +32,11 @@ MAX_TTLS = ["2s", "3s"]  # a max-ttl restart switches a node between these
 
 # Every operator action and fault the cluster run draws from.
 ACTIONS = ["move-live", "move-part", "move-delay", "move-dead", "down-push",
-           "max-ttl", "mode-switch", "part-owner", "kill9-owner"]
-# Named with --cluster-actions only (not in the default schedule): see docs/netfault.md.
-EXTRA_ACTIONS = ["takeover-part"]
+           "max-ttl", "mode-switch", "part-owner", "kill9-owner", "takeover-part"]
+# Named with --cluster-actions only (not in the default schedule).
+EXTRA_ACTIONS = []
+# The nodes' --cluster-node-timeout (their default): a takeover's fence adds it.
+NODE_TIMEOUT_S = 5
 # The actions that show each protection off (the default schedule with it off).
 UNSAFE_ACTIONS = {
     "keys,fence": ["move-live", "move-live", "move-part", "move-delay", "move-live"],
@@ -342,15 +344,16 @@ class ClusterRun:
         if kind == "takeover-part":
             # the owner cut off from everything (clients, nodes, the operator); the
             # next map, giving the slot to t, pushed to the others (a takeover: t
-            # fences the slot for o's max-ttl + 1 s); past the fence the partition
-            # heals: o comes back with its old map, never restarted
+            # fences the slot for o's max-ttl + 1 s + the node timeout); past the
+            # fence the partition heals: o, never restarted, stopped serving when its
+            # lease ran out (no majority), and learns the newer map from the others
             h.partition([[o], [n for n in NODES if n != o] + h.CLIENT_HOSTS + [h.STORAGE]])
             self.version = m["version"] + 1
             nm = self.split_map(self.version, t)
             refused = self.push(nm, [n for n in NODES if n != o], t)
             self.ops.append({"t": time.monotonic_ns(), "op": "takeover", "from": o, "to": t,
                              "version": self.version, "refused": refused})
-            time.sleep(int(self.max_ttl[o][:-1]) + 1.5)
+            time.sleep(int(self.max_ttl[o][:-1]) + 1.5 + NODE_TIMEOUT_S)
             h.reset_net_state()
             h.apply_net()
             # clients reload the map from whichever node answers first, o among them
