@@ -142,34 +142,59 @@ fn xclaim_ids(args: &[Bytes]) -> impl Iterator<Item = StreamId> + '_ {
         .map_while(|a| crate::commands::families::streams::parse_strict_id(a).ok())
 }
 
-/// Whether a write is the short lock's grant, `SET key value NX PX|EX ttl` with a TTL
-/// at most the threshold: it changes nothing or makes an absent key memory-only, so it
-/// is decided from its arguments alone, with no lookup and no log (the grant path
+/// Whether a write is the short lock's grant, `SET key value NX PX|EX ttl [GET]` with
+/// a TTL at most the threshold: it changes nothing or makes an absent key memory-only,
+/// so it is decided from its arguments alone, with no lookup and no log (the grant path
 /// stays as without the log).
+///
+/// It runs before every write while the log is on, so it reads the options as bytes
+/// (callgrind: ~150 instructions a grant with `eq_ignore_case` and `parse_i64`, 2% of
+/// the whole request). A TTL it reads that the handler refuses (`030000`) makes the
+/// command fail, which changes nothing either; anything it cannot read is logged as
+/// usual.
 #[inline]
 pub fn is_memory_only_grant(spec: &Spec, args: &[Bytes], threshold_ms: u64) -> bool {
-    if spec.name != "set" || args.len() < 6 {
+    if !(6..=7).contains(&args.len()) || spec.name != "set" {
         return false;
     }
     let (mut nx, mut ttl_ms) = (false, None);
     let mut i = 3;
     while i < args.len() {
-        let a = &args[i];
-        if eq_ignore_case(a, "nx") {
-            nx = true;
-        } else if eq_ignore_case(a, "px") || eq_ignore_case(a, "ex") {
-            let Some(n) = args.get(i + 1).and_then(|n| crate::commands::parse_i64(n)) else {
-                return false;
-            };
-            let scale = if eq_ignore_case(a, "ex") { 1000 } else { 1 };
-            ttl_ms = Some(n.saturating_mul(scale));
-            i += 1;
-        } else if !eq_ignore_case(a, "get") {
-            return false;
+        match &args[i][..] {
+            [a, b] => match [a | 0x20, b | 0x20] {
+                [b'n', b'x'] => nx = true,
+                [unit @ (b'p' | b'e'), b'x'] => {
+                    let scale = if unit == b'e' { 1000 } else { 1 };
+                    let Some(n) = args.get(i + 1).and_then(|n| small_decimal(n)) else {
+                        return false;
+                    };
+                    ttl_ms = Some(n * scale);
+                    i += 1;
+                }
+                _ => return false,
+            },
+            [a, b, c] if [a | 0x20, b | 0x20, c | 0x20] == *b"get" => {}
+            _ => return false,
         }
         i += 1;
     }
-    nx && ttl_ms.is_some_and(|t| t > 0 && t as u64 <= threshold_ms)
+    nx && ttl_ms.is_some_and(|t| t > 0 && t <= threshold_ms)
+}
+
+/// A decimal of at most 12 digits (no sign), as a TTL argument.
+#[inline]
+fn small_decimal(arg: &[u8]) -> Option<u64> {
+    if arg.is_empty() || arg.len() > 12 {
+        return None;
+    }
+    let mut n = 0u64;
+    for &d in arg {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    Some(n)
 }
 
 /// Deterministic commands replayed as sent when none of their keys was memory-only.
@@ -747,6 +772,17 @@ mod tests {
         assert!(!grant(&["SET", "lock", "t", "NX", "PXAT", "3000"]));
         assert!(!grant(&["SET", "lock", "t", "NX", "PX", "x"]));
         assert!(!grant(&["SETNX", "lock", "t"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "-1"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "0"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "+5"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "9999999999999"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "EX", "61"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "5", "XX"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "5", "GETX"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "NX", "PX"]));
+        assert!(grant(&["SET", "lock", "t", "nX", "Px", "1"]));
+        assert!(grant(&["SET", "lock", "t", "PX", "1", "NX", "gEt"]));
     }
 
     #[test]
