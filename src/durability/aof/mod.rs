@@ -77,6 +77,8 @@ pub(crate) struct Inner {
     pub(crate) stats: Stats,
     /// Test hook: the next fsync fails (EIO).
     fail_next_fsync: AtomicBool,
+    /// Test hook: every fsync takes this much longer (ms), as on a slow disk.
+    fsync_delay_ms: AtomicU64,
     /// The writer thread was started.
     pub(crate) started: AtomicBool,
 }
@@ -182,6 +184,7 @@ impl Aof {
                 life: AtomicU64::new(0),
                 stats: Stats::default(),
                 fail_next_fsync: AtomicBool::new(false),
+                fsync_delay_ms: AtomicU64::new(0),
                 started: AtomicBool::new(false),
             }),
         }
@@ -324,6 +327,11 @@ impl Aof {
     /// Test hook: the next fsync of the log fails with EIO.
     pub fn fail_next_fsync(&self) {
         self.inner.fail_next_fsync.store(true, Ordering::SeqCst);
+    }
+
+    /// Test hook: every fsync of the log takes `ms` longer, as on a slow disk.
+    pub fn delay_fsyncs(&self, ms: u64) {
+        self.inner.fsync_delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// The log's size in bytes (base and incr files), its base's size, and its size
@@ -547,6 +555,10 @@ pub(crate) fn write_and_sync(i: &Inner, f: &mut Files, bytes: &[u8]) -> io::Resu
     f.incr.write_all(bytes)?;
     if i.fail_next_fsync.swap(false, Ordering::SeqCst) {
         return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    let delay = i.fsync_delay_ms.load(Ordering::Relaxed);
+    if delay > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(delay));
     }
     f.incr.sync_data()?;
     i.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
