@@ -11,7 +11,10 @@
 # Prints requests/s per server and the ratios redlockd / redis-always and
 # redlockd / redis-everysec; for SET NX PX also redlockd / redlockd --appendonly no.
 # REDLOCKD=path measures that binary (default target/release/redlockd, built unless
-# REDLOCKD is set). Needs redis-server and redis-benchmark.
+# REDLOCKD is set); BEFORE=path measures another one too, each cell just before
+# REDLOCKD's (a before/after in one run: the disk's fsync time changes within minutes).
+# For each redlockd the durable rows also give requests per fsync (INFO aof_fsyncs).
+# Needs redis-server and redis-benchmark.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 N="${1:-100000}"
@@ -39,6 +42,9 @@ start_redis() { # name, appendfsync
 }
 start_redlockd redlockd
 start_redlockd redlockd-memory --appendonly no
+if [[ -n "${BEFORE:-}" ]]; then
+  REAL=$REDLOCKD; REDLOCKD=$BEFORE; start_redlockd before; REDLOCKD=$REAL
+fi
 start_redis redis-always always
 start_redis redis-everysec everysec
 for p in "${PORT[@]}"; do
@@ -50,14 +56,26 @@ rps() { # port, pipeline, command...
     | awk -F'"' 'NR==2 {print $4}'
 }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x' if float($2) else '-')"; }
-printf '%-22s %4s %12s %12s %14s %9s %9s\n' workload P redlockd redis-always redis-everysec vs-always vs-everysec
+fsyncs() { redis-cli -p "$1" INFO persistence | tr -d '\r' | awk -F: '$1=="aof_fsyncs" {print $2}'; }
+# rps and requests per fsync of a redlockd: "rps req/fsync".
+rps_logged() { # port, pipeline, command...
+  local f0 r f1
+  f0=$(fsyncs "$1"); r=$(rps "$@"); f1=$(fsyncs "$1")
+  echo "$r $(python3 -c "print(f'{$N/max(1,$f1-$f0):.1f}')")"
+}
+printf '%-22s %4s %12s %12s %14s %9s %9s %9s' workload P redlockd redis-always redis-everysec vs-always vs-everysec req/fsync
+[[ -n "${BEFORE:-}" ]] && printf ' %12s %9s %9s' before before-vs-always before-req/fsync
+echo
 for P in 1 16; do
   for w in "SET key:__rand_int__ v" "INCR counter:__rand_int__" "RPUSH queue:__rand_int__ job" "XADD stream:__rand_int__ * f v"; do
     read -r -a cmd <<<"$w"
-    a=$(rps "${PORT[redlockd]}" "$P" "${cmd[@]}")
+    [[ -n "${BEFORE:-}" ]] && read -r o of < <(rps_logged "${PORT[before]}" "$P" "${cmd[@]}")
+    read -r a af < <(rps_logged "${PORT[redlockd]}" "$P" "${cmd[@]}")
     b=$(rps "${PORT[redis-always]}" "$P" "${cmd[@]}")
     c=$(rps "${PORT[redis-everysec]}" "$P" "${cmd[@]}")
-    printf '%-22s %4s %12s %12s %14s %9s %9s\n' "${cmd[0]} (durable)" "$P" "$a" "$b" "$c" "$(ratio "$a" "$b")" "$(ratio "$a" "$c")"
+    printf '%-22s %4s %12s %12s %14s %9s %9s %9s' "${cmd[0]} (durable)" "$P" "$a" "$b" "$c" "$(ratio "$a" "$b")" "$(ratio "$a" "$c")" "$af"
+    [[ -n "${BEFORE:-}" ]] && printf ' %12s %9s %9s' "$o" "$(ratio "$o" "$b")" "$of"
+    echo
   done
   cmd=(SET "lock:__rand_int__" x NX PX 30000)
   a=$(rps "${PORT[redlockd]}" "$P" "${cmd[@]}")

@@ -238,6 +238,11 @@ impl TestServer {
         self.shared().keyspace.hold_snapshot_walk(None);
     }
 
+    /// Every fsync of the append-only log takes `ms` longer, as on a slow disk.
+    pub fn delay_log_fsyncs(&self, ms: u64) {
+        self.shared().aof.delay_fsyncs(ms);
+    }
+
     /// A power cut and a restart: what the append-only log wrote but had not fsynced is
     /// lost (its incr file is cut at the last fsync), then `crash_restart`.
     pub fn crash_restart_power_cut(&self) {

@@ -285,14 +285,15 @@ impl Blocking {
             }
             let tx = tx.take().expect("checked above");
             self.forget(&waiter);
+            if let Some((group, consumer, _)) = &read.group {
+                // The group's delivery, in the append-only log.
+                let log = crate::durability::aof::propagate::log_group_read;
+                log(shared, db_index, key, group, consumer, created, &reply);
+            }
             // A reader whose connection went away has nothing to give back: entries
             // a group read assigned stay pending for its consumer, as after a reply
             // that reached a client which then died.
             let _ = tx.send(reply);
-            if read.group.is_some() {
-                // The group's delivery, in the append-only log.
-                crate::durability::aof::propagate::log_key_states(shared, db_index, &[key]);
-            }
         }
     }
 

@@ -13,8 +13,15 @@
 //!   by the ID it made and a blocking pop as the non-blocking pop it did;
 //! - EXPIRE-family and PERSIST on a key durable before and after: `PEXPIREAT key
 //!   <unix ms>` or `PERSIST key`;
-//! - everything else (a relative TTL, randomness, time-dependent effects such as
-//!   XREADGROUP's delivery times, a key becoming durable from memory-only, a command
+//! - XREADGROUP, XCLAIM and XAUTOCLAIM on durable streams, as Redis propagates them
+//!   (`group_changes`): per entry delivered or claimed, `XCLAIM key group consumer 0
+//!   id TIME <unix ms> RETRYCOUNT n FORCE JUSTID LASTID <group's last id>` (its whole
+//!   PEL state), `XACK key group id...` for pending entries dropped because the entry
+//!   is gone, `XGROUP SETID key group id ENTRIESREAD n` when the group's last id or
+//!   read counter moved, and `XGROUP CREATECONSUMER` for a consumer created with
+//!   nothing claimed to it; the stream itself is not logged again;
+//! - everything else (a relative TTL, randomness, a key becoming durable from
+//!   memory-only, a command
 //!   reading a memory-only key): the whole state of each key after it, `SET key value
 //!   [PXAT ms]` for a string, else `RESTORE key <unix ms|0> <DUMP payload> ABSTTL
 //!   REPLACE`, or `DEL key` for a durable key that became absent or memory-only.
@@ -25,7 +32,8 @@ use super::Entry;
 use crate::commands::{eq_ignore_case, Ctx, Spec};
 use crate::node::Shared;
 use crate::protocol::Reply;
-use crate::store::{Db, ValueRef};
+use crate::store::stream::Group;
+use crate::store::{Db, StreamId, ValueRef};
 use bytes::Bytes;
 
 /// A key's class, for the log.
@@ -39,6 +47,18 @@ pub enum Class {
 /// The classes of a write's keys before it ran.
 pub struct Before {
     keys: Vec<(Bytes, Class)>,
+    /// XREADGROUP, XCLAIM, XAUTOCLAIM: their group on each key, before.
+    groups: Vec<GroupMark>,
+}
+
+/// What a group command may change that its reply does not tell: the group's last
+/// delivered id and read counter, whether the consumer existed, and (XCLAIM) which of
+/// the IDs named were pending.
+struct GroupMark {
+    last_id: StreamId,
+    entries_read: Option<u64>,
+    consumer_existed: bool,
+    pending: Vec<StreamId>,
 }
 
 /// The class of `key` at `now`.
@@ -56,42 +76,125 @@ pub fn class_of(db: &Db, key: &[u8], now: u64, threshold_ms: u64) -> Class {
 pub fn before(ctx: &Ctx, spec: &Spec, args: &[Bytes]) -> Before {
     let db = ctx.db();
     let threshold = ctx.shared.aof.threshold_ms();
-    Before {
-        keys: spec
-            .keys(args)
-            .map(|k| (k.clone(), class_of(db, k, ctx.now_ms, threshold)))
-            .collect(),
+    let keys: Vec<(Bytes, Class)> = spec
+        .keys(args)
+        .map(|k| (k.clone(), class_of(db, k, ctx.now_ms, threshold)))
+        .collect();
+    let groups = match group_names(spec.name, args) {
+        Some((group, consumer)) => keys
+            .iter()
+            .map(|(k, _)| group_mark(db, k, ctx.now_ms, spec.name, args, group, consumer))
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    Before { keys, groups }
+}
+
+/// The group and consumer a group command names (XREADGROUP's `GROUP g c`, XCLAIM's
+/// and XAUTOCLAIM's second and third arguments).
+fn group_names<'a>(name: &str, args: &'a [Bytes]) -> Option<(&'a Bytes, &'a Bytes)> {
+    match name {
+        "xclaim" | "xautoclaim" => Some((args.get(2)?, args.get(3)?)),
+        "xreadgroup" => {
+            let at = args.iter().position(|a| eq_ignore_case(a, "group"))?;
+            Some((args.get(at + 1)?, args.get(at + 2)?))
+        }
+        _ => None,
     }
 }
 
-/// Whether a write is the short lock's grant, `SET key value NX PX|EX ttl` with a TTL
-/// at most the threshold: it changes nothing or makes an absent key memory-only, so it
-/// is decided from its arguments alone, with no lookup and no log (the grant path
+/// The group `group` of the stream at `key` before a group command (`None`: no such
+/// stream or group: the command fails).
+fn group_mark(
+    db: &Db,
+    key: &[u8],
+    now: u64,
+    name: &str,
+    args: &[Bytes],
+    group: &[u8],
+    consumer: &[u8],
+) -> Option<GroupMark> {
+    let e = db.peek(key, now)?;
+    let ValueRef::Stream(s) = e.value() else {
+        return None;
+    };
+    let g = s.groups.get(group)?;
+    let pending = if name == "xclaim" {
+        xclaim_ids(args)
+            .filter(|id| g.pel.contains_key(id))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Some(GroupMark {
+        last_id: g.last_id,
+        entries_read: g.entries_read,
+        consumer_existed: g.consumers.contains_key(consumer),
+        pending,
+    })
+}
+
+/// XCLAIM's IDs: from its fifth argument up to the first that is not one.
+fn xclaim_ids(args: &[Bytes]) -> impl Iterator<Item = StreamId> + '_ {
+    args.iter()
+        .skip(5)
+        .map_while(|a| crate::commands::families::streams::parse_strict_id(a).ok())
+}
+
+/// Whether a write is the short lock's grant, `SET key value NX PX|EX ttl [GET]` with
+/// a TTL at most the threshold: it changes nothing or makes an absent key memory-only,
+/// so it is decided from its arguments alone, with no lookup and no log (the grant path
 /// stays as without the log).
+///
+/// It runs before every write while the log is on, so it reads the options as bytes
+/// (callgrind: ~150 instructions a grant with `eq_ignore_case` and `parse_i64`, 2% of
+/// the whole request). A TTL it reads that the handler refuses (`030000`) makes the
+/// command fail, which changes nothing either; anything it cannot read is logged as
+/// usual.
 #[inline]
 pub fn is_memory_only_grant(spec: &Spec, args: &[Bytes], threshold_ms: u64) -> bool {
-    if spec.name != "set" || args.len() < 6 {
+    if !(6..=7).contains(&args.len()) || spec.name != "set" {
         return false;
     }
     let (mut nx, mut ttl_ms) = (false, None);
     let mut i = 3;
     while i < args.len() {
-        let a = &args[i];
-        if eq_ignore_case(a, "nx") {
-            nx = true;
-        } else if eq_ignore_case(a, "px") || eq_ignore_case(a, "ex") {
-            let Some(n) = args.get(i + 1).and_then(|n| crate::commands::parse_i64(n)) else {
-                return false;
-            };
-            let scale = if eq_ignore_case(a, "ex") { 1000 } else { 1 };
-            ttl_ms = Some(n.saturating_mul(scale));
-            i += 1;
-        } else if !eq_ignore_case(a, "get") {
-            return false;
+        match &args[i][..] {
+            [a, b] => match [a | 0x20, b | 0x20] {
+                [b'n', b'x'] => nx = true,
+                [unit @ (b'p' | b'e'), b'x'] => {
+                    let scale = if unit == b'e' { 1000 } else { 1 };
+                    let Some(n) = args.get(i + 1).and_then(|n| small_decimal(n)) else {
+                        return false;
+                    };
+                    ttl_ms = Some(n * scale);
+                    i += 1;
+                }
+                _ => return false,
+            },
+            [a, b, c] if [a | 0x20, b | 0x20, c | 0x20] == *b"get" => {}
+            _ => return false,
         }
         i += 1;
     }
-    nx && ttl_ms.is_some_and(|t| t > 0 && t as u64 <= threshold_ms)
+    nx && ttl_ms.is_some_and(|t| t > 0 && t <= threshold_ms)
+}
+
+/// A decimal of at most 12 digits (no sign), as a TTL argument.
+#[inline]
+fn small_decimal(arg: &[u8]) -> Option<u64> {
+    if arg.is_empty() || arg.len() > 12 {
+        return None;
+    }
+    let mut n = 0u64;
+    for &d in arg {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    Some(n)
 }
 
 /// Deterministic commands replayed as sent when none of their keys was memory-only.
@@ -202,6 +305,15 @@ pub fn after(ctx: &mut Ctx, spec: &Spec, args: &[Bytes], reply: &Reply, before: 
     if !was(Class::Durable) && !any_post_durable {
         return;
     }
+    let all_durable = before.keys.iter().all(|(_, c)| *c == Class::Durable)
+        && post.iter().all(|c| *c == Class::Durable);
+    if all_durable && before.groups.len() == before.keys.len() {
+        let entries = group_command_changes(ctx, spec.name, args, reply, &before);
+        ctx.client
+            .aof_pending
+            .extend(entries.into_iter().map(|e| (dbi, e)));
+        return;
+    }
     if !was(Class::MemoryOnly) && as_is(spec.name) {
         if let Some(e) = as_sent(spec.name, args, reply) {
             ctx.client.aof_pending.push((dbi, e));
@@ -236,6 +348,235 @@ pub fn after(ctx: &mut Ctx, spec: &Spec, args: &[Bytes], reply: &Reply, before: 
         if let Some(e) = state_entry(ctx.shared, db, key, now, *post, *pre) {
             ctx.client.aof_pending.push((dbi, e));
         }
+    }
+}
+
+/// What a group command on durable streams logs (see the module docs), from its
+/// reply (the entries it delivered or claimed) and the groups before and after.
+fn group_command_changes(
+    ctx: &Ctx,
+    name: &str,
+    args: &[Bytes],
+    reply: &Reply,
+    before: &Before,
+) -> Vec<Vec<Bytes>> {
+    let db = ctx.db();
+    let now = ctx.now_ms;
+    let Some((group, consumer)) = group_names(name, args) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut seen: Vec<&Bytes> = Vec::new();
+    for ((key, _), mark) in before.keys.iter().zip(&before.groups) {
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let (claimed, dropped) = match (name, reply) {
+            ("xreadgroup", _) => (delivered_ids(reply, key), Vec::new()),
+            ("xclaim", Reply::Array(items)) => (
+                items.iter().filter_map(item_id).collect(),
+                mark.pending.clone(),
+            ),
+            ("xautoclaim", Reply::Array(parts)) => match (parts.get(1), parts.get(2)) {
+                (Some(Reply::Array(claimed)), Some(Reply::Array(deleted))) => (
+                    claimed.iter().filter_map(item_id).collect(),
+                    deleted.iter().filter_map(item_id).collect(),
+                ),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        let created = !mark.consumer_existed;
+        let was = Some((mark.last_id, mark.entries_read));
+        let change = GroupChange {
+            group,
+            consumer,
+            claimed: &claimed,
+            dropped: &dropped,
+            created,
+            was,
+        };
+        group_changes(db, now, key, &change, &mut out);
+    }
+    out
+}
+
+/// What one group command did to one key's group.
+struct GroupChange<'a> {
+    group: &'a Bytes,
+    consumer: &'a Bytes,
+    /// Entries delivered or claimed: their PEL state is logged.
+    claimed: &'a [StreamId],
+    /// IDs that may have left the PEL (claims of deleted entries): those no longer
+    /// pending are logged as XACK.
+    dropped: &'a [StreamId],
+    /// The command may have created the consumer.
+    created: bool,
+    /// The group's last id and read counter before (`None`: moved, log them).
+    was: Option<(StreamId, Option<u64>)>,
+}
+
+/// Appends to `out` the commands that redo `change` on `key`'s group, from the
+/// group's state now.
+fn group_changes(
+    db: &Db,
+    now: u64,
+    key: &Bytes,
+    change: &GroupChange<'_>,
+    out: &mut Vec<Vec<Bytes>>,
+) {
+    let Some(e) = db.peek(key, now) else { return };
+    let ValueRef::Stream(s) = e.value() else {
+        return;
+    };
+    let Some(g) = s.groups.get(&change.group[..]) else {
+        return;
+    };
+    let word = |w: &'static [u8]| Bytes::from_static(w);
+    let claimed: Vec<StreamId> = (change.claimed.iter())
+        .filter(|id| g.pel.contains_key(id))
+        .copied()
+        .collect();
+    if change.created
+        && g.consumers.contains_key(&change.consumer[..])
+        && !claimed
+            .iter()
+            .any(|id| g.pel[id].consumer == change.consumer)
+    {
+        out.push(vec![
+            word(b"XGROUP"),
+            word(b"CREATECONSUMER"),
+            key.clone(),
+            change.group.clone(),
+            change.consumer.clone(),
+        ]);
+    }
+    for id in claimed {
+        out.push(xclaim_entry(key, change.group, g, id));
+    }
+    let acked: Vec<Bytes> = (change.dropped.iter())
+        .filter(|id| !g.pel.contains_key(id))
+        .map(|id| id.to_bytes())
+        .collect();
+    if !acked.is_empty() {
+        let mut v = vec![word(b"XACK"), key.clone(), change.group.clone()];
+        v.extend(acked);
+        out.push(v);
+    }
+    if change.was != Some((g.last_id, g.entries_read)) {
+        let read = g.entries_read.map_or(-1, |n| n as i64);
+        out.push(vec![
+            word(b"XGROUP"),
+            word(b"SETID"),
+            key.clone(),
+            change.group.clone(),
+            g.last_id.to_bytes(),
+            word(b"ENTRIESREAD"),
+            Bytes::from(read.to_string()),
+        ]);
+    }
+}
+
+/// The pending entry `id` of `g` as Redis propagates a delivery or claim: `XCLAIM key
+/// group consumer 0 id TIME t RETRYCOUNT n FORCE JUSTID LASTID last`.
+fn xclaim_entry(key: &Bytes, group: &Bytes, g: &Group, id: StreamId) -> Vec<Bytes> {
+    let n = &g.pel[&id];
+    let word = |w: &'static [u8]| Bytes::from_static(w);
+    vec![
+        word(b"XCLAIM"),
+        key.clone(),
+        group.clone(),
+        n.consumer.clone(),
+        word(b"0"),
+        id.to_bytes(),
+        word(b"TIME"),
+        Bytes::from(n.delivery_time.to_string()),
+        word(b"RETRYCOUNT"),
+        Bytes::from(n.delivery_count.to_string()),
+        word(b"FORCE"),
+        word(b"JUSTID"),
+        word(b"LASTID"),
+        g.last_id.to_bytes(),
+    ]
+}
+
+/// The ID of an entry in a reply (`[id, fields]`) or of a JUSTID reply (`id`);
+/// `None` for a deleted entry of a history read (`[id, nil]`): nothing was delivered.
+fn item_id(item: &Reply) -> Option<StreamId> {
+    let id = match item {
+        Reply::Bulk(id) => id,
+        Reply::Array(pair) => match (pair.first(), pair.get(1)) {
+            (Some(Reply::Bulk(id)), Some(Reply::Array(_))) => id,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    crate::commands::families::streams::parse_strict_id(id).ok()
+}
+
+/// The IDs an XREAD-style reply (a RESP3 map or RESP2 `[key, entries]` pairs)
+/// delivered for `key`.
+fn delivered_ids(reply: &Reply, key: &[u8]) -> Vec<StreamId> {
+    let mut ids = Vec::new();
+    let mut take = |k: &Reply, entries: &Reply| {
+        if let (Reply::Bulk(k), Reply::Array(entries)) = (k, entries) {
+            if k[..] == *key {
+                ids.extend(entries.iter().filter_map(item_id));
+            }
+        }
+    };
+    match reply {
+        Reply::Map(pairs) => pairs.iter().for_each(|(k, v)| take(k, v)),
+        Reply::Array(pairs) => {
+            for p in pairs {
+                if let Reply::Array(kv) = p {
+                    if let (Some(k), Some(v)) = (kv.first(), kv.get(1)) {
+                        take(k, v);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    ids
+}
+
+/// Logs what a blocked XREADGROUP did when a write served it (outside any command):
+/// `reply` is what it delivered from `key`, `created` whether it created the
+/// consumer. Nothing for a stream that is not durable. Appended at once.
+pub fn log_group_read(
+    shared: &Shared,
+    db_index: usize,
+    key: &Bytes,
+    group: &Bytes,
+    consumer: &Bytes,
+    created: bool,
+    reply: &Reply,
+) {
+    if !shared.aof.logging() {
+        return;
+    }
+    let db = shared.keyspace.db(db_index);
+    let now = shared.clock.now_ms();
+    if class_of(db, key, now, shared.aof.threshold_ms()) != Class::Durable {
+        return;
+    }
+    let claimed = delivered_ids(reply, key);
+    let change = GroupChange {
+        group,
+        consumer,
+        claimed: &claimed,
+        dropped: &[],
+        created,
+        // A served read delivered new entries: the group's last id moved.
+        was: None,
+    };
+    let mut out = Vec::new();
+    group_changes(db, now, key, &change, &mut out);
+    let entries: Vec<Entry> = out.into_iter().map(|e| (db_index, e)).collect();
+    if !entries.is_empty() {
+        shared.aof.append(&entries);
     }
 }
 
@@ -431,6 +772,17 @@ mod tests {
         assert!(!grant(&["SET", "lock", "t", "NX", "PXAT", "3000"]));
         assert!(!grant(&["SET", "lock", "t", "NX", "PX", "x"]));
         assert!(!grant(&["SETNX", "lock", "t"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "-1"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "0"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "+5"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "9999999999999"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "EX", "61"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "5", "XX"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX", "5", "GETX"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "PX"]));
+        assert!(!grant(&["SET", "lock", "t", "NX", "NX", "PX"]));
+        assert!(grant(&["SET", "lock", "t", "nX", "Px", "1"]));
+        assert!(grant(&["SET", "lock", "t", "PX", "1", "NX", "gEt"]));
     }
 
     #[test]
