@@ -14,7 +14,10 @@
 # REDLOCKD is set); BEFORE=path measures another one too, each cell just before
 # REDLOCKD's (a before/after in one run: the disk's fsync time changes within minutes).
 # For each redlockd the durable rows also give requests per fsync (INFO aof_fsyncs).
-# Needs redis-server and redis-benchmark.
+# STEADY_FSYNC_US=n: every server's files on tmpfs and each of their syncs n us long
+# (benches/steady_fsync.c, LD_PRELOAD): a disk whose sync time does not change, to
+# compare group commits where this VM's own disk flips between regimes.
+# Needs redis-server and redis-benchmark (and cc for STEADY_FSYNC_US).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 N="${1:-100000}"
@@ -23,20 +26,28 @@ command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null \
 [[ -n "${REDLOCKD:-}" ]] || cargo build --release --quiet
 REDLOCKD="${REDLOCKD:-target/release/redlockd}"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-TMP=$(mktemp -d)
+PRELOAD=()
+if [[ -n "${STEADY_FSYNC_US:-}" ]]; then
+  TMP=$(mktemp -d /dev/shm/durable-XXXX)
+  cc -shared -fPIC -O2 -o "$TMP/steady_fsync.so" benches/steady_fsync.c -ldl
+  PRELOAD=(env "LD_PRELOAD=$TMP/steady_fsync.so" "STEADY_FSYNC_US=$STEADY_FSYNC_US")
+  echo "steady fsync: files on tmpfs, every sync ${STEADY_FSYNC_US} us"
+else
+  TMP=$(mktemp -d)
+fi
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 declare -A PORT
 start_redlockd() { # name, extra flags...
   local name=$1; shift
   PORT[$name]=$(free_port); mkdir -p "$TMP/$name"
-  "$REDLOCKD" --port "${PORT[$name]}" --restart-delay 0 --dir "$TMP/$name" --log warn "$@" >/dev/null 2>&1 &
+  "${PRELOAD[@]}" "$REDLOCKD" --port "${PORT[$name]}" --restart-delay 0 --dir "$TMP/$name" --log warn "$@" >/dev/null 2>&1 &
   PIDS+=($!)
 }
 start_redis() { # name, appendfsync
   local name=$1
   PORT[$name]=$(free_port); mkdir -p "$TMP/$name"
-  redis-server --port "${PORT[$name]}" --bind 127.0.0.1 --save "" --dir "$TMP/$name" --appendonly yes \
+  "${PRELOAD[@]}" redis-server --port "${PORT[$name]}" --bind 127.0.0.1 --save "" --dir "$TMP/$name" --appendonly yes \
     --appendfsync "$2" --logfile /dev/null >/dev/null 2>&1 &
   PIDS+=($!)
 }
