@@ -1,6 +1,6 @@
 //! The lease of a serving node: a node of a map serves its slots only while a majority
-//! of the map's nodes (itself included) answered it within `--cluster-node-timeout`
-//! with the same map or an older one; a node that answers with a newer map gives it
+//! of the map's slot owners (itself included) answered it within
+//! `--cluster-node-timeout` with the same map or an older one; a node that answers with a newer map gives it
 //! at once (installed: its slots go where it says). Past the timeout without a
 //! majority the node stops serving (`-CLUSTERDOWN`, logged, `INFO cluster`) until a
 //! majority answers again: what Redis Cluster does to a master on the minority side of
@@ -71,11 +71,27 @@ impl Cluster {
             return;
         }
         let adopted = self.adopt_newer(&view, &answers, now_ms, tokens, dir);
-        let with_us = 1 + answers
+        // The voters: the nodes that own slots in this map (a node the map leaves
+        // without slots, such as a dead owner taken over, has nothing to confirm).
+        let mut voters: Vec<bool> = vec![false; view.map.nodes.len()];
+        for &o in view
+            .map
+            .owner
             .iter()
-            .filter(|a| matches!(a, Ok(st) if st.version <= view.map.version))
-            .count();
-        let majority = view.me.is_none() || with_us > view.map.nodes.len() / 2;
+            .filter(|&&o| o != super::map::UNASSIGNED)
+        {
+            voters[usize::from(o)] = true;
+        }
+        let is_voter =
+            |id: &str| (view.map.nodes.iter().zip(&voters)).any(|(n, &v)| v && n.id == id);
+        let with_us = usize::from(is_voter(&self.my_id))
+            + (answers.iter().zip(&others))
+                .filter(|(a, (id, _))| {
+                    is_voter(id) && matches!(a, Ok(st) if st.version <= view.map.version)
+                })
+                .count();
+        let need = voters.iter().filter(|&&v| v).count() / 2 + 1;
+        let majority = !is_voter(&self.my_id) || with_us >= need;
         if adopted || majority {
             *self.renewed_at.lock() = Instant::now();
             if self.lease_lost.swap(false, Ordering::SeqCst) {
@@ -96,7 +112,7 @@ impl Cluster {
                 silent.as_millis(),
                 self.node_timeout_ms,
                 with_us,
-                view.map.nodes.len() / 2 + 1
+                need
             );
             tracing::warn!(unreachable = ?answers.iter().filter_map(|a| a.as_ref().err()).collect::<Vec<_>>(), "{why}");
             *self.unconfirmed_why.lock() = why;

@@ -845,3 +845,29 @@ async fn a_cut_off_owner_learns_the_takeover_map() {
     assert_eq!(moved, format!("-MOVED 100 127.0.0.1:{}\r\n", p[1]));
     assert_eq!(a.handle().cluster_map_version(), 2);
 }
+
+/// The lease counts the map's slot owners: once a takeover map leaves a dead node
+/// without slots, the last owner of a two-node map serves alone, past the node
+/// timeout; before the takeover, alone, it stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_leaves_the_survivor_serving_past_the_timeout() {
+    let nodes = two_nodes(|_, c| c.cluster.node_timeout = Some(Duration::from_millis(200))).await;
+    let (a, b) = (nodes.node(0), nodes.node(1));
+    let (pa, pb) = (a.addr().port(), b.addr().port());
+    let key = key_in(9000);
+    a.stop().await;
+    // B alone, A still owning half the map: B stops for want of a majority.
+    poll_until(b, &["GET", &key], |r| r.starts_with("-CLUSTERDOWN")).await;
+    let v2 = map_json(
+        2,
+        &[(pa, vec![], Some(30_000)), (pb, vec![(0, 16383)], None)],
+    );
+    assert_eq!(setmap(b, &v2).await, OK);
+    poll_until(b, &["GET", &key], |r| r == NIL).await;
+    // Serving still after many node timeouts' worth of renewals.
+    let mut cb = Raw::to(b).await;
+    for _ in 0..200 {
+        cb.check(&["GET", &key], NIL).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
