@@ -15,6 +15,10 @@
 //! restart margin and this timeout (`Cluster::takeover_margin_ms`), which covers the
 //! locks the old owner granted before it stopped.
 //!
+//! A node that stops cleanly says so (`CLUSTER LEAVING`, once its connections have
+//! ended): a takeover of its slots then fences for its max-ttl and the margin only.
+//! Whoever did not hear it, or heard from the node again since, fences in full.
+//!
 //! The lease runs on the real monotonic clock (`Instant`), as the calls to the other
 //! nodes do; tests that move the manual clock do not expire it. A node timeout of 0
 //! turns the lease off (no expiry, no newer map learned, no longer takeover fence):
@@ -34,6 +38,48 @@ impl Cluster {
     /// margin, and the time the old owner may go on serving if it was only cut off.
     pub(super) fn takeover_margin_ms(&self) -> u64 {
         self.margin_ms + self.node_timeout_ms
+    }
+
+    /// `takeover_margin_ms` for slots of the node `id`: the margin alone if it said it
+    /// stopped cleanly and has not asked anything since (it serves nothing until a
+    /// majority confirms its map, and the majority has the newer one).
+    pub(super) fn takeover_margin_for(&self, id: &str) -> u64 {
+        if self.left.lock().contains(id) {
+            self.margin_ms
+        } else {
+            self.takeover_margin_ms()
+        }
+    }
+
+    /// `CLUSTER LEAVING <id>`: the node `id` stopped cleanly.
+    pub fn note_leaving(&self, id: &str) {
+        if id != self.my_id {
+            tracing::info!(node = %id, "a node of the map stopped cleanly");
+            self.left.lock().insert(id.to_string());
+        }
+    }
+
+    /// At a clean stop, once no command runs any more: tells the other nodes of the
+    /// map (`CLUSTER LEAVING`), so that a takeover of this node's slots need not wait
+    /// out the node timeout on top of its max-ttl. Only with the lease on (without it
+    /// there is nothing to shorten); a node that does not hear it fences in full.
+    pub fn announce_leaving(&self) {
+        if self.mode != super::Mode::Map || self.node_timeout_ms == 0 {
+            return;
+        }
+        let others = self.others();
+        std::thread::scope(|scope| {
+            for (id, addr) in &others {
+                scope.spawn(move || {
+                    let call: [&[u8]; 3] = [b"CLUSTER", b"LEAVING", self.my_id.as_bytes()];
+                    if let Err(e) =
+                        super::peer::call_once(addr, super::PEER_TIMEOUT, self.peer_auth.as_ref(), &call)
+                    {
+                        tracing::info!(node = %id, addr = %addr, error = %e, "could not say this node stops");
+                    }
+                });
+            }
+        });
     }
 
     /// How often a serving node renews its lease (with the lease off, asks the others

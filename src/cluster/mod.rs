@@ -161,6 +161,9 @@ pub struct Cluster {
     node_timeout_ms: u64,
     renewed_at: Mutex<std::time::Instant>,
     lease_lost: AtomicBool,
+    /// Nodes that said they stopped cleanly (`CLUSTER LEAVING`) and have not asked
+    /// this node anything since (`lease.rs`).
+    left: Mutex<HashSet<String>>,
     /// Why the map is not confirmed yet (the CLUSTERDOWN text and INFO's).
     unconfirmed_why: Mutex<String>,
     /// Ids of the nodes that asked this node for its state with a map no newer than
@@ -361,6 +364,7 @@ impl Cluster {
                 .as_millis() as u64,
             renewed_at: Mutex::new(std::time::Instant::now()),
             lease_lost: AtomicBool::new(false),
+            left: Mutex::new(HashSet::new()),
             unconfirmed_why: Mutex::new(String::new()),
             heard: Mutex::new(HashSet::new()),
             facts: Mutex::new(HashMap::new()),
@@ -583,7 +587,7 @@ impl Cluster {
                     owner.id,
                     owner.addr()
                 ))?;
-                fence_of.insert(o, ttl + self.takeover_margin_ms());
+                fence_of.insert(o, ttl + self.takeover_margin_for(&owner.id));
                 token_floor = token_floor.max(floor.unwrap_or(0));
             }
         }
@@ -695,6 +699,8 @@ impl Cluster {
         if asker_version <= view.map.version && asker != self.my_id {
             self.heard.lock().insert(asker.to_string());
         }
+        // It runs again (its restart confirms its map first).
+        self.left.lock().remove(asker);
         let released = self.released.lock().clone();
         let released_ms = (released.1 - self.clock.wall_ms()).max(0);
         let map = if view.map.nodes.is_empty() {

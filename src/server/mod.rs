@@ -394,6 +394,11 @@ async fn accept_loop(mut listeners: Vec<Listener>, shared: Arc<Shared>) {
     .await
     .is_ok();
     connections.abort_all();
+    if drained {
+        // No command runs any more: the other nodes of a slot map may take this
+        // node's slots without waiting out its lease (`cluster::lease`).
+        crate::cluster::blocking(|| shared.cluster.announce_leaving());
+    }
     save_snapshot(&shared, drained);
     if let Some(dir) = &shared.node_dir {
         dir.unlock();

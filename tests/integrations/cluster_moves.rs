@@ -871,3 +871,46 @@ async fn a_takeover_leaves_the_survivor_serving_past_the_timeout() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// A node that stops cleanly says so (`CLUSTER LEAVING`): a takeover of its slots
+/// fences for its max-ttl and the margin only; an owner that was only cut off gets the
+/// node timeout on top (it may go on serving until its lease runs out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_spares_the_takeover_the_node_timeout() {
+    for clean in [true, false] {
+        let timeout = |i: usize| {
+            move |c: &mut Config| {
+                map_mode(c, i);
+                c.cluster.node_timeout = Some(Duration::from_secs(5));
+            }
+        };
+        let a = start_with(timeout(0)).await;
+        let b = start_with(timeout(1)).await;
+        let (pa, pb) = (a.addr().port(), b.addr().port());
+        let v1 = map_json(
+            1,
+            &[(pa, vec![(0, 8191)], None), (pb, vec![(8192, 16383)], None)],
+        );
+        assert_eq!(setmap(&a, &v1).await, OK);
+        assert_eq!(setmap(&b, &v1).await, OK);
+        if clean {
+            a.shutdown().await;
+        } else {
+            a.isolate().await;
+        }
+        let v2 = map_json(
+            2,
+            &[(pa, vec![], Some(30_000)), (pb, vec![(0, 16383)], None)],
+        );
+        assert_eq!(setmap(&b, &v2).await, OK);
+        let fenced = Raw::to(&b)
+            .await
+            .cmd(&["SET", &key_in(100), "y", "PX", "500"])
+            .await;
+        let left = if clean { 31_000 } else { 36_000 };
+        assert!(
+            fenced.contains(&format!("another {left} ms")),
+            "clean stop {clean}: {fenced}"
+        );
+    }
+}

@@ -299,6 +299,7 @@ const OWN_SUBCOMMANDS: &[&str] = &[
     "cluster|setmap",
     "cluster|getmap",
     "cluster|peerstate",
+    "cluster|leaving",
     "cluster|import",
     "client|setinfo",
     "client|no-touch",

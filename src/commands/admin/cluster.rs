@@ -29,6 +29,7 @@ const SERVED: &[(&str, i32)] = &[
     ("setmap", -3),
     ("getmap", 2),
     ("peerstate", 4),
+    ("leaving", 3),
     ("import", -7),
 ];
 
@@ -150,6 +151,10 @@ pub fn cluster(ctx: &mut Ctx, args: &[Bytes]) -> CmdResult {
         }
         "setmap" => setmap(ctx, args),
         "import" => import(ctx, args),
+        "leaving" => {
+            cluster.note_leaving(&String::from_utf8_lossy(&args[2]));
+            Ok(Reply::Ok)
+        }
         "peerstate" => {
             let version = parse_i64(&args[3])
                 .filter(|&v| v >= 0)
@@ -575,6 +580,8 @@ const HELP: &[&str] = &[
     "    Keys of slots another node moves to this one (redlockd, node to node).",
     "PEERSTATE <node-id> <map-version>",
     "    This node's map, max-ttl and token mark as JSON, for the other nodes (redlockd).",
+    "LEAVING <node-id>",
+    "    That node stopped cleanly and serves nothing until it confirms its map again (redlockd, node to node).",
     "HELP",
     "    Prints this help.",
 ];

@@ -430,6 +430,7 @@ pub(super) const SUB_ROWS: &[SubRow] = &[
     SubRow { name: "cluster|set-config-epoch", arity: 3, flags: ADMIN, cats: C_ADMIN | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
     SubRow { name: "cluster|import", arity: -8, flags: ADMIN | NOSCRIPT, cats: C_ADMIN | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
     SubRow { name: "cluster|peerstate", arity: 4, flags: ADMIN | NOSCRIPT, cats: C_ADMIN | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
+    SubRow { name: "cluster|leaving", arity: 3, flags: ADMIN | NOSCRIPT, cats: C_ADMIN | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
     SubRow { name: "cluster|setmap", arity: -3, flags: ADMIN | NOSCRIPT | EXCLUSIVE, cats: C_ADMIN | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
     SubRow { name: "cluster|setslot", arity: -4, flags: ADMIN, cats: C_ADMIN | C_SLOW | C_DANGEROUS, keys: NO_KEYS },
     SubRow { name: "cluster|shards", arity: 2, flags: 0, cats: C_SLOW, keys: NO_KEYS },
