@@ -966,78 +966,6 @@ impl Cluster {
         Ok(())
     }
 
-    /// Whether the node serves the slots of its map (false until a map a node
-    /// started with is confirmed).
-    pub fn confirmed(&self) -> bool {
-        self.confirmed.load(Ordering::Acquire)
-    }
-
-    /// Why the map is not confirmed (empty once it is).
-    pub fn unconfirmed_why(&self) -> String {
-        self.unconfirmed_why.lock().clone()
-    }
-
-    /// One confirmation round (`confirm`): asks every other node of the map for its
-    /// state; a newer map among the answers is installed (and serves at once); else
-    /// the map is confirmed once a majority of the map's nodes (this one included, and
-    /// those that asked us with a map no newer) have it or an older one. Returns
-    /// whether the map is confirmed.
-    pub fn confirm_round(
-        &self,
-        now_ms: u64,
-        tokens: &crate::durability::tokens::TokenMark,
-        dir: Option<&Path>,
-    ) -> bool {
-        if self.confirmed() {
-            return true;
-        }
-        let view = self.view();
-        let others = self.others();
-        let answers = self.ask_all(&others, view.map.version, tokens);
-        if self.adopt_newer(&view, &answers, now_ms, tokens, dir) {
-            self.set_confirmed();
-            return true;
-        }
-        let mut with_us: HashSet<&str> = HashSet::new();
-        if view.me.is_some() {
-            with_us.insert(&self.my_id);
-        }
-        for (a, (id, _)) in answers.iter().zip(&others) {
-            if matches!(a, Ok(st) if st.version <= view.map.version) {
-                with_us.insert(id);
-            }
-        }
-        let heard = self.heard.lock().clone();
-        for (id, _) in &others {
-            if heard.contains(id) {
-                with_us.insert(id);
-            }
-        }
-        let need = view.map.nodes.len() / 2 + 1;
-        if with_us.len() >= need {
-            tracing::info!(
-                version = view.map.version,
-                confirmed_by = with_us.len(),
-                of = view.map.nodes.len(),
-                "the slot map is confirmed: serving its slots"
-            );
-            self.set_confirmed();
-            return true;
-        }
-        let why = format!(
-            "this node started with its saved map (version {}) and serves no slot until a majority of the map's nodes confirm it is current: {} of the {} needed answered (CLUSTER INFO, INFO cluster)",
-            view.map.version,
-            with_us.len(),
-            need
-        );
-        let mut last = self.unconfirmed_why.lock();
-        if *last != why {
-            tracing::warn!(unreachable = ?answers.iter().filter_map(|a| a.as_ref().err()).collect::<Vec<_>>(), "{why}");
-            *last = why;
-        }
-        false
-    }
-
     /// Asks each of `others` (id, address) at once; the answers in their order.
     /// Slots a peer released by a mode change that this node serves are fenced, and
     /// the token mark raised past the bound that peer publishes (a mode change is a
@@ -1088,45 +1016,6 @@ impl Cluster {
             .filter(|n| n.id != self.my_id)
             .map(|n| (n.id.clone(), n.addr()))
             .collect()
-    }
-
-    /// Installs the newest map among `answers` if it is newer than `view`'s (a node
-    /// of the cluster serves it); whether it did.
-    fn adopt_newer(
-        &self,
-        view: &View,
-        answers: &[Result<PeerState, String>],
-        now_ms: u64,
-        tokens: &crate::durability::tokens::TokenMark,
-        dir: Option<&Path>,
-    ) -> bool {
-        let newest = answers
-            .iter()
-            .filter_map(|a| a.as_ref().ok())
-            .filter(|a| a.version > view.map.version)
-            .max_by_key(|a| a.version);
-        let Some((newest, map)) = newest.and_then(|n| Some((n, n.map.as_ref()?))) else {
-            return false;
-        };
-        let version = map.version;
-        match self.install(map.clone(), now_ms, tokens, |text| match dir {
-            Some(dir) => write_durably(dir, text),
-            None => Ok(()),
-        }) {
-            Ok(fenced) => {
-                tracing::warn!(version, from = %newest.id, fenced_slots = fenced, "this node's slot map was stale: installed the newer map a node of the cluster serves");
-                true
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot install the newer map a node serves");
-                false
-            }
-        }
-    }
-
-    fn set_confirmed(&self) {
-        self.unconfirmed_why.lock().clear();
-        self.confirmed.store(true, Ordering::Release);
     }
 
     /// At boot: the map persisted in the data directory, served as it was, except that
